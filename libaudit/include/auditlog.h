@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * auditlog.h - group-commit, hash-chained audit trail.
+ *
+ * Callers enqueue events; one worker thread per log serializes them as NDJSON
+ * lines carrying a SHA-256 chain (docs/format.md) and commits each batch with
+ * one write and one fdatasync (io_uring, or pwrite+fdatasync when io_uring is
+ * unavailable). docs/durability.md states the contract in full.
+ *
+ * Conventions: every function returning int returns 0 or a negative errno.
+ * Out-parameters (ret_*) are written only on success. Destructors accept NULL.
+ * The library never prints and never calls exit().
+ */
+#ifndef AUDITLOG_H
+#define AUDITLOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define AUDITLOG_API __attribute__((visibility("default")))
+#else
+#define AUDITLOG_API
+#endif
+
+#define AUDITLOG_VERSION_MAJOR 0
+#define AUDITLOG_VERSION_MINOR 1
+
+struct auditlog;        /* an open log: opaque */
+struct auditlog_config; /* settings for auditlog_open(): opaque */
+
+/* ---- configuration -------------------------------------------------------
+ * A config is a plain value: not thread-safe, may be freed right after
+ * auditlog_open() returns. Setters validate and return -EINVAL on a value out
+ * of range, leaving the config unchanged.
+ */
+
+enum auditlog_full_policy {
+	AUDITLOG_FULL_BLOCK = 0, /* record() waits for space (default) */
+	AUDITLOG_FULL_EAGAIN = 1 /* record() returns -EAGAIN at once */
+};
+
+enum auditlog_backend {
+	AUDITLOG_BACKEND_AUTO = 0,     /* io_uring, else pwrite (default) */
+	AUDITLOG_BACKEND_IO_URING = 1, /* io_uring or fail with its error */
+	AUDITLOG_BACKEND_PWRITE = 2    /* pwrite + fdatasync */
+};
+
+AUDITLOG_API int auditlog_config_new(struct auditlog_config **ret_cfg);
+AUDITLOG_API void auditlog_config_free(struct auditlog_config *cfg);
+
+/* Path of the active log file (required). Its directory must exist. */
+AUDITLOG_API int auditlog_config_set_path(struct auditlog_config *cfg, const char *path);
+/* Format version to write: 1 (default) or 0. Never lower than the log's last record. */
+AUDITLOG_API int auditlog_config_set_format_version(struct auditlog_config *cfg, unsigned version);
+/* Queue slots (rounded up to a power of two, 64..1<<24; default 16384). */
+AUDITLOG_API int auditlog_config_set_queue_capacity(struct auditlog_config *cfg, size_t slots);
+AUDITLOG_API int auditlog_config_set_full_policy(struct auditlog_config *cfg, enum auditlog_full_policy p);
+/* How long to retry a write that failed with ENOSPC before failing closed
+ * (milliseconds; 0 fails at once; default 0). */
+AUDITLOG_API int auditlog_config_set_enospc_deadline_ms(struct auditlog_config *cfg, uint64_t ms);
+/* Rotate when the file reaches this size (bytes; 0 = never, default). */
+AUDITLOG_API int auditlog_config_set_rotate_bytes(struct auditlog_config *cfg, uint64_t bytes);
+/* Rotate when the file is this old (seconds; 0 = never, default). */
+AUDITLOG_API int auditlog_config_set_rotate_age_s(struct auditlog_config *cfg, uint64_t seconds);
+/* Upper bound of one batch (bytes, 16 KiB..64 MiB; default 1 MiB). */
+AUDITLOG_API int auditlog_config_set_max_batch_bytes(struct auditlog_config *cfg, size_t bytes);
+AUDITLOG_API int auditlog_config_set_backend(struct auditlog_config *cfg, enum auditlog_backend b);
+/* A tail record more than this far in the future is untrusted (seconds; default 600). */
+AUDITLOG_API int auditlog_config_set_future_tolerance_s(struct auditlog_config *cfg, uint64_t seconds);
+
+/* ---- events ---------------------------------------------------------------
+ * An event is a parameter block the caller fills and keeps ownership of; the
+ * library copies what it needs before auditlog_record*() returns. Zero-init it
+ * ({0}) so that absent members are absent. Strings are (pointer, length),
+ * need not be NUL-terminated nor valid UTF-8 (invalid bytes become U+FFFD);
+ * a NULL pointer or a zero length means absent. Long values are cut as
+ * docs/format.md says.
+ */
+
+enum auditlog_outcome {
+	AUDITLOG_OUTCOME_SUCCESS = 0,
+	AUDITLOG_OUTCOME_FAILURE = 1,
+	AUDITLOG_OUTCOME_UNKNOWN = 2
+};
+
+#define AUDITLOG_EV_RV (1u << 0)        /* rv is set (a CK_RV) */
+#define AUDITLOG_EV_MECHANISM (1u << 1) /* mechanism is set (a CK_MECHANISM_TYPE) */
+#define AUDITLOG_EV_SLOT (1u << 2)      /* slot is set */
+#define AUDITLOG_EV_SESSION (1u << 3)   /* session is set */
+
+struct auditlog_event {
+	uint32_t flags;   /* AUDITLOG_EV_* */
+	uint32_t outcome; /* enum auditlog_outcome */
+	uint64_t rv;        /* written as its CKR_* name, or 0x%08lx */
+	uint64_t mechanism; /* written as its CKM_* name, or 0x%08lx */
+	uint64_t slot;      /* at most 2^53-1 */
+	uint64_t session;   /* at most 2^53-1 */
+	const char *action; /* required, e.g. "C_Sign" */
+	size_t action_len;
+	const char *key_label;
+	size_t key_label_len;
+	const void *key_id; /* raw CKA_ID bytes, written as hex */
+	size_t key_id_len;
+	const char *actor;
+	size_t actor_len;
+	const char *detail;
+	size_t detail_len;
+};
+
+/* ---- the log ------------------------------------------------------------- */
+
+/* Open (or create) the log at cfg's path, recover its tail if a crash left it
+ * damaged, and start the worker. Returns:
+ *   -EBUSY    another writer holds the log's lock
+ *   -ELOOP    the path is a symbolic link
+ *   -EINVAL   bad config, or the path is not a regular file
+ *   -EMLINK   the file has more than one hard link
+ *   -EBADMSG  the tail is damaged beyond what may be repaired (docs/format.md 7)
+ *   -EPROTO   the configured version is lower than the log's last record
+ *   other -errno from the system.
+ */
+AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlog **ret_log);
+
+/* Enqueue an event and return; it is written by the next batch. Never drops:
+ * a full queue blocks or returns -EAGAIN as configured. -EINVAL for a bad
+ * event (no action, outcome out of range, slot/session above 2^53-1),
+ * -ENOMEM when a long string could not be copied, and once the log has failed
+ * closed, the error that closed it (e.g. -EIO, -ENOSPC). Thread-safe. */
+AUDITLOG_API int auditlog_record(struct auditlog *log, const struct auditlog_event *ev);
+
+/* Like auditlog_record(), then wait until this event's batch and every
+ * earlier batch are written and fdatasync'ed. Returns 0 only then; a negative
+ * errno means the event was not made durable by this call (docs/durability.md
+ * says what happens to it). Thread-safe. */
+AUDITLOG_API int auditlog_record_sync(struct auditlog *log, const struct auditlog_event *ev);
+
+/* Wait until everything enqueued before this call is durable. Thread-safe. */
+AUDITLOG_API int auditlog_flush(struct auditlog *log);
+
+/* Drain the queue, sync, stop the worker, close the file, free the handle.
+ * Returns 0, or the first error the log met. NULL is a no-op returning 0.
+ * No other call may be running on or follow this handle. */
+AUDITLOG_API int auditlog_close(struct auditlog *log);
+
+/* ---- inspection ---------------------------------------------------------- */
+
+struct auditlog_stats {
+	uint64_t events_enqueued;    /* accepted by record()/record_sync() */
+	uint64_t events_written;     /* made durable (event records) */
+	uint64_t events_failed;      /* could not be made durable (log failed closed) */
+	uint64_t records_written;    /* all records made durable, headers included */
+	uint64_t batches;            /* batches made durable */
+	uint64_t bytes_written;      /* bytes made durable */
+	uint64_t fsyncs;             /* completed fdatasync calls */
+	uint64_t largest_batch;      /* records in the largest batch */
+	uint64_t queue_high_water;   /* most events queued at once (approximate) */
+	uint64_t write_errors;       /* failed writes */
+	uint64_t fsync_errors;       /* failed fdatasyncs */
+	uint64_t enospc_retries;     /* ENOSPC retries */
+	uint64_t short_writes;       /* writes the kernel cut short (completed by the worker) */
+	uint64_t rotations;          /* files rotated by size or age */
+	uint64_t failovers;          /* files sealed after an I/O error */
+	uint64_t recoveries;         /* recovery records written at open */
+	uint64_t untrusted_restarts; /* new chains started over an untrusted tail */
+	uint64_t head_seq;           /* seq of the durable head */
+	uint8_t head_hash[32];       /* hash of the durable head */
+	int32_t error;               /* 0, or the -errno that closed the log */
+	uint32_t backend;            /* enum auditlog_backend actually running */
+};
+
+/* Copy a snapshot of the counters. size = sizeof(struct auditlog_stats) of
+ * the caller (fields beyond it are not written). Thread-safe. */
+AUDITLOG_API int auditlog_get_stats(struct auditlog *log, struct auditlog_stats *ret_stats, size_t size);
+
+/* "io_uring" or "pwrite". */
+AUDITLOG_API const char *auditlog_backend_name(enum auditlog_backend b);
+
+/* Name of a PKCS#11 return value or mechanism, NULL when the library knows none. */
+AUDITLOG_API const char *auditlog_ckr_name(uint64_t rv);
+AUDITLOG_API const char *auditlog_ckm_name(uint64_t mechanism);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AUDITLOG_H */

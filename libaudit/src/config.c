@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+AUDITLOG_API int auditlog_config_new(struct auditlog_config **ret_cfg)
+{
+	struct auditlog_config *c;
+
+	if (!ret_cfg)
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->version = 1;
+	c->queue_slots = 16384;
+	c->full_policy = AUDITLOG_FULL_BLOCK;
+	c->max_batch_bytes = 1u << 20;
+	c->backend = AUDITLOG_BACKEND_AUTO;
+	c->future_tolerance_s = 600;
+	*ret_cfg = c;
+	return 0;
+}
+
+AUDITLOG_API void auditlog_config_free(struct auditlog_config *cfg)
+{
+	if (!cfg)
+		return;
+	free(cfg->path);
+	free(cfg);
+}
+
+AUDITLOG_API int auditlog_config_set_path(struct auditlog_config *cfg, const char *path)
+{
+	char *p;
+
+	if (!cfg || !path || !*path || path[strlen(path) - 1] == '/')
+		return -EINVAL;
+	p = strdup(path);
+	if (!p)
+		return -ENOMEM;
+	free(cfg->path);
+	cfg->path = p;
+	return 0;
+}
+
+AUDITLOG_API int auditlog_config_set_format_version(struct auditlog_config *cfg, unsigned version)
+{
+	if (!cfg || version > 1)
+		return -EINVAL;
+	cfg->version = version;
+	return 0;
+}
+
+AUDITLOG_API int auditlog_config_set_queue_capacity(struct auditlog_config *cfg, size_t slots)
+{
+	size_t n = 64;
+
+	if (!cfg || slots == 0 || slots > (1u << 24))
+		return -EINVAL;
+	while (n < slots)
+		n <<= 1;
+	cfg->queue_slots = n;
+	return 0;
+}
+
+AUDITLOG_API int auditlog_config_set_full_policy(struct auditlog_config *cfg,
+						 enum auditlog_full_policy p)
+{
+	if (!cfg || (p != AUDITLOG_FULL_BLOCK && p != AUDITLOG_FULL_EAGAIN))
+		return -EINVAL;
+	cfg->full_policy = p;
+	return 0;
+}
+
+AUDITLOG_API int auditlog_config_set_enospc_deadline_ms(struct auditlog_config *cfg, uint64_t ms)
+{
+	if (!cfg || ms > UINT64_C(1) << 40)
+		return -EINVAL;
+	cfg->enospc_deadline_ms = ms;
+	return 0;
+}
+
+AUDITLOG_API int auditlog_config_set_rotate_bytes(struct auditlog_config *cfg, uint64_t bytes)
+{
+	if (!cfg || (bytes != 0 && bytes < 4096))
+		return -EINVAL;
+	cfg->rotate_bytes = bytes;
+	return 0;
+}
+
+AUDITLOG_API int auditlog_config_set_rotate_age_s(struct auditlog_config *cfg, uint64_t seconds)
+{
+	if (!cfg || seconds > UINT64_C(1) << 32)
+		return -EINVAL;
+	cfg->rotate_age_s = seconds;
+	return 0;
+}
+
+AUDITLOG_API int auditlog_config_set_max_batch_bytes(struct auditlog_config *cfg, size_t bytes)
+{
+	if (!cfg || bytes < (16u << 10) || bytes > (64u << 20))
+		return -EINVAL;
+	cfg->max_batch_bytes = bytes;
+	return 0;
+}
+
+AUDITLOG_API int auditlog_config_set_backend(struct auditlog_config *cfg, enum auditlog_backend b)
+{
+	if (!cfg || (b != AUDITLOG_BACKEND_AUTO && b != AUDITLOG_BACKEND_IO_URING &&
+		     b != AUDITLOG_BACKEND_PWRITE))
+		return -EINVAL;
+	cfg->backend = b;
+	return 0;
+}
+
+AUDITLOG_API int auditlog_config_set_future_tolerance_s(struct auditlog_config *cfg, uint64_t seconds)
+{
+	if (!cfg || seconds > UINT64_C(1) << 32)
+		return -EINVAL;
+	cfg->future_tolerance_s = seconds;
+	return 0;
+}
+
+int auditlog__config_set_io_hooks(struct auditlog_config *cfg, const struct al_io_hooks *h)
+{
+	if (!cfg)
+		return -EINVAL;
+	if (h) {
+		cfg->hooks = *h;
+		cfg->has_hooks = true;
+	} else {
+		memset(&cfg->hooks, 0, sizeof(cfg->hooks));
+		cfg->has_hooks = false;
+	}
+	return 0;
+}
+
+uint64_t auditlog__tail_bound(const struct auditlog_config *cfg)
+{
+	return (uint64_t)AL_INFLIGHT * cfg->max_batch_bytes + 8192u;
+}
+
+AUDITLOG_API const char *auditlog_backend_name(enum auditlog_backend b)
+{
+	switch (b) {
+	case AUDITLOG_BACKEND_IO_URING:
+		return "io_uring";
+	case AUDITLOG_BACKEND_PWRITE:
+		return "pwrite";
+	default:
+		return "auto";
+	}
+}

@@ -1,0 +1,922 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Canonical line emitter, v1 body encoder and strict parser (docs/format.md).
+ * One field table drives all three so they cannot drift apart.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "format.h"
+
+enum kind {
+	K_STR,    /* text: UTF-8 repaired, escaped, capped */
+	K_INT,    /* integer <= 2^53-1 */
+	K_HEX,    /* exactly `cap` lowercase hex digits */
+	K_KEYID,  /* caller bytes as hex, cut at 256 */
+	K_ENUM,   /* one of a fixed list of words */
+	K_TS,     /* RFC 3339 timestamp */
+	K_PAD     /* dots */
+};
+
+struct fdesc {
+	const char *key;
+	uint8_t keylen;
+	uint8_t tag;
+	uint8_t kind;
+	uint16_t cap; /* K_STR: max escaped bytes (0 = none); K_HEX: exact digits */
+	const char *const *words; /* K_ENUM */
+};
+
+static const char *const outcome_words[] = {"success", "failure", "unknown", NULL};
+static const char *const reason_words[] = {"new", "rotate", "io-error", "untrusted-tail", NULL};
+
+#define KEY(s) s, sizeof(s) - 1
+static const struct fdesc F[AL_F__MAX] = {
+	[AL_F_TIMESTAMP] = {KEY("@timestamp"), 0x01, K_TS, 0, NULL},
+	[AL_F_SEQ] = {KEY("seq"), 0x02, K_INT, 0, NULL},
+	[AL_F_ACTION] = {KEY("action"), 0x03, K_STR, 128, NULL},
+	[AL_F_OUTCOME] = {KEY("outcome"), 0x04, K_ENUM, 0, outcome_words},
+	[AL_F_RV] = {KEY("rv"), 0x05, K_STR, 0, NULL},
+	[AL_F_SLOT] = {KEY("slot"), 0x06, K_INT, 0, NULL},
+	[AL_F_SESSION] = {KEY("session"), 0x07, K_INT, 0, NULL},
+	[AL_F_MECHANISM] = {KEY("mechanism"), 0x08, K_STR, 0, NULL},
+	[AL_F_KEY_LABEL] = {KEY("key_label"), 0x09, K_STR, 512, NULL},
+	[AL_F_KEY_ID] = {KEY("key_id"), 0x0a, K_KEYID, 256, NULL},
+	[AL_F_ACTOR] = {KEY("actor"), 0x0b, K_STR, 128, NULL},
+	[AL_F_DETAIL] = {KEY("detail"), 0x0c, K_STR, 4096, NULL},
+	[AL_F_FILE_ID] = {KEY("file_id"), 0x10, K_HEX, 32, NULL},
+	[AL_F_CHAIN_ID] = {KEY("chain_id"), 0x11, K_HEX, 32, NULL},
+	[AL_F_REASON] = {KEY("reason"), 0x12, K_ENUM, 0, reason_words},
+	[AL_F_PREV_NAME] = {KEY("prev_name"), 0x13, K_STR, 1024, NULL},
+	[AL_F_PREV_SEQ] = {KEY("prev_seq"), 0x14, K_INT, 0, NULL},
+	[AL_F_PREV_HASH] = {KEY("prev_hash"), 0x15, K_HEX, 64, NULL},
+	[AL_F_PREV_SIZE] = {KEY("prev_size"), 0x16, K_INT, 0, NULL},
+	[AL_F_PAD] = {KEY("pad"), 0x17, K_PAD, 0, NULL},
+	[AL_F_LAST_SEQ] = {KEY("last_seq"), 0x20, K_INT, 0, NULL},
+	[AL_F_DAMAGE_OFFSET] = {KEY("damage_offset"), 0x21, K_INT, 0, NULL},
+	[AL_F_DAMAGE_LENGTH] = {KEY("damage_length"), 0x22, K_INT, 0, NULL},
+	[AL_F_DAMAGE_SHA256] = {KEY("damage_sha256"), 0x23, K_HEX, 64, NULL},
+};
+
+/* Members after the common four, in line order, per type. */
+static const uint8_t order_event[] = {AL_F_ACTION,    AL_F_OUTCOME,   AL_F_RV,
+				      AL_F_SLOT,      AL_F_SESSION,   AL_F_MECHANISM,
+				      AL_F_KEY_LABEL, AL_F_KEY_ID,    AL_F_ACTOR,
+				      AL_F_DETAIL};
+static const uint8_t order_header[] = {AL_F_FILE_ID,   AL_F_CHAIN_ID,  AL_F_REASON,
+				       AL_F_PREV_NAME, AL_F_PREV_SEQ,  AL_F_PREV_HASH,
+				       AL_F_PREV_SIZE, AL_F_DETAIL,    AL_F_PAD};
+static const uint8_t order_recovery[] = {AL_F_LAST_SEQ, AL_F_DAMAGE_OFFSET,
+					 AL_F_DAMAGE_LENGTH, AL_F_DAMAGE_SHA256};
+
+#define PREV_ALL (AL_BIT(AL_F_PREV_NAME) | AL_BIT(AL_F_PREV_SEQ) | AL_BIT(AL_F_PREV_HASH) | \
+		  AL_BIT(AL_F_PREV_SIZE))
+
+struct tdesc {
+	const char *name;
+	uint8_t namelen;
+	const uint8_t *order;
+	uint8_t n;
+	uint64_t required;
+};
+
+static const struct tdesc T[4] = {
+	[AL_T_EVENT] = {KEY("event"), order_event, sizeof(order_event),
+			AL_BIT(AL_F_ACTION) | AL_BIT(AL_F_OUTCOME)},
+	[AL_T_HEADER] = {KEY("header"), order_header, sizeof(order_header),
+			 AL_BIT(AL_F_FILE_ID) | AL_BIT(AL_F_CHAIN_ID) | AL_BIT(AL_F_REASON)},
+	[AL_T_RECOVERY] = {KEY("recovery"), order_recovery, sizeof(order_recovery),
+			   AL_BIT(AL_F_LAST_SEQ) | AL_BIT(AL_F_DAMAGE_OFFSET) |
+				   AL_BIT(AL_F_DAMAGE_LENGTH) | AL_BIT(AL_F_DAMAGE_SHA256)},
+};
+
+static const struct tdesc *type_desc(uint8_t type)
+{
+	if (type < AL_T_EVENT || type > AL_T_RECOVERY)
+		return NULL;
+	return &T[type];
+}
+
+const char *al_field_key(enum al_field f)
+{
+	return f < AL_F__MAX ? F[f].key : NULL;
+}
+
+const char *al_type_name(uint8_t type)
+{
+	const struct tdesc *t = type_desc(type);
+	return t ? t->name : NULL;
+}
+
+/* ---- hex, timestamps ---------------------------------------------------- */
+
+static const char hexdig[] = "0123456789abcdef";
+
+void al_hex(const uint8_t *in, size_t n, char *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = hexdig[in[i] >> 4];
+		out[2 * i + 1] = hexdig[in[i] & 15];
+	}
+}
+
+static int lhex(uint8_t c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+int al_unhex(const uint8_t *in, size_t n2, uint8_t *out)
+{
+	if (n2 & 1)
+		return -EINVAL;
+	for (size_t i = 0; i < n2; i += 2) {
+		int h = lhex(in[i]), l = lhex(in[i + 1]);
+		if (h < 0 || l < 0)
+			return -EINVAL;
+		out[i / 2] = (uint8_t)(h << 4 | l);
+	}
+	return 0;
+}
+
+/* Howard Hinnant's days-from-civil and its inverse (proleptic Gregorian). */
+static void civil_from_days(int64_t z, int *y, unsigned *m, unsigned *d)
+{
+	z += 719468;
+	int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+	unsigned doe = (unsigned)(z - era * 146097);
+	unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	int64_t yy = (int64_t)yoe + era * 400;
+	unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	unsigned mp = (5 * doy + 2) / 153;
+	*d = doy - (153 * mp + 2) / 5 + 1;
+	*m = mp < 10 ? mp + 3 : mp - 9;
+	*y = (int)(yy + (*m <= 2));
+}
+
+static int64_t days_from_civil(int y, unsigned m, unsigned d)
+{
+	y -= m <= 2;
+	int64_t era = (y >= 0 ? y : y - 399) / 400;
+	unsigned yoe = (unsigned)(y - era * 400);
+	unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+	unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + (int64_t)doe - 719468;
+}
+
+static void put_digits(char *p, unsigned v, int n)
+{
+	for (int i = n - 1; i >= 0; i--) {
+		p[i] = (char)('0' + v % 10);
+		v /= 10;
+	}
+}
+
+void al_format_ts(uint64_t ns, char out[AL_TS_LEN])
+{
+	uint64_t sec = ns / 1000000000u;
+	unsigned frac = (unsigned)(ns % 1000000000u);
+	int y;
+	unsigned mo, d;
+	civil_from_days((int64_t)(sec / 86400), &y, &mo, &d);
+	unsigned sod = (unsigned)(sec % 86400);
+	put_digits(out, (unsigned)y, 4);
+	out[4] = '-';
+	put_digits(out + 5, mo, 2);
+	out[7] = '-';
+	put_digits(out + 8, d, 2);
+	out[10] = 'T';
+	put_digits(out + 11, sod / 3600, 2);
+	out[13] = ':';
+	put_digits(out + 14, sod / 60 % 60, 2);
+	out[16] = ':';
+	put_digits(out + 17, sod % 60, 2);
+	out[19] = '.';
+	put_digits(out + 20, frac, 9);
+	out[29] = 'Z';
+}
+
+static int digits(const uint8_t *s, int n, unsigned *ret)
+{
+	unsigned v = 0;
+	for (int i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -EINVAL;
+		v = v * 10 + (unsigned)(s[i] - '0');
+	}
+	*ret = v;
+	return 0;
+}
+
+int al_parse_ts(const uint8_t *s, size_t n, int64_t *ret_sec)
+{
+	unsigned y, mo, d, h, mi, se, frac;
+	static const uint8_t mdays[13] = {0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+
+	if (n != AL_TS_LEN || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' ||
+	    s[16] != ':' || s[19] != '.' || s[29] != 'Z')
+		return -EINVAL;
+	if (digits(s, 4, &y) || digits(s + 5, 2, &mo) || digits(s + 8, 2, &d) ||
+	    digits(s + 11, 2, &h) || digits(s + 14, 2, &mi) || digits(s + 17, 2, &se) ||
+	    digits(s + 20, 9, &frac))
+		return -EINVAL;
+	if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo] || h > 23 || mi > 59 ||
+	    se > 59)
+		return -EINVAL;
+	if (mo == 2 && d == 29 && !(y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)))
+		return -EINVAL;
+	if (ret_sec)
+		*ret_sec = days_from_civil((int)y, mo, d) * 86400 + h * 3600 + mi * 60 + se;
+	return 0;
+}
+
+/* ---- decoding: UTF-8 repair and cut ------------------------------------- */
+
+/* Length of the well-formed UTF-8 sequence at s (Unicode table 3-7), or, when
+ * ill-formed, 0 with *sub set to the length of the maximal subpart (>= 1). */
+static size_t utf8_seq(const uint8_t *s, size_t n, size_t *sub)
+{
+	uint8_t c = s[0];
+	size_t need;
+	uint8_t lo = 0x80, hi = 0xBF;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xC2 && c <= 0xDF)
+		need = 1;
+	else if (c >= 0xE0 && c <= 0xEF) {
+		need = 2;
+		if (c == 0xE0)
+			lo = 0xA0;
+		else if (c == 0xED)
+			hi = 0x9F;
+	} else if (c >= 0xF0 && c <= 0xF4) {
+		need = 3;
+		if (c == 0xF0)
+			lo = 0x90;
+		else if (c == 0xF4)
+			hi = 0x8F;
+	} else {
+		*sub = 1;
+		return 0;
+	}
+	for (size_t i = 1; i <= need; i++) {
+		if (i >= n || s[i] < lo || s[i] > hi) {
+			*sub = i;
+			return 0;
+		}
+		lo = 0x80;
+		hi = 0xBF;
+	}
+	return need + 1;
+}
+
+static unsigned esc_len_ascii(uint8_t c)
+{
+	if (c == '"' || c == '\\')
+		return 2;
+	if (c >= 0x20)
+		return 1;
+	if (c == '\b' || c == '\t' || c == '\n' || c == '\f' || c == '\r')
+		return 2;
+	return 6;
+}
+
+size_t al_decoded_max(enum al_field f, size_t n)
+{
+	if (F[f].kind == K_KEYID)
+		return n * 2 < F[f].cap ? n * 2 : F[f].cap;
+	/* every input byte yields at most 3 output bytes (U+FFFD) */
+	if (F[f].kind == K_STR && F[f].cap && n * 3 > F[f].cap)
+		return F[f].cap; /* decoded <= escaped <= cap */
+	return n * 3;
+}
+
+static size_t decode_text(const uint8_t *s, size_t n, size_t cap, uint8_t *out)
+{
+	size_t i = 0, o = 0, esc = 0, cut_o = 0;
+	bool capped = cap != 0;
+	size_t room = capped ? cap - AL_CUT_MARKER_LEN : 0;
+
+	while (i < n) {
+		size_t sub = 0, len = utf8_seq(s + i, n - i, &sub);
+		size_t el;
+		const uint8_t *src;
+		static const uint8_t fffd[3] = {0xEF, 0xBF, 0xBD};
+
+		if (len) {
+			el = len == 1 ? esc_len_ascii(s[i]) : len;
+			src = s + i;
+			i += len;
+		} else {
+			len = 3;
+			el = 3;
+			src = fffd;
+			i += sub;
+		}
+		if (capped) {
+			if (esc + el > cap) { /* does not fit: cut */
+				memcpy(out + cut_o, AL_CUT_MARKER, AL_CUT_MARKER_LEN);
+				return cut_o + AL_CUT_MARKER_LEN;
+			}
+			esc += el;
+			if (esc <= room)
+				cut_o = o + len;
+		}
+		memcpy(out + o, src, len);
+		o += len;
+	}
+	return o;
+}
+
+size_t al_decode_field(enum al_field f, const uint8_t *raw, size_t n, uint8_t *out)
+{
+	const struct fdesc *d = &F[f];
+
+	if (n == 0)
+		return 0;
+	if (d->kind == K_KEYID) {
+		if (2 * n <= d->cap) {
+			al_hex(raw, n, (char *)out);
+			return 2 * n;
+		}
+		size_t keep = (d->cap - AL_CUT_MARKER_LEN) / 2;
+		al_hex(raw, keep, (char *)out);
+		memcpy(out + 2 * keep, AL_CUT_MARKER, AL_CUT_MARKER_LEN);
+		return 2 * keep + AL_CUT_MARKER_LEN;
+	}
+	return decode_text(raw, n, d->kind == K_STR ? d->cap : 0, out);
+}
+
+int al_record_decode(const struct al_record *raw, struct al_record *out, uint8_t *buf, size_t cap)
+{
+	size_t used = 0;
+
+	*out = *raw;
+	for (int f = 0; f < AL_F__MAX; f++) {
+		if (!(raw->present & AL_BIT(f)) || F[f].kind == K_INT)
+			continue;
+		size_t need = al_decoded_max((enum al_field)f, raw->f[f].n);
+		if (need > cap - used)
+			return -ENOBUFS;
+		size_t n = al_decode_field((enum al_field)f, raw->f[f].p, raw->f[f].n, buf + used);
+		if (n == 0) {
+			out->present &= ~AL_BIT(f);
+			continue;
+		}
+		out->f[f].p = buf + used;
+		out->f[f].n = n;
+		used += n;
+	}
+	return 0;
+}
+
+/* ---- emitting ------------------------------------------------------------ */
+
+static uint8_t *put(uint8_t *o, const void *s, size_t n)
+{
+	memcpy(o, s, n);
+	return o + n;
+}
+
+static uint8_t *put_u64(uint8_t *o, uint64_t v)
+{
+	char tmp[20];
+	int i = 20;
+	do {
+		tmp[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	return put(o, tmp + i, (size_t)(20 - i));
+}
+
+/* Escape decoded (valid UTF-8) bytes. */
+static uint8_t *put_escaped(uint8_t *o, const uint8_t *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint8_t c = s[i];
+		if (c >= 0x20 && c != '"' && c != '\\') {
+			*o++ = c;
+			continue;
+		}
+		*o++ = '\\';
+		switch (c) {
+		case '"': *o++ = '"'; break;
+		case '\\': *o++ = '\\'; break;
+		case '\b': *o++ = 'b'; break;
+		case '\t': *o++ = 't'; break;
+		case '\n': *o++ = 'n'; break;
+		case '\f': *o++ = 'f'; break;
+		case '\r': *o++ = 'r'; break;
+		default:
+			o = put(o, "u00", 3);
+			*o++ = (uint8_t)hexdig[c >> 4];
+			*o++ = (uint8_t)hexdig[c & 15];
+		}
+	}
+	return o;
+}
+
+static size_t escaped_len(const uint8_t *s, size_t n)
+{
+	size_t e = 0;
+	for (size_t i = 0; i < n; i++)
+		e += s[i] >= 0x80 ? 1 : esc_len_ascii(s[i]);
+	return e;
+}
+
+static uint8_t *put_member(uint8_t *o, const struct al_record *r, int f)
+{
+	*o++ = ',';
+	*o++ = '"';
+	o = put(o, F[f].key, F[f].keylen);
+	*o++ = '"';
+	*o++ = ':';
+	if (F[f].kind == K_INT)
+		return put_u64(o, r->f[f].u);
+	*o++ = '"';
+	o = put_escaped(o, r->f[f].p, r->f[f].n);
+	*o++ = '"';
+	return o;
+}
+
+static size_t member_len(const struct al_record *r, int f)
+{
+	size_t n = 4 + F[f].keylen; /* , " " : */
+	if (F[f].kind == K_INT) {
+		uint64_t v = r->f[f].u;
+		do {
+			n++;
+			v /= 10;
+		} while (v);
+		return n;
+	}
+	return n + 2 + escaped_len(r->f[f].p, r->f[f].n);
+}
+
+static const uint8_t dots[AL_HEADER_LINE] = {[0 ... AL_HEADER_LINE - 1] = '.'};
+
+/* Validates what the emitter relies on; values themselves were built by us. */
+static int check_emittable(const struct al_record *r, const struct tdesc *t)
+{
+	if (!t || r->version > 1)
+		return -EINVAL;
+	if ((r->present & t->required) != t->required)
+		return -EINVAL;
+	if (!(r->present & AL_BIT(AL_F_TIMESTAMP)) || !(r->present & AL_BIT(AL_F_SEQ)))
+		return -EINVAL;
+	for (int f = 0; f < AL_F__MAX; f++)
+		if ((r->present & AL_BIT(f)) && F[f].kind == K_INT && r->f[f].u > AL_INT_MAX)
+			return -EINVAL;
+	return 0;
+}
+
+long al_emit(const struct al_record *in, const uint8_t prev[AL_HASH_LEN], uint8_t *line,
+	     uint8_t *work, struct al_emit_out *out)
+{
+	const struct tdesc *t = type_desc(in->type);
+	struct al_record padded;
+	const struct al_record *r = in;
+	uint8_t *o = line;
+	int r_;
+
+	r_ = check_emittable(in, t);
+	if (r_ < 0)
+		return r_;
+
+	if (in->type == AL_T_HEADER) {
+		/* L = length without pad: common part + members + ,"hash":"64"}\n */
+		size_t L = 15 + escaped_len(in->f[AL_F_TIMESTAMP].p, in->f[AL_F_TIMESTAMP].n) +
+			   8 + 5 + 1 + 9 + t->namelen + 1;
+		uint64_t s = in->f[AL_F_SEQ].u;
+		do {
+			L++;
+			s /= 10;
+		} while (s);
+		for (unsigned i = 0; i < t->n; i++)
+			if (t->order[i] != AL_F_PAD && (in->present & AL_BIT(t->order[i])))
+				L += member_len(in, t->order[i]);
+		L += 9 + 64 + 2 + 1;
+		padded = *in;
+		padded.present &= ~AL_BIT(AL_F_PAD);
+		if (L < AL_HEADER_LINE) {
+			size_t k = L + 10 <= AL_HEADER_LINE ? AL_HEADER_LINE - 9 - L : 1;
+			padded.present |= AL_BIT(AL_F_PAD);
+			padded.f[AL_F_PAD].p = dots;
+			padded.f[AL_F_PAD].n = k;
+		}
+		r = &padded;
+	}
+
+	o = put(o, "{\"@timestamp\":\"", 15);
+	o = put_escaped(o, r->f[AL_F_TIMESTAMP].p, r->f[AL_F_TIMESTAMP].n);
+	o = put(o, "\",\"seq\":", 8);
+	o = put_u64(o, r->f[AL_F_SEQ].u);
+	o = put(o, ",\"v\":", 5);
+	*o++ = (uint8_t)('0' + r->version);
+	o = put(o, ",\"type\":\"", 9);
+	o = put(o, t->name, t->namelen);
+	*o++ = '"';
+	for (unsigned i = 0; i < t->n; i++) {
+		int f = t->order[i];
+		if (!(r->present & AL_BIT(f)))
+			continue;
+		if ((size_t)(o - line) + member_len(r, f) + 80 > AL_LINE_MAX)
+			return -E2BIG;
+		o = put_member(o, r, f);
+	}
+
+	uint8_t *body = work + AL_HASH_LEN;
+	size_t body_len;
+	if (r->version == 0) {
+		body_len = (size_t)(o - line);
+		memcpy(body, line, body_len);
+		body[body_len++] = '}';
+	} else {
+		body_len = al_encode_v1(r, body);
+	}
+	memcpy(work, prev, AL_HASH_LEN);
+	al_chain_step_inplace(work, body_len, out->hash);
+	out->body_len = body_len;
+
+	o = put(o, ",\"hash\":\"", 9);
+	al_hex(out->hash, AL_HASH_LEN, (char *)o);
+	o += 64;
+	o = put(o, "\"}\n", 3);
+	assert((size_t)(o - line) <= AL_LINE_MAX);
+	return (long)(o - line);
+}
+
+static uint8_t *put_le32(uint8_t *o, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		*o++ = (uint8_t)(v >> (8 * i));
+	return o;
+}
+
+static uint8_t *put_le64(uint8_t *o, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		*o++ = (uint8_t)(v >> (8 * i));
+	return o;
+}
+
+static uint8_t *enc_field(uint8_t *o, const struct al_record *r, int f)
+{
+	*o++ = F[f].tag;
+	if (F[f].kind == K_INT)
+		return put_le64(o, r->f[f].u);
+	o = put_le32(o, (uint32_t)r->f[f].n);
+	return put(o, r->f[f].p, r->f[f].n);
+}
+
+size_t al_encode_v1(const struct al_record *r, uint8_t *out)
+{
+	const struct tdesc *t = type_desc(r->type);
+	uint8_t *o = out;
+
+	assert(t);
+	*o++ = 1;
+	*o++ = r->type;
+	o = enc_field(o, r, AL_F_TIMESTAMP);
+	o = enc_field(o, r, AL_F_SEQ);
+	for (unsigned i = 0; i < t->n; i++)
+		if (r->present & AL_BIT(t->order[i]))
+			o = enc_field(o, r, t->order[i]);
+	return (size_t)(o - out);
+}
+
+/* ---- strict parsing -------------------------------------------------------- */
+
+struct pcur {
+	const uint8_t *s;
+	size_t n, i;
+	uint8_t *dec;
+	size_t dec_used;
+	enum al_perr err;
+	size_t err_off;
+};
+
+static bool fail(struct pcur *c, enum al_perr e)
+{
+	if (c->err == AL_PERR_OK) {
+		c->err = e;
+		c->err_off = c->i;
+	}
+	return false;
+}
+
+static bool lit(struct pcur *c, const char *s, size_t n)
+{
+	if (c->n - c->i < n || memcmp(c->s + c->i, s, n) != 0)
+		return fail(c, AL_PERR_SYNTAX);
+	c->i += n;
+	return true;
+}
+
+static bool parse_uint(struct pcur *c, uint64_t *ret)
+{
+	uint64_t v = 0;
+	size_t start = c->i;
+
+	if (c->i >= c->n || c->s[c->i] < '0' || c->s[c->i] > '9')
+		return fail(c, AL_PERR_SYNTAX);
+	if (c->s[c->i] == '0') {
+		c->i++;
+		if (c->i < c->n && c->s[c->i] >= '0' && c->s[c->i] <= '9')
+			return fail(c, AL_PERR_SYNTAX); /* leading zero */
+		*ret = 0;
+		return true;
+	}
+	while (c->i < c->n && c->s[c->i] >= '0' && c->s[c->i] <= '9') {
+		if (c->i - start >= 16) { /* 17+ digits > 2^53-1 */
+			c->i = start;
+			return fail(c, AL_PERR_VALUE);
+		}
+		v = v * 10 + (uint64_t)(c->s[c->i++] - '0');
+	}
+	if (v > AL_INT_MAX) {
+		c->i = start;
+		return fail(c, AL_PERR_VALUE);
+	}
+	*ret = v;
+	return true;
+}
+
+/* Parse a canonical JSON string (after its opening quote) into c->dec.
+ * On return *esc_len is the length between the quotes. */
+static bool parse_string(struct pcur *c, struct al_val *v, size_t *esc_len)
+{
+	size_t start = c->i;
+	uint8_t *o = c->dec + c->dec_used;
+	uint8_t *o0 = o;
+
+	for (;;) {
+		if (c->i >= c->n)
+			return fail(c, AL_PERR_SYNTAX);
+		uint8_t ch = c->s[c->i];
+		if (ch == '"')
+			break;
+		if (ch < 0x20)
+			return fail(c, AL_PERR_SYNTAX);
+		if (ch == '\\') {
+			if (c->i + 1 >= c->n)
+				return fail(c, AL_PERR_SYNTAX);
+			uint8_t e = c->s[c->i + 1], d;
+			switch (e) {
+			case '"': d = '"'; break;
+			case '\\': d = '\\'; break;
+			case 'b': d = '\b'; break;
+			case 't': d = '\t'; break;
+			case 'n': d = '\n'; break;
+			case 'f': d = '\f'; break;
+			case 'r': d = '\r'; break;
+			case 'u': {
+				int h, l;
+				if (c->n - c->i < 6 || c->s[c->i + 2] != '0' || c->s[c->i + 3] != '0' ||
+				    (h = lhex(c->s[c->i + 4])) < 0 || h > 1 ||
+				    (l = lhex(c->s[c->i + 5])) < 0)
+					return fail(c, AL_PERR_SYNTAX);
+				d = (uint8_t)(h << 4 | l);
+				if (esc_len_ascii(d) != 6) /* has a short form */
+					return fail(c, AL_PERR_SYNTAX);
+				c->i += 4;
+				break;
+			}
+			default:
+				return fail(c, AL_PERR_SYNTAX);
+			}
+			*o++ = d;
+			c->i += 2;
+			continue;
+		}
+		if (ch < 0x80) {
+			*o++ = ch;
+			c->i++;
+			continue;
+		}
+		size_t sub, len = utf8_seq(c->s + c->i, c->n - c->i, &sub);
+		if (!len)
+			return fail(c, AL_PERR_SYNTAX);
+		memcpy(o, c->s + c->i, len);
+		o += len;
+		c->i += len;
+	}
+	*esc_len = c->i - start;
+	c->i++; /* closing quote */
+	v->p = o0;
+	v->n = (size_t)(o - o0);
+	c->dec_used += v->n;
+	if (v->n == 0) { /* "" is never written: absent members are omitted */
+		c->i = start;
+		return fail(c, AL_PERR_VALUE);
+	}
+	return true;
+}
+
+static bool all_lhex(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (lhex(p[i]) < 0)
+			return false;
+	return true;
+}
+
+static bool check_value(struct pcur *c, int f, const struct al_val *v, size_t esc, size_t vstart)
+{
+	const struct fdesc *d = &F[f];
+	bool ok = true;
+
+	switch (d->kind) {
+	case K_STR:
+		ok = !d->cap || esc <= d->cap;
+		break;
+	case K_HEX:
+		ok = v->n == d->cap && all_lhex(v->p, v->n);
+		break;
+	case K_KEYID:
+		if (v->n <= d->cap && v->n % 2 == 0 && all_lhex(v->p, v->n))
+			ok = true;
+		else
+			ok = v->n == d->cap && all_lhex(v->p, d->cap - AL_CUT_MARKER_LEN) &&
+			     memcmp(v->p + d->cap - AL_CUT_MARKER_LEN, AL_CUT_MARKER,
+				    AL_CUT_MARKER_LEN) == 0;
+		break;
+	case K_ENUM:
+		ok = false;
+		for (const char *const *w = d->words; *w; w++)
+			if (strlen(*w) == v->n && memcmp(*w, v->p, v->n) == 0)
+				ok = true;
+		break;
+	case K_TS:
+		ok = al_parse_ts(v->p, v->n, NULL) == 0;
+		break;
+	case K_PAD:
+		for (size_t i = 0; i < v->n; i++)
+			ok = ok && v->p[i] == '.';
+		/* line without pad: n + 1 ('\n') - 9 - k */
+		if (ok) {
+			size_t L = c->n + 1 - 9 - v->n;
+			size_t k = L + 10 <= AL_HEADER_LINE ? AL_HEADER_LINE - 9 - L : 1;
+			ok = L < AL_HEADER_LINE && v->n == k;
+		}
+		break;
+	default:
+		break;
+	}
+	if (!ok) {
+		c->i = vstart;
+		return fail(c, AL_PERR_VALUE);
+	}
+	return true;
+}
+
+static bool parse_value(struct pcur *c, int f, struct al_val *v)
+{
+	size_t vstart = c->i, esc = 0;
+
+	if (F[f].kind == K_INT)
+		return parse_uint(c, &v->u);
+	if (!lit(c, "\"", 1) || !parse_string(c, v, &esc))
+		return false;
+	return check_value(c, f, v, esc, vstart);
+}
+
+enum al_perr al_parse(const uint8_t *line, size_t len, uint8_t *dec, struct al_parsed *out,
+		      size_t *err_off)
+{
+	struct pcur c = {.s = line, .n = len, .dec = dec};
+	struct al_record *r = &out->rec;
+	const struct tdesc *t = NULL;
+	uint64_t v;
+	struct al_val tv;
+	size_t esc;
+	unsigned pos = 0;
+
+	memset(r, 0, sizeof(*r));
+	if (len + 1 > AL_LINE_MAX) {
+		*err_off = AL_LINE_MAX - 1;
+		return AL_PERR_TOO_LONG;
+	}
+	if (!lit(&c, "{\"@timestamp\":", 14) || !parse_value(&c, AL_F_TIMESTAMP, &r->f[AL_F_TIMESTAMP]))
+		goto err;
+	if (!lit(&c, ",\"seq\":", 7) || !parse_uint(&c, &r->f[AL_F_SEQ].u))
+		goto err;
+	r->present = AL_BIT(AL_F_TIMESTAMP) | AL_BIT(AL_F_SEQ);
+	if (!lit(&c, ",\"v\":", 5))
+		goto err;
+	{
+		size_t vpos = c.i;
+		if (!parse_uint(&c, &v))
+			goto err;
+		if (v > 1) {
+			c.i = vpos;
+			fail(&c, AL_PERR_VERSION);
+			goto err;
+		}
+		r->version = (uint8_t)v;
+	}
+	if (!lit(&c, ",\"type\":\"", 9))
+		goto err;
+	{
+		size_t tpos = c.i;
+		if (!parse_string(&c, &tv, &esc))
+			goto err;
+		for (uint8_t ty = AL_T_EVENT; ty <= AL_T_RECOVERY; ty++)
+			if (T[ty].namelen == tv.n && memcmp(T[ty].name, tv.p, tv.n) == 0) {
+				t = &T[ty];
+				r->type = ty;
+			}
+		c.dec_used -= tv.n; /* the type name is not kept */
+		if (!t) {
+			c.i = tpos;
+			fail(&c, AL_PERR_VALUE);
+			goto err;
+		}
+	}
+	for (;;) {
+		size_t kstart = c.i;
+		if (!lit(&c, ",\"", 2))
+			goto err;
+		size_t k0 = c.i;
+		while (c.i < c.n && c.s[c.i] != '"')
+			c.i++;
+		size_t klen = c.i - k0;
+		if (!lit(&c, "\":", 2))
+			goto err;
+		if (klen == 4 && memcmp(line + k0, "hash", 4) == 0) {
+			out->hash_member_off = kstart;
+			break;
+		}
+		unsigned j = pos;
+		while (j < t->n && !(F[t->order[j]].keylen == klen &&
+				     memcmp(F[t->order[j]].key, line + k0, klen) == 0))
+			j++;
+		if (j == t->n) { /* unknown, repeated or out-of-order key */
+			c.i = kstart;
+			fail(&c, AL_PERR_SYNTAX);
+			goto err;
+		}
+		int f = t->order[j];
+		if (!parse_value(&c, f, &r->f[f]))
+			goto err;
+		r->present |= AL_BIT(f);
+		pos = j + 1;
+	}
+	{
+		size_t hpos = c.i;
+		if (!lit(&c, "\"", 1))
+			goto err;
+		if (c.n - c.i < 64 || !all_lhex(line + c.i, 64)) {
+			fail(&c, AL_PERR_SYNTAX);
+			goto err;
+		}
+		(void)al_unhex(line + c.i, 64, out->hash);
+		c.i += 64;
+		if (!lit(&c, "\"}", 2))
+			goto err;
+		if (c.i != c.n) {
+			fail(&c, AL_PERR_SYNTAX);
+			goto err;
+		}
+		if ((r->present & t->required) != t->required) {
+			c.i = hpos;
+			fail(&c, AL_PERR_VALUE);
+			goto err;
+		}
+		uint64_t prev = r->present & PREV_ALL;
+		if (prev != 0 && prev != PREV_ALL) {
+			c.i = hpos;
+			fail(&c, AL_PERR_VALUE);
+			goto err;
+		}
+	}
+	return AL_PERR_OK;
+err:
+	*err_off = c.err_off;
+	return c.err;
+}
+
+bool al_check_hash(const struct al_parsed *p, const uint8_t *line, const uint8_t prev[AL_HASH_LEN],
+		   uint8_t *work, uint8_t out_hash[AL_HASH_LEN])
+{
+	uint8_t *body = work + AL_HASH_LEN;
+	size_t n;
+
+	if (p->rec.version == 0) {
+		n = p->hash_member_off;
+		memcpy(body, line, n);
+		body[n++] = '}';
+	} else {
+		n = al_encode_v1(&p->rec, body);
+	}
+	memcpy(work, prev, AL_HASH_LEN);
+	al_chain_step_inplace(work, n, out_hash);
+	return CRYPTO_memcmp(out_hash, p->hash, AL_HASH_LEN) == 0;
+}

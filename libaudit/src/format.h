@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The format layer (docs/format.md): pure functions, no I/O, no allocation.
+ * Shared by the writer and the verifier; there is no second copy.
+ *
+ * Values flow in three forms:
+ *   raw      the caller's bytes (any bytes);
+ *   decoded  after UTF-8 repair and cut (docs/format.md 3, steps 1 and 3):
+ *            what the v1 body hashes;
+ *   escaped  what stands between the quotes in the line.
+ */
+#ifndef AUDITLOG_FORMAT_H
+#define AUDITLOG_FORMAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define AL_LINE_MAX 8192u             /* a line, '\n' included */
+#define AL_BODY_MAX (AL_LINE_MAX + 64u) /* a body is never longer than its line + slack */
+#define AL_HASH_LEN 32u
+#define AL_HEADER_LINE 1024u          /* a padded header line, '\n' included */
+#define AL_INT_MAX 9007199254740991ull /* 2^53 - 1 */
+#define AL_CUT_MARKER "\xe2\x80\xa6[truncated]"
+#define AL_CUT_MARKER_LEN 14u
+
+enum al_type { AL_T_EVENT = 1, AL_T_HEADER = 2, AL_T_RECOVERY = 3 };
+
+enum al_field {
+	AL_F_TIMESTAMP,
+	AL_F_SEQ,
+	AL_F_ACTION,
+	AL_F_OUTCOME,
+	AL_F_RV,
+	AL_F_SLOT,
+	AL_F_SESSION,
+	AL_F_MECHANISM,
+	AL_F_KEY_LABEL,
+	AL_F_KEY_ID,
+	AL_F_ACTOR,
+	AL_F_DETAIL,
+	AL_F_FILE_ID,
+	AL_F_CHAIN_ID,
+	AL_F_REASON,
+	AL_F_PREV_NAME,
+	AL_F_PREV_SEQ,
+	AL_F_PREV_HASH,
+	AL_F_PREV_SIZE,
+	AL_F_PAD,
+	AL_F_LAST_SEQ,
+	AL_F_DAMAGE_OFFSET,
+	AL_F_DAMAGE_LENGTH,
+	AL_F_DAMAGE_SHA256,
+	AL_F__MAX
+};
+
+#define AL_BIT(f) (UINT64_C(1) << (f))
+
+struct al_val {
+	const uint8_t *p; /* str: bytes (raw or decoded, see above) */
+	size_t n;
+	uint64_t u; /* int */
+};
+
+/* One record. `present` says which fields are set. */
+struct al_record {
+	uint8_t version;
+	uint8_t type;
+	uint64_t present;
+	struct al_val f[AL_F__MAX];
+};
+
+/* Where a canonical line failed to parse. */
+enum al_perr {
+	AL_PERR_OK = 0,
+	AL_PERR_SYNTAX,    /* not the canonical shape (bad JSON, order, spacing, escape...) */
+	AL_PERR_VALUE,     /* shape right, a value breaks its rule (cap, enum, hex, range) */
+	AL_PERR_VERSION,   /* "v" is not a version this code knows */
+	AL_PERR_TOO_LONG   /* longer than AL_LINE_MAX */
+};
+
+struct al_parsed {
+	struct al_record rec;        /* strings decoded into the caller's buffer */
+	uint8_t hash[AL_HASH_LEN];   /* the line's "hash" */
+	size_t hash_member_off;      /* offset of ,"hash":" in the line (v0 body) */
+};
+
+/* Field metadata (docs/format.md 2). */
+const char *al_field_key(enum al_field f);
+const char *al_type_name(uint8_t type);
+
+/* Decode raw bytes into their decoded form for field f (UTF-8 repair and cut;
+ * key_id: hex and cut). out must hold al_decoded_max(f, n) bytes. Returns the
+ * decoded length (0 = absent). */
+size_t al_decode_field(enum al_field f, const uint8_t *raw, size_t n, uint8_t *out);
+size_t al_decoded_max(enum al_field f, size_t raw_len);
+
+/* Convert a record whose string fields are raw into one whose fields are
+ * decoded, using `buf` (size `cap`) for the bytes. Fields whose result is
+ * empty are dropped. Returns 0 or -ENOBUFS. */
+int al_record_decode(const struct al_record *raw, struct al_record *out, uint8_t *buf, size_t cap);
+
+/* Serialize a decoded record as its canonical line, hashing it onto `prev`.
+ * line: AL_LINE_MAX bytes; work: AL_HASH_LEN + AL_BODY_MAX bytes (the body is
+ * built at work + AL_HASH_LEN). Header records get their pad computed here.
+ * Returns the line length ('\n' included) or -E2BIG / -EINVAL. */
+struct al_emit_out {
+	size_t body_len;
+	uint8_t hash[AL_HASH_LEN];
+};
+long al_emit(const struct al_record *dec, const uint8_t prev[AL_HASH_LEN], uint8_t *line,
+	     uint8_t *work, struct al_emit_out *out);
+
+/* v1 body of a decoded record into out (AL_BODY_MAX). Returns its length. */
+size_t al_encode_v1(const struct al_record *dec, uint8_t *out);
+
+/* Chain step: out = SHA-256(prev || body), where the caller placed prev in
+ * buf[0..32) and the body right after it. */
+void al_chain_step_inplace(uint8_t *buf, size_t body_len, uint8_t out[AL_HASH_LEN]);
+
+/* Strict parser: accepts exactly the canonical lines (without '\n') and
+ * nothing else. Decoded strings go to `dec` (at least len bytes). On failure
+ * returns the reason and sets *err_off to the byte where it was found. */
+enum al_perr al_parse(const uint8_t *line, size_t len, uint8_t *dec, struct al_parsed *out,
+		      size_t *err_off);
+
+/* Recompute a parsed line's hash onto prev; true when it matches the line's
+ * hash (constant-time compare). work: AL_HASH_LEN + AL_BODY_MAX bytes. */
+bool al_check_hash(const struct al_parsed *p, const uint8_t *line, const uint8_t prev[AL_HASH_LEN],
+		   uint8_t *work, uint8_t out_hash[AL_HASH_LEN]);
+
+/* RFC 3339 with 9 fraction digits and Z (30 bytes, no NUL). ns since epoch. */
+#define AL_TS_LEN 30u
+void al_format_ts(uint64_t ns, char out[AL_TS_LEN]);
+/* Check the same format (years 1970-9999, a real calendar date); -EINVAL on
+ * anything else. ret_sec (may be NULL): seconds since the epoch. The fixed
+ * format makes byte order equal time order, so callers compare strings. */
+int al_parse_ts(const uint8_t *s, size_t n, int64_t *ret_sec);
+
+void al_hex(const uint8_t *in, size_t n, char *out); /* 2n lowercase digits, no NUL */
+int al_unhex(const uint8_t *in, size_t n2, uint8_t *out); /* n2 even; -EINVAL */
+
+#endif

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal seams of libauditlog, for its own tests (linked against the
+ * static library). Nothing here is exported from libauditlog.so.
+ */
+#ifndef AUDITLOG_INTERNAL_H
+#define AUDITLOG_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "auditlog.h"
+
+/*
+ * I/O hooks: every write, fdatasync and read the library makes on a log file
+ * passes through them, on both backends, so that tests can count calls,
+ * inject -EIO/-ENOSPC or a short write at the Nth call, and model power loss
+ * (which bytes a completed fdatasync covered). Called from the thread that
+ * does the I/O (the worker, or the caller of auditlog_open()).
+ */
+struct al_io_hooks {
+	void *ctx;
+	/* Before a write of len bytes at off. Return -errno to fail it without
+	 * any I/O, or shorten *len to make the kernel write less (a short write). */
+	int (*before_write)(void *ctx, int fd, uint64_t off, size_t *len);
+	/* After the write completed: res = bytes written or -errno. */
+	void (*after_write)(void *ctx, int fd, uint64_t off, size_t len, long res);
+	/* Before an fdatasync that covers a batch written at [off, off+len). */
+	int (*before_fsync)(void *ctx, int fd, uint64_t off, size_t len);
+	void (*after_fsync)(void *ctx, int fd, uint64_t off, size_t len, int res);
+	/* Before a read (open reads only the head line and the tail). */
+	void (*before_read)(void *ctx, int fd, uint64_t off, size_t len);
+	/* Negative control for the power-loss test: pretend every fdatasync
+	 * succeeded without issuing it. Never set outside that test. */
+	bool skip_fsync;
+};
+
+int auditlog__config_set_io_hooks(struct auditlog_config *cfg, const struct al_io_hooks *h);
+
+/* The tail window auditlog_open() may read: inflight x max_batch + 8 KiB. */
+uint64_t auditlog__tail_bound(const struct auditlog_config *cfg);
+
+/* Batches in flight at once (write + fdatasync pairs). */
+#define AL_INFLIGHT 2u
+
+#endif

@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: MIT */
+/* Private definitions shared by the writer's translation units. */
+#ifndef AUDITLOG_LOG_H
+#define AUDITLOG_LOG_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <liburing.h>
+
+#include "auditlog.h"
+#include "format.h"
+#include "internal.h"
+
+struct auditlog_config {
+	char *path;
+	unsigned version;
+	size_t queue_slots;
+	enum auditlog_full_policy full_policy;
+	uint64_t enospc_deadline_ms;
+	uint64_t rotate_bytes;
+	uint64_t rotate_age_s;
+	size_t max_batch_bytes;
+	enum auditlog_backend backend;
+	uint64_t future_tolerance_s;
+	struct al_io_hooks hooks;
+	bool has_hooks;
+};
+
+/* ---- the queue ---------------------------------------------------------- */
+
+/* Raw-byte budget copied from the caller per string: cap + 1 is enough for
+ * the cut to come out exactly as on the whole string (see al_decode_field). */
+enum { S_ACTION, S_KEY_LABEL, S_KEY_ID, S_ACTOR, S_DETAIL, S__MAX };
+
+struct waiter {
+	_Atomic uint32_t done; /* futex word: 0 pending, 1 released */
+	int32_t result;
+	uint64_t seq;          /* the record's seq (record_sync), set by the worker */
+	bool has_seq;
+	struct waiter *next;
+};
+
+#define SLOT_EVENT 1
+#define SLOT_BARRIER 2 /* auditlog_flush(): no record, only a waiter */
+#define SLOT_INLINE 176
+
+struct slot {
+	_Atomic uint64_t seq; /* Vyukov sequence */
+	uint8_t kind;
+	uint8_t outcome;
+	uint16_t len[S__MAX];
+	uint32_t flags;
+	uint64_t ts_ns;
+	uint64_t rv, mechanism, slot, session;
+	struct waiter *waiter;
+	uint8_t *heap; /* strings, when they do not fit inline */
+	uint8_t inl[SLOT_INLINE];
+};
+
+/* ---- batches ------------------------------------------------------------ */
+
+enum bstate { B_FREE, B_INFLIGHT };
+
+#define OP_WRITE 0
+#define OP_FSYNC 1
+#define PENDING_RES INT32_MIN
+
+struct batch {
+	uint8_t *buf;
+	size_t len;
+	uint64_t off;        /* file offset of buf[0] */
+	size_t written;      /* bytes of buf already on the file */
+	enum bstate state;
+	int ops;             /* completions outstanding */
+	long w_res;          /* result of the last write: bytes or -errno; INT_MIN pending */
+	int f_res;           /* result of the fsync; INT_MIN pending */
+	int err;             /* first error of this batch */
+	uint64_t enospc_since_ns;
+	bool complete;       /* written and fdatasync'ed */
+	bool retry_pending;  /* ENOSPC: resubmit at retry_at_ns */
+	uint64_t retry_at_ns;
+	uint64_t retry_delay_ms;
+	uint64_t id;         /* submission order */
+	uint32_t nrec, nevents;
+	uint64_t last_seq;
+	uint64_t last_ts_ns;
+	char last_ts_str[AL_TS_LEN];
+	uint8_t last_hash[AL_HASH_LEN];
+	size_t pending_len;  /* length of the write in flight */
+	struct waiter *waiters;
+};
+
+/* ---- the log ------------------------------------------------------------ */
+
+struct head {
+	uint64_t seq;
+	uint8_t hash[AL_HASH_LEN];
+	uint64_t ts_ns;
+	char ts_str[AL_TS_LEN];
+	uint8_t version;
+	bool empty; /* no record yet (never true after open: a header is written) */
+};
+
+struct auditlog {
+	struct auditlog_config cfg; /* a copy; path owned */
+	char *dir;                  /* directory of the log */
+	char *base;                 /* basename */
+	int dirfd;
+	int fd;
+	int efd; /* eventfd waking the worker */
+
+	/* queue */
+	struct slot *slots;
+	uint64_t mask;
+	_Alignas(64) _Atomic uint64_t enq_pos;
+	_Alignas(64) _Atomic uint32_t worker_sleeping;
+	_Atomic uint32_t space_gen;   /* futex: bumped when slots are freed and someone waits */
+	_Atomic uint32_t full_waiters;
+	_Alignas(64) uint64_t deq_pos; /* worker only */
+	_Atomic uint64_t barriers;
+	_Atomic int32_t error;         /* sticky: the error that closed the log */
+	_Atomic uint32_t stopping;
+
+	/* worker state */
+	pthread_t worker;
+	bool worker_started;
+	bool uring;
+	struct io_uring ring;
+	bool efd_armed;
+	uint64_t efd_buf;
+	struct batch batches[AL_INFLIGHT];
+	uint64_t next_batch_id;
+	uint64_t file_off;     /* where the next batch goes */
+	uint64_t file_created_ns;
+	uint64_t file_first_seq;
+	uint8_t chain_id[16];
+	struct head tail;      /* last record formatted (maybe not durable yet) */
+	struct head durable;   /* last record made durable */
+	uint64_t durable_size; /* file bytes through the durable head */
+	uint64_t last_ts_ns;
+	bool need_header;      /* the next batch starts with a header */
+	const char *header_reason;
+	char prev_name[NAME_MAX + 1];
+	char header_detail[NAME_MAX + 256];
+	uint64_t header_prev_size;
+	struct head header_prev;
+	uint32_t consecutive_failovers;
+	/* records of failed batches, re-written into the next file (canonical lines) */
+	uint8_t *requeue;
+	size_t requeue_len, requeue_pos, requeue_cap;
+	uint64_t lost_sync;      /* failed sync records not re-written (told to their callers) */
+	int failover_err;        /* a batch failed: seal the file once nothing is in flight */
+	uint64_t failover_off;
+	bool rotate_pending;
+	struct {
+		uint8_t b, op;
+		int32_t res;
+	} fake_cq[16];           /* completions made up by the pwrite backend and injected faults */
+	unsigned fake_n;
+	uint8_t *pdec;           /* decode buffer for re-parsed lines */
+
+	/* scratch */
+	uint8_t *work;  /* AL_HASH_LEN + AL_BODY_MAX */
+	uint8_t *dec;   /* decoded strings of one record */
+	uint8_t line[AL_LINE_MAX];
+
+	/* stats (worker writes, anyone reads) */
+	struct {
+		_Atomic uint64_t events_written, events_failed, records_written, batches,
+			bytes_written, fsyncs, largest_batch, queue_high_water, write_errors,
+			fsync_errors, enospc_retries, short_writes, rotations, failovers,
+			recoveries, untrusted_restarts;
+	} st;
+	pthread_mutex_t head_lock; /* guards the durable head for stats */
+};
+
+/* file.c */
+int al_file_open(struct auditlog *l);
+int al_file_switch(struct auditlog *l, const char *reason);
+int al_read_hooked(struct auditlog *l, void *buf, size_t len, uint64_t off);
+int al_write_sync(struct auditlog *l, const void *buf, size_t len, uint64_t off);
+void al_random_id(uint8_t out[16]);
+uint64_t al_now_ns(void);
+
+/* writer.c */
+/* Append the next record of the chain (raw strings; ts_ns is clamped to stay
+ * non-decreasing) to out, advancing l->tail. Returns the line length. */
+long al_chain_append(struct auditlog *l, struct al_record *raw, uint64_t ts_ns, uint8_t *out);
+/* Same for a record whose strings are already decoded (a re-parsed line). */
+long al_chain_append_decoded(struct auditlog *l, struct al_record *dec, uint64_t ts_ns,
+			     uint8_t *out);
+uint64_t al_ts_ns(const char ts[AL_TS_LEN]);
+/* The header the next file starts with (l->need_header state). */
+long al_format_header(struct auditlog *l, uint8_t *out);
+
+#endif

@@ -1,0 +1,1170 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The group-commit engine: a bounded lock-free MPSC queue (Vyukov's bounded
+ * ring, one consumer), one worker thread that formats everything queued into
+ * a batch and commits it with one write linked to one fdatasync (io_uring, or
+ * pwrite+fdatasync with the same completion logic), two batches in flight,
+ * waiters released strictly in batch order. docs/durability.md.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "p11names.h"
+
+#define DEC_CAP (AL_LINE_MAX * 3)
+
+static const uint8_t zero_hash[AL_HASH_LEN];
+
+/* Raw bytes kept per string: cap + 1 reproduces the cut of the whole string. */
+static const size_t copy_cap[S__MAX] = {
+	[S_ACTION] = 129, [S_KEY_LABEL] = 513, [S_KEY_ID] = 129, [S_ACTOR] = 129, [S_DETAIL] = 4097,
+};
+static const uint8_t slot_field[S__MAX] = {
+	[S_ACTION] = AL_F_ACTION,   [S_KEY_LABEL] = AL_F_KEY_LABEL, [S_KEY_ID] = AL_F_KEY_ID,
+	[S_ACTOR] = AL_F_ACTOR,     [S_DETAIL] = AL_F_DETAIL,
+};
+
+_Static_assert(sizeof(struct slot) == 256, "a queue slot is four cache lines");
+
+/* ---- futex ---------------------------------------------------------------- */
+
+static void futex_wait(_Atomic uint32_t *w, uint32_t val, const struct timespec *to)
+{
+	(void)syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, val, to, NULL, 0);
+}
+
+static void futex_wake_all(_Atomic uint32_t *w)
+{
+	(void)syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static void waiter_release(struct waiter *w, int result)
+{
+	w->result = result;
+	atomic_store_explicit(&w->done, 1, memory_order_release);
+	futex_wake_all(&w->done);
+}
+
+static int waiter_wait(struct waiter *w)
+{
+	while (!atomic_load_explicit(&w->done, memory_order_acquire))
+		futex_wait(&w->done, 0, NULL);
+	return w->result;
+}
+
+static void wake_worker(struct auditlog *l)
+{
+	uint64_t one = 1;
+	ssize_t r = write(l->efd, &one, sizeof(one));
+	(void)r; /* an eventfd write only fails when the counter would overflow */
+}
+
+/* ---- record formatting ---------------------------------------------------- */
+
+static long append_common(struct auditlog *l, struct al_record *dec, uint64_t ts_ns, uint8_t *out,
+			  char *ts)
+{
+	struct al_emit_out eo;
+	long n;
+
+	(void)ts;
+	dec->version = (uint8_t)l->cfg.version;
+	dec->f[AL_F_SEQ].u = l->tail.empty ? 0 : l->tail.seq + 1;
+	dec->present |= AL_BIT(AL_F_TIMESTAMP) | AL_BIT(AL_F_SEQ);
+	n = al_emit(dec, l->tail.empty ? zero_hash : l->tail.hash, out, l->work, &eo);
+	if (n < 0)
+		return n;
+	l->tail.seq = dec->f[AL_F_SEQ].u;
+	memcpy(l->tail.hash, eo.hash, AL_HASH_LEN);
+	l->tail.ts_ns = ts_ns;
+	memcpy(l->tail.ts_str, dec->f[AL_F_TIMESTAMP].p, AL_TS_LEN);
+	l->tail.version = dec->version;
+	l->tail.empty = false;
+	return n;
+}
+
+static uint64_t clamp_ts(struct auditlog *l, uint64_t ts_ns)
+{
+	if (!l->tail.empty && ts_ns < l->tail.ts_ns)
+		return l->tail.ts_ns;
+	return ts_ns;
+}
+
+long al_chain_append(struct auditlog *l, struct al_record *raw, uint64_t ts_ns, uint8_t *out)
+{
+	struct al_record dec;
+	char ts[AL_TS_LEN];
+	int r;
+
+	ts_ns = clamp_ts(l, ts_ns);
+	al_format_ts(ts_ns, ts);
+	raw->f[AL_F_TIMESTAMP].p = (const uint8_t *)ts;
+	raw->f[AL_F_TIMESTAMP].n = AL_TS_LEN;
+	raw->present |= AL_BIT(AL_F_TIMESTAMP);
+	r = al_record_decode(raw, &dec, l->dec, DEC_CAP);
+	if (r < 0)
+		return r;
+	return append_common(l, &dec, ts_ns, out, ts);
+}
+
+long al_chain_append_decoded(struct auditlog *l, struct al_record *dec, uint64_t ts_ns,
+			     uint8_t *out)
+{
+	char ts[AL_TS_LEN];
+
+	ts_ns = clamp_ts(l, ts_ns);
+	al_format_ts(ts_ns, ts);
+	dec->f[AL_F_TIMESTAMP].p = (const uint8_t *)ts;
+	dec->f[AL_F_TIMESTAMP].n = AL_TS_LEN;
+	return append_common(l, dec, ts_ns, out, ts);
+}
+
+long al_format_header(struct auditlog *l, uint8_t *out)
+{
+	struct al_record rec = {.type = AL_T_HEADER};
+	uint8_t fid[16];
+	char fid_hex[32], cid_hex[32], prev_hex[64];
+	uint64_t ts = al_now_ns();
+	bool linked = strcmp(l->header_reason, "rotate") == 0 ||
+		      strcmp(l->header_reason, "io-error") == 0;
+	long n;
+
+	al_random_id(fid);
+	al_hex(fid, 16, fid_hex);
+	al_hex(l->chain_id, 16, cid_hex);
+	rec.present = AL_BIT(AL_F_FILE_ID) | AL_BIT(AL_F_CHAIN_ID) | AL_BIT(AL_F_REASON);
+	rec.f[AL_F_FILE_ID] = (struct al_val){(const uint8_t *)fid_hex, 32, 0};
+	rec.f[AL_F_CHAIN_ID] = (struct al_val){(const uint8_t *)cid_hex, 32, 0};
+	rec.f[AL_F_REASON] = (struct al_val){(const uint8_t *)l->header_reason,
+					     strlen(l->header_reason), 0};
+	if (linked) {
+		al_hex(l->header_prev.hash, AL_HASH_LEN, prev_hex);
+		rec.present |= AL_BIT(AL_F_PREV_NAME) | AL_BIT(AL_F_PREV_SEQ) |
+			       AL_BIT(AL_F_PREV_HASH) | AL_BIT(AL_F_PREV_SIZE);
+		rec.f[AL_F_PREV_NAME] = (struct al_val){(const uint8_t *)l->prev_name,
+							strlen(l->prev_name), 0};
+		rec.f[AL_F_PREV_SEQ].u = l->header_prev.seq;
+		rec.f[AL_F_PREV_HASH] = (struct al_val){(const uint8_t *)prev_hex, 64, 0};
+		rec.f[AL_F_PREV_SIZE].u = l->header_prev_size;
+		if (strcmp(l->header_reason, "io-error") == 0)
+			ts = l->header_prev.ts_ns; /* re-written records keep their times */
+	}
+	if (l->header_detail[0]) {
+		rec.present |= AL_BIT(AL_F_DETAIL);
+		rec.f[AL_F_DETAIL] = (struct al_val){(const uint8_t *)l->header_detail,
+						     strlen(l->header_detail), 0};
+	}
+	n = al_chain_append(l, &rec, ts, out);
+	if (n >= 0) {
+		l->file_first_seq = l->tail.seq;
+		l->need_header = false;
+		l->header_detail[0] = '\0';
+	}
+	return n;
+}
+
+static const char *const outcome_word[] = {"success", "failure", "unknown"};
+
+static void put_p11(struct al_record *r, int f, const struct al_p11name *tab, size_t n,
+		    uint64_t v, char *buf)
+{
+	const char *name = al_p11_lookup(tab, n, v);
+	if (name) {
+		r->f[f].p = (const uint8_t *)name;
+		r->f[f].n = strlen(name);
+	} else {
+		r->f[f].p = (const uint8_t *)buf;
+		r->f[f].n = (size_t)snprintf(buf, 24, "0x%08llx", (unsigned long long)v);
+	}
+	r->present |= AL_BIT(f);
+}
+
+static long format_slot(struct auditlog *l, const struct slot *s, uint8_t *out)
+{
+	struct al_record r = {.type = AL_T_EVENT};
+	char rvbuf[24], mechbuf[24];
+	const uint8_t *p = s->heap ? s->heap : s->inl;
+
+	for (int i = 0; i < S__MAX; i++) {
+		if (s->len[i]) {
+			r.present |= AL_BIT(slot_field[i]);
+			r.f[slot_field[i]].p = p;
+			r.f[slot_field[i]].n = s->len[i];
+			p += s->len[i];
+		}
+	}
+	r.present |= AL_BIT(AL_F_OUTCOME);
+	r.f[AL_F_OUTCOME].p = (const uint8_t *)outcome_word[s->outcome];
+	r.f[AL_F_OUTCOME].n = strlen(outcome_word[s->outcome]);
+	if (s->flags & AUDITLOG_EV_RV)
+		put_p11(&r, AL_F_RV, al_ckr_names, al_ckr_count, s->rv, rvbuf);
+	if (s->flags & AUDITLOG_EV_MECHANISM)
+		put_p11(&r, AL_F_MECHANISM, al_ckm_names, al_ckm_count, s->mechanism, mechbuf);
+	if (s->flags & AUDITLOG_EV_SLOT) {
+		r.present |= AL_BIT(AL_F_SLOT);
+		r.f[AL_F_SLOT].u = s->slot;
+	}
+	if (s->flags & AUDITLOG_EV_SESSION) {
+		r.present |= AL_BIT(AL_F_SESSION);
+		r.f[AL_F_SESSION].u = s->session;
+	}
+	return al_chain_append(l, &r, s->ts_ns, out);
+}
+
+/* ---- the queue ------------------------------------------------------------ */
+
+static bool slot_ready(struct auditlog *l)
+{
+	struct slot *s = &l->slots[l->deq_pos & l->mask];
+	return atomic_load_explicit(&s->seq, memory_order_acquire) == l->deq_pos + 1;
+}
+
+static int check_event(const struct auditlog_event *ev)
+{
+	if (!ev || !ev->action || ev->action_len == 0 || ev->outcome > AUDITLOG_OUTCOME_UNKNOWN)
+		return -EINVAL;
+	if ((ev->flags & AUDITLOG_EV_SLOT) && ev->slot > AL_INT_MAX)
+		return -EINVAL;
+	if ((ev->flags & AUDITLOG_EV_SESSION) && ev->session > AL_INT_MAX)
+		return -EINVAL;
+	if (ev->flags & ~(AUDITLOG_EV_RV | AUDITLOG_EV_MECHANISM | AUDITLOG_EV_SLOT |
+			  AUDITLOG_EV_SESSION))
+		return -EINVAL;
+	return 0;
+}
+
+static void wait_for_space(struct auditlog *l, uint64_t pos)
+{
+	struct slot *s = &l->slots[pos & l->mask];
+	struct timespec to = {0, 100 * 1000 * 1000};
+	uint32_t gen = atomic_load(&l->space_gen);
+
+	atomic_fetch_add(&l->full_waiters, 1);
+	/* seq_cst: the worker reads full_waiters after freeing slots */
+	if ((int64_t)(atomic_load(&s->seq) - pos) < 0 && !atomic_load(&l->error))
+		futex_wait(&l->space_gen, gen, &to);
+	atomic_fetch_sub(&l->full_waiters, 1);
+}
+
+static int enqueue(struct auditlog *l, const struct auditlog_event *ev, uint8_t kind,
+		   struct waiter *w)
+{
+	const uint8_t *src[S__MAX] = {0};
+	uint16_t len[S__MAX] = {0};
+	size_t total = 0;
+	uint8_t *heap = NULL;
+	struct slot *s;
+	uint64_t pos;
+	int r;
+
+	r = atomic_load_explicit(&l->error, memory_order_relaxed);
+	if (r)
+		return r;
+	if (kind == SLOT_EVENT) {
+		r = check_event(ev);
+		if (r < 0)
+			return r;
+		const void *p[S__MAX] = {ev->action, ev->key_label, ev->key_id, ev->actor,
+					 ev->detail};
+		size_t n[S__MAX] = {ev->action_len, ev->key_label_len, ev->key_id_len,
+				    ev->actor_len, ev->detail_len};
+		for (int i = 0; i < S__MAX; i++) {
+			if (!p[i])
+				continue;
+			src[i] = p[i];
+			len[i] = (uint16_t)(n[i] < copy_cap[i] ? n[i] : copy_cap[i]);
+			total += len[i];
+		}
+		if (total > SLOT_INLINE) {
+			heap = malloc(total);
+			if (!heap)
+				return -ENOMEM;
+		}
+	}
+
+	pos = atomic_load_explicit(&l->enq_pos, memory_order_relaxed);
+	for (;;) {
+		s = &l->slots[pos & l->mask];
+		uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+		int64_t dif = (int64_t)(seq - pos);
+		if (dif == 0) {
+			if (atomic_compare_exchange_weak_explicit(&l->enq_pos, &pos, pos + 1,
+								  memory_order_relaxed,
+								  memory_order_relaxed))
+				break;
+		} else if (dif < 0) {
+			if (l->cfg.full_policy == AUDITLOG_FULL_EAGAIN) {
+				free(heap);
+				return -EAGAIN;
+			}
+			wait_for_space(l, pos);
+			r = atomic_load(&l->error);
+			if (r) {
+				free(heap);
+				return r;
+			}
+			pos = atomic_load_explicit(&l->enq_pos, memory_order_relaxed);
+		} else {
+			pos = atomic_load_explicit(&l->enq_pos, memory_order_relaxed);
+		}
+	}
+
+	s->kind = kind;
+	s->waiter = w;
+	s->heap = heap;
+	if (kind == SLOT_EVENT) {
+		uint8_t *d = heap ? heap : s->inl;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		s->ts_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+		s->flags = ev->flags;
+		s->outcome = (uint8_t)ev->outcome;
+		s->rv = ev->rv;
+		s->mechanism = ev->mechanism;
+		s->slot = ev->slot;
+		s->session = ev->session;
+		for (int i = 0; i < S__MAX; i++) {
+			s->len[i] = len[i];
+			if (len[i]) {
+				memcpy(d, src[i], len[i]);
+				d += len[i];
+			}
+		}
+	}
+	atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+
+	/* Dekker with the worker: publish, then look whether it sleeps. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&l->worker_sleeping, memory_order_relaxed) &&
+	    atomic_exchange(&l->worker_sleeping, 0))
+		wake_worker(l);
+	return 0;
+}
+
+/* ---- I/O submission and completion ---------------------------------------- */
+
+static void fake_complete(struct auditlog *l, struct batch *b, uint8_t op, int32_t res)
+{
+	assert(l->fake_n < sizeof(l->fake_cq) / sizeof(l->fake_cq[0]));
+	l->fake_cq[l->fake_n].b = (uint8_t)(b - l->batches);
+	l->fake_cq[l->fake_n].op = op;
+	l->fake_cq[l->fake_n].res = res;
+	l->fake_n++;
+}
+
+/* Issue the write of what is left of b, linked to an fdatasync of the batch. */
+static void issue_io(struct auditlog *l, struct batch *b)
+{
+	const struct al_io_hooks *h = l->cfg.has_hooks ? &l->cfg.hooks : NULL;
+	size_t len = b->len - b->written;
+	uint64_t off = b->off + b->written;
+	int inj_w = 0, inj_f = 0;
+	bool do_fsync = !(h && h->skip_fsync);
+
+	b->w_res = PENDING_RES;
+	b->f_res = PENDING_RES;
+	b->ops = 2;
+	if (h && h->before_write)
+		inj_w = h->before_write(h->ctx, l->fd, off, &len);
+	if (inj_w < 0) {
+		fake_complete(l, b, OP_WRITE, inj_w);
+		fake_complete(l, b, OP_FSYNC, -ECANCELED);
+		return;
+	}
+	if (do_fsync && h && h->before_fsync)
+		inj_f = h->before_fsync(h->ctx, l->fd, b->off, b->len);
+	if (inj_f < 0 || !do_fsync) {
+		fake_complete(l, b, OP_FSYNC, inj_f < 0 ? inj_f : 0);
+		do_fsync = false;
+	}
+	b->pending_len = len;
+
+	if (l->uring) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&l->ring);
+		assert(sqe); /* the ring has room for every batch's pair */
+		io_uring_prep_write(sqe, l->fd, b->buf + b->written, (unsigned)len, off);
+		io_uring_sqe_set_data64(sqe, (uint64_t)(b - l->batches) << 1 | OP_WRITE);
+		if (do_fsync) {
+			sqe->flags |= IOSQE_IO_LINK;
+			sqe = io_uring_get_sqe(&l->ring);
+			assert(sqe);
+			io_uring_prep_fsync(sqe, l->fd, IORING_FSYNC_DATASYNC);
+			io_uring_sqe_set_data64(sqe, (uint64_t)(b - l->batches) << 1 | OP_FSYNC);
+		}
+		(void)io_uring_submit(&l->ring); /* failures surface as missing CQEs: see reap */
+		return;
+	}
+
+	ssize_t w;
+	do
+		w = pwrite(l->fd, b->buf + b->written, len, (off_t)off);
+	while (w < 0 && errno == EINTR);
+	fake_complete(l, b, OP_WRITE, w < 0 ? -errno : (int32_t)w);
+	if (do_fsync) {
+		int fr = 0;
+		if (w < 0 || (size_t)w < len)
+			fr = -ECANCELED;
+		else if (fdatasync(l->fd) < 0)
+			fr = -errno;
+		fake_complete(l, b, OP_FSYNC, fr);
+	}
+}
+
+static void fail_inflight_from(struct auditlog *l, struct batch *b, int err)
+{
+	if (!b->err)
+		b->err = err;
+	if (!l->failover_err) {
+		l->failover_err = err;
+		l->failover_off = b->off;
+	}
+}
+
+static void handle_enospc(struct auditlog *l, struct batch *b)
+{
+	uint64_t now = al_now_ns();
+
+	atomic_fetch_add(&l->st.enospc_retries, 1);
+	if (!b->enospc_since_ns)
+		b->enospc_since_ns = now;
+	if (now - b->enospc_since_ns >= l->cfg.enospc_deadline_ms * 1000000u) {
+		/* fail closed: the disk stays full; no new file would fare better */
+		int32_t expected = 0;
+		atomic_compare_exchange_strong(&l->error, &expected, -ENOSPC);
+		fail_inflight_from(l, b, -ENOSPC);
+		return;
+	}
+	b->retry_delay_ms = b->retry_delay_ms ? b->retry_delay_ms * 2 : 1;
+	if (b->retry_delay_ms > 100)
+		b->retry_delay_ms = 100;
+	b->retry_pending = true;
+	b->retry_at_ns = now + b->retry_delay_ms * 1000000u;
+}
+
+static void handle_cqe(struct auditlog *l, unsigned bi, unsigned op, int32_t res)
+{
+	const struct al_io_hooks *h = l->cfg.has_hooks ? &l->cfg.hooks : NULL;
+	struct batch *b = &l->batches[bi];
+
+	assert(b->state == B_INFLIGHT && b->ops > 0);
+	if (op == OP_WRITE) {
+		b->w_res = res;
+		if (h && h->after_write)
+			h->after_write(h->ctx, l->fd, b->off + b->written, b->pending_len, res);
+	} else {
+		b->f_res = res;
+		if (res != -ECANCELED && h && h->after_fsync && !(h->skip_fsync))
+			h->after_fsync(h->ctx, l->fd, b->off, b->len, res);
+	}
+	if (--b->ops > 0)
+		return;
+
+	if (b->err) /* failed already (a sibling failed before us) */
+		return;
+	if (b->w_res < 0) {
+		if (b->w_res == -ENOSPC) {
+			handle_enospc(l, b);
+		} else if (b->w_res == -EINTR || b->w_res == -EAGAIN) {
+			issue_io(l, b);
+		} else {
+			atomic_fetch_add(&l->st.write_errors, 1);
+			fail_inflight_from(l, b, (int)b->w_res);
+		}
+		return;
+	}
+	if ((size_t)b->w_res < b->pending_len) {
+		if (b->w_res == 0) {
+			atomic_fetch_add(&l->st.write_errors, 1);
+			fail_inflight_from(l, b, -EIO);
+			return;
+		}
+		/* short write: its linked fsync was cancelled; resubmit the rest */
+		atomic_fetch_add(&l->st.short_writes, 1);
+		b->written += (size_t)b->w_res;
+		issue_io(l, b);
+		return;
+	}
+	b->written = b->len;
+	if (b->f_res < 0) {
+		atomic_fetch_add(&l->st.fsync_errors, 1);
+		fail_inflight_from(l, b, b->f_res);
+		return;
+	}
+	atomic_fetch_add(&l->st.fsyncs, 1);
+	b->complete = true;
+}
+
+static int inflight_ops(struct auditlog *l)
+{
+	int n = 0;
+	for (unsigned i = 0; i < AL_INFLIGHT; i++)
+		if (l->batches[i].state == B_INFLIGHT)
+			n += l->batches[i].ops;
+	return n;
+}
+
+static unsigned inflight_batches(struct auditlog *l)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < AL_INFLIGHT; i++)
+		n += l->batches[i].state == B_INFLIGHT;
+	return n;
+}
+
+static void drain_fake(struct auditlog *l)
+{
+	while (l->fake_n) {
+		/* FIFO: handle_cqe may queue more (a resubmission) */
+		unsigned bi = l->fake_cq[0].b, op = l->fake_cq[0].op;
+		int32_t res = l->fake_cq[0].res;
+		memmove(&l->fake_cq[0], &l->fake_cq[1], (l->fake_n - 1) * sizeof(l->fake_cq[0]));
+		l->fake_n--;
+		handle_cqe(l, bi, op, res);
+	}
+}
+
+/* Reap what completed; with wait, block for at least one event (a completion
+ * or the eventfd) or until timeout_ns (0 = none). */
+static void reap(struct auditlog *l, bool wait, uint64_t timeout_ns)
+{
+	drain_fake(l);
+	if (!l->uring)
+		return;
+	struct io_uring_cqe *cqe;
+	unsigned head, n = 0;
+
+	if (wait) {
+		struct __kernel_timespec ts = {(long long)(timeout_ns / 1000000000u),
+					       (long long)(timeout_ns % 1000000000u)};
+		int r = io_uring_submit_and_wait_timeout(&l->ring, &cqe, 1, timeout_ns ? &ts : NULL,
+							 NULL);
+		(void)r; /* -ETIME / -EINTR: just look again */
+	}
+	io_uring_for_each_cqe(&l->ring, head, cqe)
+	{
+		uint64_t ud = io_uring_cqe_get_data64(cqe);
+		n++;
+		if (ud == UINT64_MAX) {
+			l->efd_armed = false; /* the eventfd fired */
+			continue;
+		}
+		handle_cqe(l, (unsigned)(ud >> 1), (unsigned)(ud & 1), cqe->res);
+	}
+	io_uring_cq_advance(&l->ring, n);
+	drain_fake(l);
+}
+
+/* ---- retiring batches in order ------------------------------------------- */
+
+static struct batch *oldest_inflight(struct auditlog *l)
+{
+	struct batch *o = NULL;
+	for (unsigned i = 0; i < AL_INFLIGHT; i++) {
+		struct batch *b = &l->batches[i];
+		if (b->state == B_INFLIGHT && (!o || b->id < o->id))
+			o = b;
+	}
+	return o;
+}
+
+static void release_waiters(struct batch *b, int result)
+{
+	struct waiter *w = b->waiters;
+	b->waiters = NULL;
+	while (w) {
+		struct waiter *next = w->next; /* w may vanish once released */
+		waiter_release(w, result);
+		w = next;
+	}
+}
+
+static void retire_ok(struct auditlog *l, struct batch *b)
+{
+	pthread_mutex_lock(&l->head_lock);
+	l->durable.seq = b->last_seq;
+	memcpy(l->durable.hash, b->last_hash, AL_HASH_LEN);
+	l->durable.ts_ns = b->last_ts_ns;
+	memcpy(l->durable.ts_str, b->last_ts_str, AL_TS_LEN);
+	l->durable.version = (uint8_t)l->cfg.version;
+	l->durable.empty = false;
+	l->durable_size = b->off + b->len;
+	pthread_mutex_unlock(&l->head_lock);
+	atomic_fetch_add(&l->st.events_written, b->nevents);
+	atomic_fetch_add(&l->st.records_written, b->nrec);
+	atomic_fetch_add(&l->st.batches, 1);
+	atomic_fetch_add(&l->st.bytes_written, b->len);
+	if (b->nrec > atomic_load(&l->st.largest_batch))
+		atomic_store(&l->st.largest_batch, b->nrec);
+	l->consecutive_failovers = 0;
+	release_waiters(b, 0);
+	b->state = B_FREE;
+}
+
+static void retire(struct auditlog *l)
+{
+	struct batch *b;
+
+	while (!l->failover_err && (b = oldest_inflight(l)) && b->complete)
+		retire_ok(l, b);
+}
+
+/* Keep the event lines of a failed batch for the next file, except those
+ * whose record_sync callers are told the error. */
+static void save_for_requeue(struct auditlog *l, struct batch *b)
+{
+	size_t pos = 0, err_off;
+	struct al_parsed p;
+
+	while (pos < b->len) {
+		const uint8_t *line = b->buf + pos;
+		const uint8_t *nl = memchr(line, '\n', b->len - pos);
+		assert(nl);
+		size_t n = (size_t)(nl - line) + 1;
+		pos += n;
+		if (al_parse(line, n - 1, l->pdec, &p, &err_off) != AL_PERR_OK ||
+		    p.rec.type != AL_T_EVENT)
+			continue;
+		bool sync = false;
+		for (struct waiter *w = b->waiters; w; w = w->next)
+			if (w->has_seq && w->seq == p.rec.f[AL_F_SEQ].u)
+				sync = true;
+		if (sync) {
+			l->lost_sync++;
+			atomic_fetch_add(&l->st.events_failed, 1);
+			continue;
+		}
+		if (l->requeue_len + n > l->requeue_cap) {
+			size_t cap = l->requeue_cap ? l->requeue_cap * 2 : 1u << 16;
+			while (cap < l->requeue_len + n)
+				cap *= 2;
+			uint8_t *q = realloc(l->requeue, cap);
+			if (!q) { /* cannot keep it: count it, never pretend */
+				atomic_fetch_add(&l->st.events_failed, 1);
+				continue;
+			}
+			l->requeue = q;
+			l->requeue_cap = cap;
+		}
+		memcpy(l->requeue + l->requeue_len, line, n);
+		l->requeue_len += n;
+	}
+}
+
+/* All I/O has stopped after a failure: fail the batches, seal the file and
+ * continue in a new one (or fail closed). */
+static void failover(struct auditlog *l)
+{
+	int err = l->failover_err;
+	struct batch *b;
+	int r;
+
+	/* batches before the failed one that completed are durable */
+	while ((b = oldest_inflight(l)) && b->complete && !b->err && b->off < l->failover_off)
+		retire_ok(l, b);
+	/* the failed batch and every later one: nothing of them is acknowledged */
+	while ((b = oldest_inflight(l))) {
+		if (!atomic_load(&l->error))
+			save_for_requeue(l, b);
+		else
+			atomic_fetch_add(&l->st.events_failed, b->nevents);
+		release_waiters(b, err);
+		b->state = B_FREE;
+	}
+	l->failover_err = 0;
+	l->tail = l->durable; /* the chain resumes from the last durable record */
+
+	if (atomic_load(&l->error))
+		return; /* failed closed (ENOSPC past its deadline) */
+	atomic_fetch_add(&l->st.failovers, 1);
+	if (++l->consecutive_failovers > 3) {
+		int32_t expected = 0;
+		atomic_compare_exchange_strong(&l->error, &expected, err);
+		return;
+	}
+	r = al_file_switch(l, "io-error");
+	if (r < 0) {
+		int32_t expected = 0;
+		atomic_compare_exchange_strong(&l->error, &expected, err);
+		return;
+	}
+	snprintf(l->header_detail, sizeof(l->header_detail),
+		 "write or fdatasync failed (%s) at offset %llu of %s; %llu synchronous record(s) "
+		 "were reported failed to their callers and are not re-written",
+		 strerror(-err), (unsigned long long)l->failover_off, l->prev_name,
+		 (unsigned long long)l->lost_sync);
+	l->lost_sync = 0;
+}
+
+/* ---- forming batches -------------------------------------------------------- */
+
+static struct batch *free_batch(struct auditlog *l)
+{
+	for (unsigned i = 0; i < AL_INFLIGHT; i++)
+		if (l->batches[i].state == B_FREE)
+			return &l->batches[i];
+	return NULL;
+}
+
+static struct batch *newest_inflight(struct auditlog *l)
+{
+	struct batch *o = NULL;
+	for (unsigned i = 0; i < AL_INFLIGHT; i++) {
+		struct batch *b = &l->batches[i];
+		if (b->state == B_INFLIGHT && (!o || b->id > o->id))
+			o = b;
+	}
+	return o;
+}
+
+static void note_record(struct batch *b, struct auditlog *l, bool event)
+{
+	b->nrec++;
+	b->nevents += event;
+	b->last_seq = l->tail.seq;
+	memcpy(b->last_hash, l->tail.hash, AL_HASH_LEN);
+	b->last_ts_ns = l->tail.ts_ns;
+	memcpy(b->last_ts_str, l->tail.ts_str, AL_TS_LEN);
+}
+
+/* Consume one queue slot into b (or fail it when the log is closed). */
+static void take_slot(struct auditlog *l, struct batch *b)
+{
+	struct slot *s = &l->slots[l->deq_pos & l->mask];
+	struct waiter *w = s->waiter;
+	int err = atomic_load(&l->error);
+
+	if (s->kind == SLOT_BARRIER) {
+		/* flush: released with the last batch holding records before it */
+		struct batch *t = b->nrec ? b : newest_inflight(l);
+		if (t && !err) {
+			w->next = t->waiters;
+			t->waiters = w;
+		} else {
+			waiter_release(w, err);
+		}
+	} else if (err) {
+		atomic_fetch_add(&l->st.events_failed, 1);
+		if (w)
+			waiter_release(w, err);
+	} else {
+		long n = format_slot(l, s, b->buf + b->len);
+		if (n < 0) { /* cannot happen for a checked event; never pretend */
+			atomic_fetch_add(&l->st.events_failed, 1);
+			if (w)
+				waiter_release(w, (int)n);
+		} else {
+			b->len += (size_t)n;
+			note_record(b, l, true);
+			if (w) {
+				w->seq = l->tail.seq;
+				w->has_seq = true;
+				w->next = b->waiters;
+				b->waiters = w;
+			}
+		}
+	}
+	free(s->heap);
+	s->heap = NULL;
+	atomic_store_explicit(&s->seq, l->deq_pos + l->mask + 1, memory_order_release);
+	l->deq_pos++;
+}
+
+static void take_requeued(struct auditlog *l, struct batch *b)
+{
+	while (l->requeue_pos < l->requeue_len &&
+	       b->len + AL_LINE_MAX <= l->cfg.max_batch_bytes) {
+		const uint8_t *line = l->requeue + l->requeue_pos;
+		const uint8_t *nl = memchr(line, '\n', l->requeue_len - l->requeue_pos);
+		struct al_parsed p;
+		size_t err_off;
+		long n = -EBADMSG;
+
+		assert(nl);
+		l->requeue_pos += (size_t)(nl - line) + 1;
+		if (al_parse(line, (size_t)(nl - line), l->pdec, &p, &err_off) == AL_PERR_OK) {
+			uint64_t ts = al_ts_ns((const char *)p.rec.f[AL_F_TIMESTAMP].p);
+			p.rec.present &= ~(AL_BIT(AL_F_TIMESTAMP) | AL_BIT(AL_F_SEQ));
+			n = al_chain_append_decoded(l, &p.rec, ts, b->buf + b->len);
+		}
+		if (n < 0) {
+			atomic_fetch_add(&l->st.events_failed, 1);
+			continue;
+		}
+		b->len += (size_t)n;
+		note_record(b, l, true);
+	}
+	if (l->requeue_pos == l->requeue_len)
+		l->requeue_pos = l->requeue_len = 0;
+}
+
+static bool rotation_due(struct auditlog *l)
+{
+	if (l->cfg.rotate_bytes && l->file_off >= l->cfg.rotate_bytes)
+		return true;
+	if (l->cfg.rotate_age_s &&
+	    al_now_ns() - l->file_created_ns >= l->cfg.rotate_age_s * 1000000000u)
+		return true;
+	return false;
+}
+
+/* Form the next batch from the header to write, the re-queued records and the
+ * queue, and submit it. Returns true when it did anything. */
+static bool fill_and_submit(struct auditlog *l)
+{
+	struct batch *b = free_batch(l);
+	uint64_t start = l->deq_pos;
+	bool progress = false;
+
+	if (!b)
+		return false;
+	b->len = 0;
+	b->nrec = b->nevents = 0;
+	b->waiters = NULL;
+	if (l->need_header && !atomic_load(&l->error)) {
+		long n = al_format_header(l, b->buf);
+		if (n < 0) {
+			int32_t expected = 0;
+			atomic_compare_exchange_strong(&l->error, &expected, (int32_t)n);
+		} else {
+			b->len += (size_t)n;
+			note_record(b, l, false);
+		}
+	}
+	if (l->requeue_len && !atomic_load(&l->error))
+		take_requeued(l, b);
+	while (b->len + AL_LINE_MAX <= l->cfg.max_batch_bytes && slot_ready(l)) {
+		take_slot(l, b);
+		progress = true;
+	}
+	uint64_t depth = atomic_load_explicit(&l->enq_pos, memory_order_relaxed) - start;
+	if (depth > atomic_load(&l->st.queue_high_water))
+		atomic_store(&l->st.queue_high_water, depth);
+	if (progress && atomic_load(&l->full_waiters)) {
+		atomic_fetch_add(&l->space_gen, 1);
+		futex_wake_all(&l->space_gen);
+	}
+	if (b->len == 0) {
+		assert(!b->waiters);
+		return progress;
+	}
+	b->off = l->file_off;
+	l->file_off += b->len;
+	b->written = 0;
+	b->complete = false;
+	b->err = 0;
+	b->enospc_since_ns = 0;
+	b->retry_pending = false;
+	b->retry_delay_ms = 0;
+	b->id = l->next_batch_id++;
+	b->state = B_INFLIGHT;
+	issue_io(l, b);
+	return true;
+}
+
+/* ---- the worker ------------------------------------------------------------- */
+
+static void arm_eventfd(struct auditlog *l)
+{
+	if (!l->uring || l->efd_armed)
+		return;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&l->ring);
+	assert(sqe);
+	io_uring_prep_read(sqe, l->efd, &l->efd_buf, sizeof(l->efd_buf), 0);
+	io_uring_sqe_set_data64(sqe, UINT64_MAX);
+	l->efd_armed = true;
+}
+
+static uint64_t next_retry_ns(struct auditlog *l)
+{
+	uint64_t t = 0;
+	for (unsigned i = 0; i < AL_INFLIGHT; i++) {
+		struct batch *b = &l->batches[i];
+		if (b->state == B_INFLIGHT && b->retry_pending && (!t || b->retry_at_ns < t))
+			t = b->retry_at_ns;
+	}
+	return t;
+}
+
+static bool run_retries(struct auditlog *l)
+{
+	uint64_t now = al_now_ns();
+	bool any = false;
+	for (unsigned i = 0; i < AL_INFLIGHT; i++) {
+		struct batch *b = &l->batches[i];
+		if (b->state == B_INFLIGHT && b->retry_pending && b->retry_at_ns <= now) {
+			b->retry_pending = false;
+			issue_io(l, b);
+			any = true;
+		}
+	}
+	return any;
+}
+
+static void *worker_main(void *arg)
+{
+	struct auditlog *l = arg;
+
+	for (;;) {
+		bool progress = false;
+
+		reap(l, false, 0);
+		if (l->failover_err) /* the file is being sealed: no retry into it */
+			for (unsigned i = 0; i < AL_INFLIGHT; i++)
+				if (l->batches[i].retry_pending) {
+					l->batches[i].retry_pending = false;
+					l->batches[i].err = l->failover_err;
+				}
+		progress |= run_retries(l);
+		retire(l);
+		if (l->failover_err && inflight_ops(l) == 0 && !next_retry_ns(l)) {
+			failover(l);
+			progress = true;
+		}
+		bool pending = slot_ready(l) || l->requeue_len || l->need_header;
+		if (!l->failover_err && pending && !l->rotate_pending && rotation_due(l) &&
+		    !atomic_load(&l->error) && !l->need_header)
+			l->rotate_pending = true;
+		if (l->rotate_pending && inflight_batches(l) == 0) {
+			int r = al_file_switch(l, "rotate");
+			l->rotate_pending = false;
+			if (r < 0) {
+				int32_t expected = 0;
+				atomic_compare_exchange_strong(&l->error, &expected, r);
+			} else {
+				atomic_fetch_add(&l->st.rotations, 1);
+			}
+			progress = true;
+		}
+		if (!l->failover_err && !l->rotate_pending && free_batch(l) && fill_and_submit(l))
+			progress = true;
+		if (progress)
+			continue;
+
+		if (atomic_load(&l->stopping) && !slot_ready(l) && inflight_batches(l) == 0 &&
+		    !l->requeue_len && !l->failover_err)
+			break;
+
+		/* Nothing to do now: sleep until a completion, an event or a retry. */
+		bool want_events = free_batch(l) && !l->failover_err && !l->rotate_pending;
+		if (want_events) {
+			atomic_store(&l->worker_sleeping, 1);
+			atomic_thread_fence(memory_order_seq_cst);
+			if (slot_ready(l) || atomic_load(&l->stopping)) {
+				atomic_store(&l->worker_sleeping, 0);
+				if (slot_ready(l))
+					continue;
+			}
+		}
+		uint64_t retry = next_retry_ns(l), now = al_now_ns();
+		uint64_t timeout = retry ? (retry > now ? retry - now : 1) : 0;
+		if (atomic_load(&l->stopping) && !timeout)
+			timeout = 10 * 1000 * 1000; /* draining: never sleep without bound */
+		if (l->uring) {
+			if (want_events)
+				arm_eventfd(l);
+			reap(l, true, timeout);
+		} else if (want_events || timeout) {
+			/* pwrite backend: the eventfd, bounded by a due retry */
+			struct pollfd pfd = {.fd = l->efd, .events = POLLIN};
+			int ms = timeout ? (int)((timeout + 999999) / 1000000) : -1;
+			if (poll(&pfd, 1, want_events ? ms : (ms < 0 ? 0 : ms)) > 0 &&
+			    (pfd.revents & POLLIN)) {
+				uint64_t v;
+				ssize_t rr = read(l->efd, &v, sizeof(v));
+				(void)rr;
+			}
+		}
+		atomic_store(&l->worker_sleeping, 0);
+	}
+	return NULL;
+}
+
+/* ---- the API ---------------------------------------------------------------- */
+
+static void log_free(struct auditlog *l)
+{
+	if (!l)
+		return;
+	if (l->uring)
+		io_uring_queue_exit(&l->ring);
+	if (l->fd >= 0)
+		close(l->fd);
+	if (l->dirfd >= 0)
+		close(l->dirfd);
+	if (l->efd >= 0)
+		close(l->efd);
+	if (l->slots) {
+		for (uint64_t i = 0; i <= l->mask; i++)
+			free(l->slots[i].heap);
+		free(l->slots);
+	}
+	for (unsigned i = 0; i < AL_INFLIGHT; i++)
+		free(l->batches[i].buf);
+	free(l->requeue);
+	free(l->work);
+	free(l->dec);
+	free(l->pdec);
+	free(l->dir);
+	free(l->base);
+	free(l->cfg.path);
+	pthread_mutex_destroy(&l->head_lock);
+	free(l);
+}
+
+AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlog **ret_log)
+{
+	struct auditlog *l;
+	int r;
+
+	if (!cfg || !cfg->path || !ret_log)
+		return -EINVAL;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->fd = l->dirfd = l->efd = -1;
+	pthread_mutex_init(&l->head_lock, NULL);
+	l->cfg = *cfg;
+	l->cfg.path = strdup(cfg->path);
+	l->mask = cfg->queue_slots - 1;
+	l->slots = calloc(cfg->queue_slots, sizeof(struct slot));
+	l->work = malloc(AL_HASH_LEN + AL_BODY_MAX);
+	l->dec = malloc(DEC_CAP);
+	l->pdec = malloc(AL_LINE_MAX);
+	if (!l->cfg.path || !l->slots || !l->work || !l->dec || !l->pdec) {
+		r = -ENOMEM;
+		goto err;
+	}
+	for (uint64_t i = 0; i <= l->mask; i++)
+		atomic_init(&l->slots[i].seq, i);
+	for (unsigned i = 0; i < AL_INFLIGHT; i++) {
+		l->batches[i].buf = malloc(cfg->max_batch_bytes);
+		if (!l->batches[i].buf) {
+			r = -ENOMEM;
+			goto err;
+		}
+	}
+	l->efd = eventfd(0, EFD_CLOEXEC);
+	if (l->efd < 0) {
+		r = -errno;
+		goto err;
+	}
+
+	r = al_file_open(l);
+	if (r < 0)
+		goto err;
+
+	if (cfg->backend != AUDITLOG_BACKEND_PWRITE) {
+		r = io_uring_queue_init(16, &l->ring, 0);
+		if (r == 0)
+			l->uring = true;
+		else if (cfg->backend == AUDITLOG_BACKEND_IO_URING)
+			goto err;
+	}
+	r = pthread_create(&l->worker, NULL, worker_main, l);
+	if (r) {
+		r = -r;
+		goto err;
+	}
+	l->worker_started = true;
+	*ret_log = l;
+	return 0;
+err:
+	log_free(l);
+	return r;
+}
+
+AUDITLOG_API int auditlog_record(struct auditlog *log, const struct auditlog_event *ev)
+{
+	if (!log)
+		return -EINVAL;
+	return enqueue(log, ev, SLOT_EVENT, NULL);
+}
+
+AUDITLOG_API int auditlog_record_sync(struct auditlog *log, const struct auditlog_event *ev)
+{
+	struct waiter w = {0};
+	int r;
+
+	if (!log)
+		return -EINVAL;
+	r = enqueue(log, ev, SLOT_EVENT, &w);
+	if (r < 0)
+		return r;
+	return waiter_wait(&w);
+}
+
+AUDITLOG_API int auditlog_flush(struct auditlog *log)
+{
+	struct waiter w = {0};
+	int r;
+
+	if (!log)
+		return -EINVAL;
+	atomic_fetch_add(&log->barriers, 1);
+	r = enqueue(log, NULL, SLOT_BARRIER, &w);
+	if (r < 0) {
+		atomic_fetch_sub(&log->barriers, 1);
+		return r;
+	}
+	return waiter_wait(&w);
+}
+
+AUDITLOG_API int auditlog_close(struct auditlog *log)
+{
+	int r;
+
+	if (!log)
+		return 0;
+	atomic_store(&log->stopping, 1);
+	wake_worker(log);
+	if (log->worker_started)
+		pthread_join(log->worker, NULL);
+	r = atomic_load(&log->error);
+	log_free(log);
+	return r;
+}
+
+AUDITLOG_API int auditlog_get_stats(struct auditlog *log, struct auditlog_stats *ret, size_t size)
+{
+	struct auditlog_stats s = {0};
+
+	if (!log || !ret)
+		return -EINVAL;
+	uint64_t enq = atomic_load(&log->enq_pos) - atomic_load(&log->barriers);
+	s.events_enqueued = enq;
+	s.events_written = atomic_load(&log->st.events_written);
+	s.events_failed = atomic_load(&log->st.events_failed);
+	s.records_written = atomic_load(&log->st.records_written);
+	s.batches = atomic_load(&log->st.batches);
+	s.bytes_written = atomic_load(&log->st.bytes_written);
+	s.fsyncs = atomic_load(&log->st.fsyncs);
+	s.largest_batch = atomic_load(&log->st.largest_batch);
+	s.queue_high_water = atomic_load(&log->st.queue_high_water);
+	s.write_errors = atomic_load(&log->st.write_errors);
+	s.fsync_errors = atomic_load(&log->st.fsync_errors);
+	s.enospc_retries = atomic_load(&log->st.enospc_retries);
+	s.short_writes = atomic_load(&log->st.short_writes);
+	s.rotations = atomic_load(&log->st.rotations);
+	s.failovers = atomic_load(&log->st.failovers);
+	s.recoveries = atomic_load(&log->st.recoveries);
+	s.untrusted_restarts = atomic_load(&log->st.untrusted_restarts);
+	pthread_mutex_lock(&log->head_lock);
+	s.head_seq = log->durable.seq;
+	memcpy(s.head_hash, log->durable.hash, AL_HASH_LEN);
+	pthread_mutex_unlock(&log->head_lock);
+	s.error = atomic_load(&log->error);
+	s.backend = log->uring ? AUDITLOG_BACKEND_IO_URING : AUDITLOG_BACKEND_PWRITE;
+	memcpy(ret, &s, size < sizeof(s) ? size : sizeof(s));
+	return 0;
+}
