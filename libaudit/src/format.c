@@ -39,10 +39,10 @@ static const struct fdesc F[AL_F__MAX] = {
 	[AL_F_SEQ] = {KEY("seq"), 0x02, K_INT, 0, NULL},
 	[AL_F_ACTION] = {KEY("action"), 0x03, K_STR, 128, NULL},
 	[AL_F_OUTCOME] = {KEY("outcome"), 0x04, K_ENUM, 0, outcome_words},
-	[AL_F_RV] = {KEY("rv"), 0x05, K_STR, 0, NULL},
+	[AL_F_RV] = {KEY("rv"), 0x05, K_STR, 64, NULL},
 	[AL_F_SLOT] = {KEY("slot"), 0x06, K_INT, 0, NULL},
 	[AL_F_SESSION] = {KEY("session"), 0x07, K_INT, 0, NULL},
-	[AL_F_MECHANISM] = {KEY("mechanism"), 0x08, K_STR, 0, NULL},
+	[AL_F_MECHANISM] = {KEY("mechanism"), 0x08, K_STR, 64, NULL},
 	[AL_F_KEY_LABEL] = {KEY("key_label"), 0x09, K_STR, 512, NULL},
 	[AL_F_KEY_ID] = {KEY("key_id"), 0x0a, K_KEYID, 256, NULL},
 	[AL_F_ACTOR] = {KEY("actor"), 0x0b, K_STR, 128, NULL},
@@ -527,7 +527,7 @@ long al_emit(const struct al_record *in, const uint8_t prev[AL_HASH_LEN], uint8_
 		int f = t->order[i];
 		if (!(r->present & AL_BIT(f)))
 			continue;
-		if ((size_t)(o - line) + member_len(r, f) + 80 > AL_LINE_MAX)
+		if ((size_t)(o - line) + member_len(r, f) + 76 > AL_LINE_MAX)
 			return -E2BIG;
 		o = put_member(o, r, f);
 	}
@@ -886,6 +886,13 @@ enum al_perr al_parse(const uint8_t *line, size_t len, uint8_t *dec, struct al_p
 			goto err;
 		}
 		if ((r->present & t->required) != t->required) {
+			c.i = hpos;
+			fail(&c, AL_PERR_VALUE);
+			goto err;
+		}
+		/* a header shorter than AL_HEADER_LINE without its pad is not canonical */
+		if (r->type == AL_T_HEADER && !(r->present & AL_BIT(AL_F_PAD)) &&
+		    len + 1 < AL_HEADER_LINE) {
 			c.i = hpos;
 			fail(&c, AL_PERR_VALUE);
 			goto err;

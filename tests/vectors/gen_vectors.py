@@ -59,10 +59,10 @@ MEMBERS = {
     "event": [                                        # section 2.2
         ("action",    "str", 0x03, 128,  True),
         ("outcome",   "str", 0x04, None, True),
-        ("rv",        "str", 0x05, None, False),
+        ("rv",        "str", 0x05, 64,   False),
         ("slot",      "int", 0x06, None, False),
         ("session",   "int", 0x07, None, False),
-        ("mechanism", "str", 0x08, None, False),
+        ("mechanism", "str", 0x08, 64,   False),
         ("key_label", "str", 0x09, 512,  False),
         ("key_id",    "hex", 0x0a, 256,  False),
         ("actor",     "str", 0x0b, 128,  False),

@@ -1,0 +1,569 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The writer's contract: every event exactly once, in one continuous chain,
+ * record_sync durable on return (observed through the I/O hooks), the queue
+ * policies, the API's argument checks, file safety checks and reopening.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "tu.h"
+
+static enum auditlog_backend backends[] = {AUDITLOG_BACKEND_IO_URING, AUDITLOG_BACKEND_PWRITE};
+
+static struct auditlog *open_log(const char *path, enum auditlog_backend be)
+{
+	struct auditlog_config *cfg = tu_config(path);
+	struct auditlog *log = NULL;
+	assert_int_equal(auditlog_config_set_backend(cfg, be), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	auditlog_config_free(cfg);
+	return log;
+}
+
+/* ---- many threads, every event exactly once ------------------------------- */
+
+#define NTHREADS 4
+#define PER_THREAD 250000
+
+struct prod {
+	struct auditlog *log;
+	unsigned id;
+	unsigned long n;
+	int err;
+};
+
+static void *producer(void *arg)
+{
+	struct prod *p = arg;
+	char detail[32];
+
+	for (unsigned long i = 0; i < p->n; i++) {
+		struct auditlog_event ev = tu_event(i % 2 ? "C_Sign" : "C_Encrypt", p->id);
+		ev.detail = detail;
+		ev.detail_len = (size_t)snprintf(detail, sizeof(detail), "t%u-%lu", p->id, i);
+		int r = i % 997 == 0 ? auditlog_record_sync(p->log, &ev) : auditlog_record(p->log, &ev);
+		if (r < 0) {
+			p->err = r;
+			break;
+		}
+	}
+	return NULL;
+}
+
+struct seen {
+	uint8_t *bits[NTHREADS];
+	unsigned long n;
+	unsigned long dups, bad;
+};
+
+static void on_event(void *ctx, const struct al_parsed *p)
+{
+	struct seen *s = ctx;
+	unsigned t;
+	unsigned long i;
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%.*s", (int)p->rec.f[AL_F_DETAIL].n, p->rec.f[AL_F_DETAIL].p);
+	if (sscanf(buf, "t%u-%lu", &t, &i) != 2 || t >= NTHREADS || i >= s->n) {
+		s->bad++;
+		return;
+	}
+	if (s->bits[t][i])
+		s->dups++;
+	s->bits[t][i] = 1;
+}
+
+static void run_threads(enum auditlog_backend be, unsigned long per_thread)
+{
+	char *dir = tu_mkdtemp();
+	char *path = tu_path(dir, "audit.log");
+	struct auditlog *log = open_log(path, be);
+	struct prod p[NTHREADS];
+	pthread_t t[NTHREADS];
+	struct auditlog_stats st;
+
+	for (unsigned i = 0; i < NTHREADS; i++) {
+		p[i] = (struct prod){.log = log, .id = i, .n = per_thread};
+		assert_int_equal(pthread_create(&t[i], NULL, producer, &p[i]), 0);
+	}
+	for (unsigned i = 0; i < NTHREADS; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(p[i].err, 0);
+	}
+	assert_int_equal(auditlog_flush(log), 0);
+	assert_int_equal(auditlog_get_stats(log, &st, sizeof(st)), 0);
+	assert_int_equal(st.events_enqueued, NTHREADS * per_thread);
+	assert_int_equal(st.events_written, NTHREADS * per_thread);
+	assert_int_equal(st.events_failed, 0);
+	assert_int_equal(st.backend, be);
+	assert_true(st.fsyncs >= st.batches);
+	assert_true(st.largest_batch > 1); /* group commit happened */
+	assert_int_equal(auditlog_close(log), 0);
+
+	struct seen s = {.n = per_thread};
+	for (unsigned i = 0; i < NTHREADS; i++)
+		s.bits[i] = calloc(per_thread, 1);
+	struct tu_walk w;
+	int r = tu_walk_file(path, &w, on_event, &s);
+	if (r)
+		print_error("walk: %s\n", w.error);
+	assert_int_equal(r, 0);
+	assert_int_equal(w.events, NTHREADS * per_thread);
+	assert_int_equal(w.headers, 1);
+	assert_int_equal(w.last_seq, NTHREADS * per_thread); /* header is seq 0 */
+	assert_int_equal(st.head_seq, w.last_seq);
+	assert_memory_equal(st.head_hash, w.last_hash, 32);
+	assert_int_equal(s.dups, 0);
+	assert_int_equal(s.bad, 0);
+	for (unsigned i = 0; i < NTHREADS; i++) {
+		for (unsigned long k = 0; k < per_thread; k++)
+			if (!s.bits[i][k])
+				fail_msg("event t%u-%lu missing", i, k);
+		free(s.bits[i]);
+	}
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static unsigned long scaled(unsigned long n)
+{
+	/* sanitizer builds run the same test on fewer events (AUDITLOG_TEST_SCALE=10) */
+	const char *s = getenv("AUDITLOG_TEST_SCALE");
+	unsigned long div = s ? strtoul(s, NULL, 10) : 1;
+	return div > 1 ? n / div : n;
+}
+
+static void test_threads_uring(void **state)
+{
+	run_threads(AUDITLOG_BACKEND_IO_URING, scaled(PER_THREAD));
+}
+
+static void test_threads_pwrite(void **state)
+{
+	run_threads(AUDITLOG_BACKEND_PWRITE, scaled(PER_THREAD / 5));
+}
+
+/* ---- record_sync is durable on return ------------------------------------ */
+
+/* Byte ranges [a, b) merged into a contiguous prefix [0, end) plus strays. */
+struct ranges {
+	uint64_t end;
+	uint64_t a[64], b[64];
+	unsigned n;
+};
+
+static void ranges_add(struct ranges *r, uint64_t a, uint64_t b)
+{
+	if (r->n < 64) {
+		r->a[r->n] = a;
+		r->b[r->n] = b;
+		r->n++;
+	}
+	for (bool moved = true; moved;) {
+		moved = false;
+		for (unsigned i = 0; i < r->n; i++) {
+			if (r->a[i] <= r->end) {
+				if (r->b[i] > r->end)
+					r->end = r->b[i];
+				r->a[i] = r->a[--r->n];
+				r->b[i] = r->b[r->n];
+				moved = true;
+				break;
+			}
+		}
+	}
+}
+
+struct cover {
+	pthread_mutex_t mu;
+	struct ranges written; /* writes that completed */
+	struct ranges synced;  /* bytes covered by a completed fdatasync */
+	uint64_t fsync_from[64], fsync_to[64];
+	unsigned nf;
+};
+
+static void cov_after_write(void *ctx, int fd, uint64_t off, size_t len, long res)
+{
+	struct cover *c = ctx;
+	pthread_mutex_lock(&c->mu);
+	if (res > 0)
+		ranges_add(&c->written, off, off + (uint64_t)res);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void cov_after_fsync(void *ctx, int fd, uint64_t off, size_t len, int res)
+{
+	struct cover *c = ctx;
+	pthread_mutex_lock(&c->mu);
+	/* an fdatasync covers its own batch, whose write completed before it
+	 * started (linked); it claims nothing that was not written */
+	if (res == 0 && c->written.end >= off + len)
+		ranges_add(&c->synced, off, off + len);
+	pthread_mutex_unlock(&c->mu);
+}
+
+struct bg {
+	struct auditlog *log;
+	volatile int stop;
+	unsigned long n;
+};
+
+static void *background(void *arg)
+{
+	struct bg *b = arg;
+	while (!b->stop) {
+		struct auditlog_event ev = tu_event("C_Decrypt", 99);
+		if (auditlog_record(b->log, &ev) == 0)
+			b->n++;
+		if (b->n % 64 == 0)
+			usleep(1000); /* keep batches coming without a backlog */
+	}
+	return NULL;
+}
+
+/* End offset of the line holding needle, searching the file's last 4 MiB. */
+static uint64_t find_line_end(const char *path, const char *needle)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	uint64_t size = (uint64_t)st.st_size, from = size > (4u << 20) ? size - (4u << 20) : 0;
+	size_t n = (size_t)(size - from);
+	char *buf = malloc(n + 1);
+	assert_int_equal(pread(fd, buf, n, (off_t)from), (ssize_t)n);
+	close(fd);
+	char *at = memmem(buf, n, needle, strlen(needle));
+	assert_non_null(at);
+	char *nl = memchr(at, '\n', n - (size_t)(at - buf));
+	assert_non_null(nl);
+	uint64_t end = from + (uint64_t)(nl - buf) + 1;
+	free(buf);
+	return end;
+}
+
+static void sync_durable(enum auditlog_backend be)
+{
+	char *dir = tu_mkdtemp();
+	char *path = tu_path(dir, "audit.log");
+	struct cover c = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct al_io_hooks h = {.ctx = &c, .after_write = cov_after_write, .after_fsync = cov_after_fsync};
+	struct auditlog_config *cfg = tu_config(path);
+	struct auditlog *log;
+	char detail[32];
+
+	assert_int_equal(auditlog_config_set_backend(cfg, be), 0);
+	assert_int_equal(auditlog__config_set_io_hooks(cfg, &h), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	auditlog_config_free(cfg);
+
+	struct bg b = {.log = log};
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, background, &b), 0);
+	for (unsigned i = 0; i < 300; i++) {
+		struct auditlog_event ev = tu_event("C_Login", i);
+		ev.detail = detail;
+		ev.detail_len = (size_t)snprintf(detail, sizeof(detail), "sync-%u", i);
+		assert_int_equal(auditlog_record_sync(log, &ev), 0);
+		/* the record is in the file, and everything up to its end is synced */
+		char needle[48];
+		snprintf(needle, sizeof(needle), "\"detail\":\"%s\"", detail);
+		uint64_t end = find_line_end(path, needle);
+		pthread_mutex_lock(&c.mu);
+		uint64_t synced = c.synced.end;
+		pthread_mutex_unlock(&c.mu);
+		if (synced < end) {
+			b.stop = 1;
+			pthread_join(t, NULL);
+			fail_msg("record_sync returned with its record at %llu not covered (synced to %llu)",
+				 (unsigned long long)end, (unsigned long long)synced);
+		}
+	}
+	b.stop = 1;
+	pthread_join(t, NULL);
+	assert_int_equal(auditlog_flush(log), 0);
+	struct auditlog_stats st;
+	auditlog_get_stats(log, &st, sizeof(st));
+	assert_int_equal(st.events_written, 300 + b.n);
+	assert_int_equal(auditlog_close(log), 0);
+	struct tu_walk w;
+	assert_int_equal(tu_walk_file(path, &w, NULL, NULL), 0);
+	assert_int_equal(w.events, 300 + b.n);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void test_sync_durable(void **state)
+{
+	for (unsigned i = 0; i < 2; i++)
+		sync_durable(backends[i]);
+}
+
+/* ---- queue policies ------------------------------------------------------- */
+
+static int slow_write(void *ctx, int fd, uint64_t off, size_t *len)
+{
+	usleep(20000);
+	return 0;
+}
+
+static void test_full_eagain(void **state)
+{
+	char *dir = tu_mkdtemp();
+	char *path = tu_path(dir, "audit.log");
+	struct al_io_hooks h = {.before_write = slow_write};
+	struct auditlog_config *cfg = tu_config(path);
+	struct auditlog *log;
+	unsigned long ok = 0, again = 0;
+
+	assert_int_equal(auditlog_config_set_queue_capacity(cfg, 64), 0);
+	assert_int_equal(auditlog_config_set_full_policy(cfg, AUDITLOG_FULL_EAGAIN), 0);
+	assert_int_equal(auditlog__config_set_io_hooks(cfg, &h), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	auditlog_config_free(cfg);
+	for (unsigned i = 0; i < 2000; i++) {
+		struct auditlog_event ev = tu_event("C_Sign", i);
+		int r = auditlog_record(log, &ev);
+		if (r == 0)
+			ok++;
+		else if (r == -EAGAIN)
+			again++;
+		else
+			fail_msg("record: %d", r);
+	}
+	assert_true(again > 0);
+	assert_true(ok >= 64);
+	assert_int_equal(auditlog_close(log), 0);
+	struct tu_walk w;
+	assert_int_equal(tu_walk_file(path, &w, NULL, NULL), 0);
+	assert_int_equal(w.events, ok); /* every accepted event, no refused one */
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void test_full_block(void **state)
+{
+	char *dir = tu_mkdtemp();
+	char *path = tu_path(dir, "audit.log");
+	struct al_io_hooks h = {.before_write = slow_write};
+	struct auditlog_config *cfg = tu_config(path);
+	struct auditlog *log;
+	struct auditlog_stats st;
+
+	assert_int_equal(auditlog_config_set_queue_capacity(cfg, 64), 0);
+	assert_int_equal(auditlog__config_set_io_hooks(cfg, &h), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	auditlog_config_free(cfg);
+	for (unsigned i = 0; i < 1000; i++) {
+		struct auditlog_event ev = tu_event("C_Sign", i);
+		assert_int_equal(auditlog_record(log, &ev), 0);
+	}
+	auditlog_get_stats(log, &st, sizeof(st));
+	assert_true(st.queue_high_water <= 64);
+	assert_int_equal(auditlog_close(log), 0);
+	struct tu_walk w;
+	assert_int_equal(tu_walk_file(path, &w, NULL, NULL), 0);
+	assert_int_equal(w.events, 1000);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+/* ---- arguments ------------------------------------------------------------ */
+
+static void test_bad_arguments(void **state)
+{
+	char *dir = tu_mkdtemp();
+	char *path = tu_path(dir, "audit.log");
+	struct auditlog_config *cfg = tu_config(path);
+	struct auditlog *log;
+	struct auditlog_event ev = tu_event("C_Sign", 1);
+
+	assert_int_equal(auditlog_config_new(NULL), -EINVAL);
+	assert_int_equal(auditlog_config_set_path(cfg, ""), -EINVAL);
+	assert_int_equal(auditlog_config_set_path(cfg, "dir/"), -EINVAL);
+	assert_int_equal(auditlog_config_set_format_version(cfg, 2), -EINVAL);
+	assert_int_equal(auditlog_config_set_queue_capacity(cfg, 0), -EINVAL);
+	assert_int_equal(auditlog_config_set_max_batch_bytes(cfg, 100), -EINVAL);
+	assert_int_equal(auditlog_config_set_full_policy(cfg, 7), -EINVAL);
+	assert_int_equal(auditlog_config_set_backend(cfg, 9), -EINVAL);
+	assert_int_equal(auditlog_config_set_rotate_bytes(cfg, 10), -EINVAL);
+	assert_int_equal(auditlog_open(NULL, &log), -EINVAL);
+	assert_int_equal(auditlog_open(cfg, NULL), -EINVAL);
+	auditlog_config_free(NULL);
+
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	assert_int_equal(auditlog_record(NULL, &ev), -EINVAL);
+	assert_int_equal(auditlog_record(log, NULL), -EINVAL);
+	ev.action = NULL;
+	assert_int_equal(auditlog_record(log, &ev), -EINVAL);
+	ev = tu_event("", 1);
+	assert_int_equal(auditlog_record_sync(log, &ev), -EINVAL);
+	ev = tu_event("C_Sign", 1);
+	ev.outcome = 3;
+	assert_int_equal(auditlog_record(log, &ev), -EINVAL);
+	ev = tu_event("C_Sign", 1);
+	ev.session = UINT64_C(1) << 53;
+	assert_int_equal(auditlog_record(log, &ev), -EINVAL);
+	ev = tu_event("C_Sign", 1);
+	ev.flags |= 1u << 20;
+	assert_int_equal(auditlog_record(log, &ev), -EINVAL);
+	assert_int_equal(auditlog_get_stats(log, NULL, 0), -EINVAL);
+	assert_int_equal(auditlog_flush(NULL), -EINVAL);
+	assert_int_equal(auditlog_close(log), 0);
+	assert_int_equal(auditlog_close(NULL), 0);
+
+	/* nothing refused was written */
+	struct tu_walk w;
+	assert_int_equal(tu_walk_file(path, &w, NULL, NULL), 0);
+	assert_int_equal(w.events, 0);
+	auditlog_config_free(cfg);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+/* ---- files ------------------------------------------------------------------ */
+
+static int try_open(const char *path)
+{
+	struct auditlog_config *cfg = tu_config(path);
+	struct auditlog *log;
+	int r = auditlog_open(cfg, &log);
+	auditlog_config_free(cfg);
+	if (r == 0)
+		auditlog_close(log);
+	return r;
+}
+
+static void test_file_safety(void **state)
+{
+	char *dir = tu_mkdtemp();
+	char *path = tu_path(dir, "audit.log");
+	char *slink = tu_path(dir, "link.log");
+	char *hard = tu_path(dir, "hard.log");
+	char *fifo = tu_path(dir, "fifo.log");
+	char *sub = tu_path(dir, "sub");
+	struct auditlog *a, *b;
+
+	/* a second writer is refused while the first holds the lock */
+	struct auditlog_config *cfg = tu_config(path);
+	assert_int_equal(auditlog_open(cfg, &a), 0);
+	assert_int_equal(auditlog_open(cfg, &b), -EBUSY);
+	assert_int_equal(auditlog_close(a), 0);
+	assert_int_equal(auditlog_open(cfg, &b), 0); /* lock released by close */
+	assert_int_equal(auditlog_close(b), 0);
+	auditlog_config_free(cfg);
+
+	assert_int_equal(symlink(path, slink), 0);
+	assert_int_equal(try_open(slink), -ELOOP);
+	assert_int_equal(link(path, hard), 0);
+	assert_int_equal(try_open(path), -EMLINK);
+	assert_int_equal(unlink(hard), 0);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	assert_int_equal(try_open(fifo), -EINVAL);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	assert_int_equal(try_open(sub), -EISDIR);
+	char *missing = tu_path(dir, "no/such/dir/audit.log");
+	assert_int_equal(try_open(missing), -ENOENT);
+	free(missing);
+
+	/* the log is created 0600 */
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+
+	/* a file that is not an audit log is not blessed */
+	char *foreign = tu_path(dir, "passwd.log");
+	FILE *f = fopen(foreign, "w");
+	fputs("root:x:0:0:root:/root:/bin/bash\n", f);
+	fclose(f);
+	assert_int_equal(try_open(foreign), -EBADMSG);
+	size_t len;
+	uint8_t *buf = tu_read_file(foreign, &len);
+	assert_int_equal(len, 32); /* untouched */
+	free(buf);
+
+	free(foreign);
+	free(path);
+	free(slink);
+	free(hard);
+	free(fifo);
+	free(sub);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void append_n(const char *path, unsigned version, unsigned n, int expect_open)
+{
+	struct auditlog_config *cfg = tu_config(path);
+	struct auditlog *log;
+	assert_int_equal(auditlog_config_set_format_version(cfg, version), 0);
+	int r = auditlog_open(cfg, &log);
+	auditlog_config_free(cfg);
+	assert_int_equal(r, expect_open);
+	if (r)
+		return;
+	for (unsigned i = 0; i < n; i++) {
+		struct auditlog_event ev = tu_event("C_Verify", i);
+		assert_int_equal(auditlog_record(log, &ev), 0);
+	}
+	assert_int_equal(auditlog_close(log), 0);
+}
+
+static void test_reopen_and_versions(void **state)
+{
+	char *dir = tu_mkdtemp();
+	char *path = tu_path(dir, "audit.log");
+	struct tu_walk w;
+
+	append_n(path, 0, 100, 0);
+	append_n(path, 0, 100, 0);
+	append_n(path, 1, 100, 0);
+	append_n(path, 0, 1, -EPROTO); /* never append a lower version */
+	append_n(path, 1, 100, 0);
+	int r = tu_walk_file(path, &w, NULL, NULL);
+	if (r)
+		print_error("%s\n", w.error);
+	assert_int_equal(r, 0);
+	assert_int_equal(w.headers, 1);
+	assert_int_equal(w.events, 400);
+	assert_int_equal(w.last_seq, 400);
+	assert_int_equal(w.recoveries, 0);
+	/* both versions really are in the file */
+	size_t len;
+	char *buf = (char *)tu_read_file(path, &len);
+	assert_non_null(strstr(buf, "\"v\":0,"));
+	assert_non_null(strstr(buf, "\"v\":1,"));
+	free(buf);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bad_arguments),
+		cmocka_unit_test(test_file_safety),
+		cmocka_unit_test(test_reopen_and_versions),
+		cmocka_unit_test(test_full_eagain),
+		cmocka_unit_test(test_full_block),
+		cmocka_unit_test(test_sync_durable),
+		cmocka_unit_test(test_threads_uring),
+		cmocka_unit_test(test_threads_pwrite),
+	};
+	tu_filter();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: MIT */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/sha.h>
+
+#include "tu.h"
+
+char *tu_mkdtemp(void)
+{
+	const char *base = getenv("TMPDIR");
+	char *t;
+
+	if (!base || !*base)
+		base = "/var/tmp";
+	if (asprintf(&t, "%s/auditlog-test.XXXXXX", base) < 0)
+		return NULL;
+	if (!mkdtemp(t)) {
+		free(t);
+		return NULL;
+	}
+	return t;
+}
+
+void tu_rmtree(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		char *p = tu_path(dir, e->d_name);
+		struct stat st;
+		if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
+			tu_rmtree(p);
+		else
+			unlink(p);
+		free(p);
+	}
+	closedir(d);
+	rmdir(dir);
+}
+
+char *tu_path(const char *dir, const char *name)
+{
+	char *p;
+	if (asprintf(&p, "%s/%s", dir, name) < 0)
+		abort();
+	return p;
+}
+
+uint8_t *tu_read_file(const char *path, size_t *ret_len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	uint8_t *buf;
+	size_t done = 0;
+
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) < 0 || !(buf = malloc((size_t)st.st_size + 1))) {
+		close(fd);
+		return NULL;
+	}
+	while (done < (size_t)st.st_size) {
+		ssize_t r = read(fd, buf + done, (size_t)st.st_size - done);
+		if (r <= 0)
+			break;
+		done += (size_t)r;
+	}
+	close(fd);
+	buf[done] = 0;
+	*ret_len = done;
+	return buf;
+}
+
+static int bad(struct tu_walk *w, uint64_t off, const char *fmt, ...)
+{
+	va_list ap;
+	int n = snprintf(w->error, sizeof(w->error), "offset %llu: ", (unsigned long long)off);
+	va_start(ap, fmt);
+	vsnprintf(w->error + n, sizeof(w->error) - (size_t)n, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int tu_walk_file(const char *path, struct tu_walk *w,
+		 void (*on_event)(void *ctx, const struct al_parsed *p), void *ctx)
+{
+	size_t len, pos = 0, err_off;
+	uint8_t *buf = tu_read_file(path, &len);
+	uint8_t *dec = malloc(AL_LINE_MAX), *work = malloc(AL_HASH_LEN + AL_BODY_MAX);
+	uint8_t prev[AL_HASH_LEN], got[AL_HASH_LEN];
+	char last_ts[AL_TS_LEN];
+	uint8_t last_v = 0;
+	int r = -1;
+
+	memset(w, 0, sizeof(*w));
+	if (!buf) {
+		snprintf(w->error, sizeof(w->error), "cannot read %s", path);
+		goto out;
+	}
+	w->size = len;
+	while (pos < len) {
+		uint8_t *nl = memchr(buf + pos, '\n', len - pos);
+		struct al_parsed p;
+		if (!nl) {
+			bad(w, pos, "incomplete last line");
+			goto out;
+		}
+		size_t n = (size_t)(nl - (buf + pos));
+		enum al_perr e = al_parse(buf + pos, n, dec, &p, &err_off);
+		if (e != AL_PERR_OK) {
+			/* damage: must be named by a later recovery record */
+			size_t q = pos;
+			bool ok = false;
+			while (q < len && !ok) {
+				uint8_t *nl2 = memchr(buf + q, '\n', len - q);
+				if (!nl2)
+					break;
+				struct al_parsed rp;
+				if (al_parse(buf + q, (size_t)(nl2 - (buf + q)), dec, &rp, &err_off) ==
+					    AL_PERR_OK &&
+				    rp.rec.type == AL_T_RECOVERY &&
+				    rp.rec.f[AL_F_DAMAGE_OFFSET].u == pos &&
+				    rp.rec.f[AL_F_LAST_SEQ].u == w->last_seq && w->records) {
+					uint64_t dl = rp.rec.f[AL_F_DAMAGE_LENGTH].u;
+					uint8_t md[32], want[32];
+					size_t rec_off = (size_t)(pos + dl);
+					if (rec_off < q && buf[rec_off] == '\n' && buf[rec_off - 1] != '\n')
+						rec_off++;
+					if (rec_off == q && al_unhex(rp.rec.f[AL_F_DAMAGE_SHA256].p, 64, want) == 0) {
+						SHA256(buf + pos, dl, md);
+						ok = memcmp(md, want, 32) == 0;
+					}
+					if (ok) {
+						pos = q;
+						break;
+					}
+				}
+				q = (size_t)(nl2 - buf) + 1;
+			}
+			if (!ok) {
+				bad(w, pos, "line does not parse (reason %d at +%zu) and no recovery record names it",
+				    (int)e, err_off);
+				goto out;
+			}
+			continue;
+		}
+		const struct al_record *rec = &p.rec;
+		uint64_t seq = rec->f[AL_F_SEQ].u;
+		if (w->records == 0) {
+			if (rec->type != AL_T_HEADER) {
+				bad(w, pos, "first record is not a header");
+				goto out;
+			}
+			memset(prev, 0, sizeof(prev));
+			if (rec->present & AL_BIT(AL_F_PREV_HASH)) {
+				al_unhex(rec->f[AL_F_PREV_HASH].p, 64, prev);
+				if (seq != rec->f[AL_F_PREV_SEQ].u + 1) {
+					bad(w, pos, "header seq %llu does not follow prev_seq", (unsigned long long)seq);
+					goto out;
+				}
+				snprintf(w->prev_name, sizeof(w->prev_name), "%.*s",
+					 (int)rec->f[AL_F_PREV_NAME].n, rec->f[AL_F_PREV_NAME].p);
+				w->prev_seq = rec->f[AL_F_PREV_SEQ].u;
+				w->prev_size = rec->f[AL_F_PREV_SIZE].u;
+			} else if (seq != 0) {
+				bad(w, pos, "chain start with seq %llu", (unsigned long long)seq);
+				goto out;
+			}
+			memcpy(w->first_prev, prev, 32);
+			memcpy(w->chain_id, rec->f[AL_F_CHAIN_ID].p, 32);
+			snprintf(w->reason, sizeof(w->reason), "%.*s", (int)rec->f[AL_F_REASON].n,
+				 rec->f[AL_F_REASON].p);
+			w->first_seq = seq;
+		} else {
+			if (rec->type == AL_T_HEADER) {
+				bad(w, pos, "header in the middle of a file");
+				goto out;
+			}
+			if (seq != w->last_seq + 1) {
+				bad(w, pos, "seq %llu after %llu", (unsigned long long)seq,
+				    (unsigned long long)w->last_seq);
+				goto out;
+			}
+			if (memcmp(rec->f[AL_F_TIMESTAMP].p, last_ts, AL_TS_LEN) < 0) {
+				bad(w, pos, "timestamp decreases at seq %llu", (unsigned long long)seq);
+				goto out;
+			}
+			if (rec->version < last_v) {
+				bad(w, pos, "version decreases at seq %llu", (unsigned long long)seq);
+				goto out;
+			}
+		}
+		if (!al_check_hash(&p, buf + pos, prev, work, got)) {
+			bad(w, pos, "hash mismatch at seq %llu", (unsigned long long)seq);
+			goto out;
+		}
+		memcpy(prev, got, 32);
+		memcpy(last_ts, rec->f[AL_F_TIMESTAMP].p, AL_TS_LEN);
+		last_v = rec->version;
+		w->records++;
+		w->last_seq = seq;
+		memcpy(w->last_hash, got, 32);
+		if (rec->type == AL_T_EVENT) {
+			w->events++;
+			if (on_event)
+				on_event(ctx, &p);
+		} else if (rec->type == AL_T_HEADER) {
+			w->headers++;
+		} else {
+			w->recoveries++;
+		}
+		pos += n + 1;
+	}
+	r = 0;
+out:
+	free(buf);
+	free(dec);
+	free(work);
+	return r;
+}
+
+struct auditlog_event tu_event(const char *action, uint64_t session)
+{
+	static const char label[] = "payments-signing-key";
+	static const uint8_t id[2] = {0x01, 0xa2};
+	return (struct auditlog_event){
+		.flags = AUDITLOG_EV_RV | AUDITLOG_EV_MECHANISM | AUDITLOG_EV_SLOT | AUDITLOG_EV_SESSION,
+		.outcome = AUDITLOG_OUTCOME_SUCCESS,
+		.rv = 0,
+		.mechanism = 0x1041,
+		.slot = 0,
+		.session = session,
+		.action = action,
+		.action_len = strlen(action),
+		.key_label = label,
+		.key_label_len = sizeof(label) - 1,
+		.key_id = id,
+		.key_id_len = sizeof(id),
+		.actor = "user",
+		.actor_len = 4,
+	};
+}
+
+struct auditlog_config *tu_config(const char *path)
+{
+	struct auditlog_config *cfg = NULL;
+	if (auditlog_config_new(&cfg) < 0 || auditlog_config_set_path(cfg, path) < 0)
+		abort();
+	return cfg;
+}
+
+void tu_filter(void)
+{
+	const char *f = getenv("TEST_FILTER");
+	if (f && *f)
+		cmocka_set_test_filter(f);
+}

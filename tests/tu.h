@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/* Test utilities: temporary directories and an independent walk of a log. */
+#ifndef AUDITLOG_TU_H
+#define AUDITLOG_TU_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "auditlog.h"
+#include "format.h"
+
+/* mkdtemp under $TMPDIR or /var/tmp (a real disk: fdatasync must mean something). */
+char *tu_mkdtemp(void);
+/* rm -r of a directory made by tu_mkdtemp. */
+void tu_rmtree(const char *dir);
+/* Whole file into memory (NUL-terminated); NULL on error. */
+uint8_t *tu_read_file(const char *path, size_t *ret_len);
+char *tu_path(const char *dir, const char *name); /* malloc'ed dir/name */
+
+/* What tu_walk found in one file. */
+struct tu_walk {
+	uint64_t records, events, headers, recoveries;
+	uint64_t first_seq, last_seq;
+	uint8_t last_hash[AL_HASH_LEN];
+	uint8_t first_prev[AL_HASH_LEN]; /* chain input of the first record */
+	char chain_id[33];
+	char reason[32];
+	char prev_name[256];
+	uint64_t prev_seq, prev_size;
+	uint64_t size;
+	char error[256];                 /* empty when the file is intact */
+};
+
+/* Walk one file: every line parses canonically, seq +1, every hash
+ * recomputes, timestamps never decrease, versions never decrease, damage only
+ * where a recovery record names its exact range and hash. The header's
+ * prev_hash (or zeros) starts the chain. Calls on_event(ctx, parsed) for each
+ * event (may be NULL). Returns 0 when intact, -1 with w->error set. */
+int tu_walk_file(const char *path, struct tu_walk *w,
+		 void (*on_event)(void *ctx, const struct al_parsed *p), void *ctx);
+
+/* An event with the shape of the token's records. */
+struct auditlog_event tu_event(const char *action, uint64_t session);
+
+/* Honour $TEST_FILTER (a cmocka test-name pattern) to run one test. */
+void tu_filter(void);
+
+/* Open a log at path with a fresh config; cfg tweaks through the callback. */
+struct auditlog_config *tu_config(const char *path);
+#endif
