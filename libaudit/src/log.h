@@ -90,7 +90,8 @@ struct batch {
 	uint64_t last_ts_ns;
 	char last_ts_str[AL_TS_LEN];
 	uint8_t last_hash[AL_HASH_LEN];
-	size_t pending_len;  /* length of the write in flight */
+	size_t pending_len;  /* bytes the write in flight should have written */
+	size_t issued_len;   /* bytes it was issued for (a test hook may cut it) */
 	struct waiter *waiters;
 };
 

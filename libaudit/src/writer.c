@@ -367,7 +367,7 @@ static void fake_complete(struct auditlog *l, struct batch *b, uint8_t op, int32
 static void issue_io(struct auditlog *l, struct batch *b)
 {
 	const struct al_io_hooks *h = l->cfg.has_hooks ? &l->cfg.hooks : NULL;
-	size_t len = b->len - b->written;
+	size_t want = b->len - b->written, len = want; /* a hook may shorten len */
 	uint64_t off = b->off + b->written;
 	int inj_w = 0, inj_f = 0;
 	bool do_fsync = !(h && h->skip_fsync);
@@ -388,7 +388,8 @@ static void issue_io(struct auditlog *l, struct batch *b)
 		fake_complete(l, b, OP_FSYNC, inj_f < 0 ? inj_f : 0);
 		do_fsync = false;
 	}
-	b->pending_len = len;
+	b->pending_len = want;
+	b->issued_len = len;
 
 	if (l->uring) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&l->ring);
@@ -413,7 +414,7 @@ static void issue_io(struct auditlog *l, struct batch *b)
 	fake_complete(l, b, OP_WRITE, w < 0 ? -errno : (int32_t)w);
 	if (do_fsync) {
 		int fr = 0;
-		if (w < 0 || (size_t)w < len)
+		if (w < 0 || (size_t)w < want)
 			fr = -ECANCELED;
 		else if (fdatasync(l->fd) < 0)
 			fr = -errno;
@@ -461,7 +462,7 @@ static void handle_cqe(struct auditlog *l, unsigned bi, unsigned op, int32_t res
 	if (op == OP_WRITE) {
 		b->w_res = res;
 		if (h && h->after_write)
-			h->after_write(h->ctx, l->fd, b->off + b->written, b->pending_len, res);
+			h->after_write(h->ctx, l->fd, b->off + b->written, b->issued_len, res);
 	} else {
 		b->f_res = res;
 		if (res != -ECANCELED && h && h->after_fsync && !(h->skip_fsync))
@@ -808,6 +809,16 @@ static void take_requeued(struct auditlog *l, struct batch *b)
 		l->requeue_pos = l->requeue_len = 0;
 }
 
+/* The log failed closed with records still waiting to be re-written:
+ * they are lost, and counted so. */
+static void drop_requeued(struct auditlog *l)
+{
+	for (size_t i = l->requeue_pos; i < l->requeue_len; i++)
+		if (l->requeue[i] == '\n')
+			atomic_fetch_add(&l->st.events_failed, 1);
+	l->requeue_pos = l->requeue_len = 0;
+}
+
 static bool rotation_due(struct auditlog *l)
 {
 	if (l->cfg.rotate_bytes && l->file_off >= l->cfg.rotate_bytes)
@@ -841,7 +852,9 @@ static bool fill_and_submit(struct auditlog *l)
 			note_record(b, l, false);
 		}
 	}
-	if (l->requeue_len && !atomic_load(&l->error))
+	if (l->requeue_len && atomic_load(&l->error))
+		drop_requeued(l);
+	if (l->requeue_len)
 		take_requeued(l, b);
 	while (b->len + AL_LINE_MAX <= l->cfg.max_batch_bytes && slot_ready(l)) {
 		take_slot(l, b);

@@ -1,0 +1,343 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fault injection through the I/O hooks, on both backends: a failed write or
+ * fdatasync fails that batch and every later one in flight, seals the file
+ * and continues in a new one that verifies; short writes are completed;
+ * ENOSPC is retried until its deadline, then the log fails closed. Nothing
+ * acknowledged is ever missing.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "tu.h"
+
+struct inj {
+	_Atomic unsigned writes, fsyncs;
+	unsigned wfail_from, wfail_to; /* 1-based call numbers, inclusive */
+	int werr;
+	unsigned ffail_from, ffail_to;
+	int ferr;
+	unsigned short_from, short_to;
+};
+
+static bool in(unsigned n, unsigned from, unsigned to)
+{
+	return from && n >= from && n <= to;
+}
+
+static int inj_write(void *ctx, int fd, uint64_t off, size_t *len)
+{
+	struct inj *j = ctx;
+	unsigned n = atomic_fetch_add(&j->writes, 1) + 1;
+	if (in(n, j->wfail_from, j->wfail_to))
+		return j->werr;
+	if (in(n, j->short_from, j->short_to) && *len > 1)
+		*len /= 2;
+	return 0;
+}
+
+static int inj_fsync(void *ctx, int fd, uint64_t off, size_t len)
+{
+	struct inj *j = ctx;
+	unsigned n = atomic_fetch_add(&j->fsyncs, 1) + 1;
+	return in(n, j->ffail_from, j->ffail_to) ? j->ferr : 0;
+}
+
+struct outcome {
+	unsigned n;
+	int *res;       /* per event: result of its call (async: 0 when accepted) */
+	bool *is_sync;
+	int close_res;
+	struct auditlog_stats st;
+};
+
+/* Write n events (every 7th synchronous) through a log with the injector. */
+static void run(const char *path, enum auditlog_backend be, struct inj *j, unsigned n,
+		uint64_t enospc_deadline_ms, struct outcome *o)
+{
+	struct al_io_hooks h = {.ctx = j, .before_write = inj_write, .before_fsync = inj_fsync};
+	struct auditlog_config *cfg = tu_config(path);
+	struct auditlog *log;
+	char detail[32];
+
+	assert_int_equal(auditlog_config_set_backend(cfg, be), 0);
+	assert_int_equal(auditlog_config_set_enospc_deadline_ms(cfg, enospc_deadline_ms), 0);
+	assert_int_equal(auditlog__config_set_io_hooks(cfg, &h), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	auditlog_config_free(cfg);
+
+	o->n = n;
+	o->res = calloc(n, sizeof(int));
+	o->is_sync = calloc(n, sizeof(bool));
+	for (unsigned i = 0; i < n; i++) {
+		struct auditlog_event ev = tu_event("C_Sign", i);
+		ev.detail = detail;
+		ev.detail_len = (size_t)snprintf(detail, sizeof(detail), "ev-%u", i);
+		o->is_sync[i] = i % 7 == 0;
+		o->res[i] = o->is_sync[i] ? auditlog_record_sync(log, &ev) : auditlog_record(log, &ev);
+		if (i % 50 == 49)
+			usleep(2000); /* let several batches form */
+	}
+	(void)auditlog_flush(log);
+	auditlog_get_stats(log, &o->st, sizeof(o->st));
+	o->close_res = auditlog_close(log);
+}
+
+struct found {
+	unsigned n;
+	unsigned *count;
+};
+
+static void count_event(void *ctx, const struct al_parsed *p)
+{
+	struct found *f = ctx;
+	unsigned i;
+	char buf[32];
+	snprintf(buf, sizeof(buf), "%.*s", (int)p->rec.f[AL_F_DETAIL].n, p->rec.f[AL_F_DETAIL].p);
+	if (sscanf(buf, "ev-%u", &i) == 1 && i < f->n)
+		f->count[i]++;
+}
+
+/* Walk every file of dir as a chain: files linked by their headers, each
+ * rotated file read only up to the prev_size its successor names. */
+static unsigned walk_chain(const char *dir, const char *active, struct found *f)
+{
+	char *path = tu_path(dir, active);
+	char *cur = path;
+	unsigned files = 0;
+	uint64_t limit = UINT64_MAX;
+	uint64_t expect_seq = 0;
+	bool have_expect = false;
+	uint8_t expect_hash[32];
+
+	for (;;) {
+		char *walkpath = cur;
+		char *tmp = NULL;
+		if (limit != UINT64_MAX) {
+			/* only the durable part of a sealed file counts */
+			size_t len;
+			uint8_t *buf = tu_read_file(cur, &len);
+			assert_non_null(buf);
+			assert_true(limit <= len);
+			tmp = tu_path(dir, "cut.tmp");
+			FILE *out = fopen(tmp, "w");
+			fwrite(buf, 1, limit, out);
+			fclose(out);
+			free(buf);
+			walkpath = tmp;
+		}
+		struct tu_walk w;
+		int r = tu_walk_file(walkpath, &w, count_event, f);
+		if (r)
+			fail_msg("%s: %s", cur, w.error);
+		if (have_expect) {
+			assert_int_equal(w.last_seq, expect_seq);
+			assert_memory_equal(w.last_hash, expect_hash, 32);
+		}
+		files++;
+		if (tmp) {
+			unlink(tmp);
+			free(tmp);
+		}
+		if (!w.prev_name[0])
+			break;
+		expect_seq = w.prev_seq;
+		memcpy(expect_hash, w.first_prev, 32);
+		have_expect = true;
+		limit = w.prev_size;
+		if (cur != path)
+			free(cur);
+		cur = tu_path(dir, w.prev_name);
+	}
+	if (cur != path)
+		free(cur);
+	free(path);
+	return files;
+}
+
+static unsigned count_files(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	unsigned n = 0;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* Nothing acknowledged is missing; nothing appears twice; a refused
+ * synchronous record is absent; every async record accepted is present
+ * unless the log failed closed (then it is counted as failed). */
+static void check(const char *dir, struct outcome *o, bool failed_closed)
+{
+	struct found f = {.n = o->n, .count = calloc(o->n, sizeof(unsigned))};
+	unsigned files = walk_chain(dir, "audit.log", &f);
+	unsigned missing_async = 0;
+
+	assert_int_equal(files, count_files(dir));
+	for (unsigned i = 0; i < o->n; i++) {
+		if (f.count[i] > 1)
+			fail_msg("ev-%u written %u times", i, f.count[i]);
+		if (o->res[i] == 0 && o->is_sync[i] && f.count[i] != 1)
+			fail_msg("acknowledged ev-%u is missing", i);
+		if (o->res[i] != 0 && f.count[i] != 0)
+			fail_msg("refused ev-%u (%d) is in the log", i, o->res[i]);
+		if (o->res[i] == 0 && !o->is_sync[i] && f.count[i] == 0)
+			missing_async++;
+	}
+	if (!failed_closed)
+		assert_int_equal(missing_async, 0);
+	else
+		assert_true(missing_async <= o->st.events_failed);
+	free(f.count);
+	free(o->res);
+	free(o->is_sync);
+}
+
+static unsigned count_res(struct outcome *o, int res)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < o->n; i++)
+		n += o->res[i] == res;
+	return n;
+}
+
+static void write_eio(enum auditlog_backend be)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	struct inj j = {.wfail_from = 6, .wfail_to = 6, .werr = -EIO};
+	struct outcome o;
+
+	run(path, be, &j, 700, 0, &o);
+	assert_int_equal(o.close_res, 0);
+	assert_int_equal(o.st.error, 0);
+	assert_int_equal(o.st.write_errors, 1);
+	assert_int_equal(o.st.failovers, 1);
+	assert_int_equal(count_files(dir), 2);
+	check(dir, &o, false);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void fsync_eio(enum auditlog_backend be)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	struct inj j = {.ffail_from = 4, .ffail_to = 4, .ferr = -EIO};
+	struct outcome o;
+
+	run(path, be, &j, 700, 0, &o);
+	assert_int_equal(o.close_res, 0);
+	assert_int_equal(o.st.fsync_errors, 1);
+	assert_int_equal(o.st.failovers, 1);
+	/* the batch written but not synced stays in the sealed file beyond prev_size */
+	check(dir, &o, false);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void short_writes(enum auditlog_backend be)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	struct inj j = {.short_from = 2, .short_to = 40};
+	struct outcome o;
+
+	run(path, be, &j, 700, 0, &o);
+	assert_int_equal(o.close_res, 0);
+	assert_true(o.st.short_writes > 0);
+	assert_int_equal(o.st.failovers, 0);
+	assert_int_equal(count_res(&o, 0), 700);
+	assert_int_equal(count_files(dir), 1);
+	check(dir, &o, false);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void enospc_fail_closed(enum auditlog_backend be)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	struct inj j = {.wfail_from = 5, .wfail_to = 1000000, .werr = -ENOSPC};
+	struct outcome o;
+
+	run(path, be, &j, 400, 0, &o);
+	assert_int_equal(o.close_res, -ENOSPC);
+	assert_int_equal(o.st.error, -ENOSPC);
+	assert_true(count_res(&o, -ENOSPC) > 0);
+	/* once closed, every later call is refused: the last one was */
+	assert_int_equal(o.res[399], -ENOSPC);
+	assert_int_equal(count_files(dir), 1);
+	check(dir, &o, true);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void enospc_transient(enum auditlog_backend be)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	struct inj j = {.wfail_from = 5, .wfail_to = 7, .werr = -ENOSPC};
+	struct outcome o;
+
+	run(path, be, &j, 400, 10000, &o);
+	assert_int_equal(o.close_res, 0);
+	assert_int_equal(o.st.enospc_retries, 3);
+	assert_int_equal(count_res(&o, 0), 400);
+	assert_int_equal(count_files(dir), 1);
+	check(dir, &o, false);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void eio_forever(enum auditlog_backend be)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	struct inj j = {.wfail_from = 5, .wfail_to = 1000000, .werr = -EIO};
+	struct outcome o;
+
+	run(path, be, &j, 300, 0, &o);
+	/* each new file fails too: after a bounded number of failovers, fail closed */
+	assert_int_equal(o.close_res, -EIO);
+	assert_int_equal(o.st.error, -EIO);
+	assert_true(o.st.failovers >= 1 && o.st.failovers <= 4);
+	assert_int_equal(o.res[299], -EIO);
+	free(o.res);
+	free(o.is_sync);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+#define BOTH(fn)                                                                                   \
+	static void test_##fn(void **state)                                                        \
+	{                                                                                          \
+		fn(AUDITLOG_BACKEND_IO_URING);                                                     \
+		fn(AUDITLOG_BACKEND_PWRITE);                                                       \
+	}
+BOTH(write_eio)
+BOTH(fsync_eio)
+BOTH(short_writes)
+BOTH(enospc_fail_closed)
+BOTH(enospc_transient)
+BOTH(eio_forever)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_write_eio),          cmocka_unit_test(test_fsync_eio),
+		cmocka_unit_test(test_short_writes),       cmocka_unit_test(test_enospc_fail_closed),
+		cmocka_unit_test(test_enospc_transient),   cmocka_unit_test(test_eio_forever),
+	};
+	tu_filter();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
