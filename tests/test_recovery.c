@@ -291,6 +291,44 @@ static void test_untrusted_seq(void **state)
 	free(dir);
 }
 
+static void torn_head(const void *content, size_t n, int expect)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	struct auditlog_stats st;
+	struct tu_walk w;
+	int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	assert_int_equal(write(fd, content, n), (ssize_t)n);
+	close(fd);
+	assert_int_equal(write_events(path, 2, &st), expect);
+	if (expect == 0) {
+		/* kept aside, a new chain begun and told why */
+		assert_int_equal(st.untrusted_restarts, 1);
+		assert_int_equal(count_files(dir), 2);
+		walk_ok(path, &w);
+		assert_string_equal(w.reason, "untrusted-tail");
+		assert_int_equal(w.events, 2);
+	} else {
+		assert_int_equal(count_files(dir), 1);
+	}
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void test_torn_first_header(void **state)
+{
+	static const char part[] = "{\"@timestamp\":\"2026-11-30T11:56:22.175328349Z\",\"seq\":0,\"v\":1,"
+				   "\"type\":\"header\",\"file_id\":\"0123";
+	uint8_t zeros[700] = {0};
+	torn_head(part, sizeof(part) - 1, 0);
+	torn_head(part, 20, 0);
+	torn_head(zeros, sizeof(zeros), 0);
+	/* anything else without a complete line is not ours: never blessed */
+	torn_head("hello world", 11, -EBADMSG);
+	torn_head("{\"@timestamp\":\"2026-11-30T11:56:22.175328349Z\",\"seq\":5,\"v\":1,\"type\":\"event\"",
+		  86, -EBADMSG);
+}
+
 struct reads {
 	_Atomic uint64_t bytes;
 	_Atomic unsigned calls;
@@ -357,6 +395,7 @@ int main(void)
 		cmocka_unit_test(test_untrusted_future),
 		cmocka_unit_test(test_untrusted_seq),
 		cmocka_unit_test(test_open_reads_bounded_tail),
+		cmocka_unit_test(test_torn_first_header),
 	};
 	tu_filter();
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -260,6 +260,27 @@ static int scan_tail(struct auditlog *l, const uint8_t *buf, size_t win, uint64_
 	return 0;
 }
 
+/* True when the file is what a crash leaves while its first header is being
+ * written: shorter than a line, no complete line, and only NULs or the start
+ * of a header. Anything else (a foreign file) is never blessed. */
+static bool torn_first_header(const uint8_t *buf, uint64_t size)
+{
+	static const char start[] = "{\"@timestamp\":\"";
+	size_t n = (size_t)size;
+	bool nul = true;
+
+	if (size >= AL_LINE_MAX || memchr(buf, '\n', n))
+		return false;
+	for (size_t i = 0; i < n && nul; i++)
+		nul = buf[i] == 0;
+	if (nul)
+		return true;
+	if (n < sizeof(start) - 1)
+		return memcmp(buf, start, n) == 0;
+	return memcmp(buf, start, sizeof(start) - 1) == 0 &&
+	       (n < 80 || memmem(buf, n, "\"type\":\"header\"", 15) != NULL);
+}
+
 static int read_first_header(struct auditlog *l, uint64_t size, struct al_parsed *p, uint8_t *buf)
 {
 	size_t n = size < AL_LINE_MAX ? (size_t)size : AL_LINE_MAX, err_off;
@@ -453,6 +474,20 @@ int al_file_open(struct auditlog *l)
 		return -ENOMEM;
 
 	r = read_first_header(l, size, &hp, buf);
+	if (r == -EBADMSG && torn_first_header(buf, size)) {
+		/* A crash while the file's first header was being written: nothing
+		 * in it was ever acknowledged. Keep it aside, start afresh. */
+		l->file_first_seq = 0;
+		r = al_file_switch(l, "untrusted-tail");
+		if (r < 0)
+			goto out;
+		snprintf(l->header_detail, sizeof(l->header_detail),
+			 "the previous file held only a torn first header (%llu bytes); renamed to %s",
+			 (unsigned long long)size, l->prev_name);
+		r = start_new_chain(l, "untrusted-tail");
+		atomic_fetch_add(&l->st.untrusted_restarts, 1);
+		goto out;
+	}
 	if (r < 0)
 		goto out;
 	if (al_unhex(hp.rec.f[AL_F_CHAIN_ID].p, 32, l->chain_id) < 0) {
