@@ -105,84 +105,16 @@ static void count_event(void *ctx, const struct al_parsed *p)
 		f->count[i]++;
 }
 
-/* Walk every file of dir as a chain: files linked by their headers, each
- * rotated file read only up to the prev_size its successor names. */
-static unsigned walk_chain(const char *dir, const char *active, struct found *f)
-{
-	char *path = tu_path(dir, active);
-	char *cur = path;
-	unsigned files = 0;
-	uint64_t limit = UINT64_MAX;
-	uint64_t expect_seq = 0;
-	bool have_expect = false;
-	uint8_t expect_hash[32];
-
-	for (;;) {
-		char *walkpath = cur;
-		char *tmp = NULL;
-		if (limit != UINT64_MAX) {
-			/* only the durable part of a sealed file counts */
-			size_t len;
-			uint8_t *buf = tu_read_file(cur, &len);
-			assert_non_null(buf);
-			assert_true(limit <= len);
-			tmp = tu_path(dir, "cut.tmp");
-			FILE *out = fopen(tmp, "w");
-			fwrite(buf, 1, limit, out);
-			fclose(out);
-			free(buf);
-			walkpath = tmp;
-		}
-		struct tu_walk w;
-		int r = tu_walk_file(walkpath, &w, count_event, f);
-		if (r)
-			fail_msg("%s: %s", cur, w.error);
-		if (have_expect) {
-			assert_int_equal(w.last_seq, expect_seq);
-			assert_memory_equal(w.last_hash, expect_hash, 32);
-		}
-		files++;
-		if (tmp) {
-			unlink(tmp);
-			free(tmp);
-		}
-		if (!w.prev_name[0])
-			break;
-		expect_seq = w.prev_seq;
-		memcpy(expect_hash, w.first_prev, 32);
-		have_expect = true;
-		limit = w.prev_size;
-		if (cur != path)
-			free(cur);
-		cur = tu_path(dir, w.prev_name);
-	}
-	if (cur != path)
-		free(cur);
-	free(path);
-	return files;
-}
-
-static unsigned count_files(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	unsigned n = 0;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
-
 /* Nothing acknowledged is missing; nothing appears twice; a refused
  * synchronous record is absent; every async record accepted is present
  * unless the log failed closed (then it is counted as failed). */
 static void check(const char *dir, struct outcome *o, bool failed_closed)
 {
 	struct found f = {.n = o->n, .count = calloc(o->n, sizeof(unsigned))};
-	unsigned files = walk_chain(dir, "audit.log", &f);
+	unsigned files = tu_walk_chain(dir, "audit.log", count_event, &f);
 	unsigned missing_async = 0;
 
-	assert_int_equal(files, count_files(dir));
+	assert_int_equal(files, tu_count_files(dir));
 	for (unsigned i = 0; i < o->n; i++) {
 		if (f.count[i] > 1)
 			fail_msg("ev-%u written %u times", i, f.count[i]);
@@ -221,7 +153,7 @@ static void write_eio(enum auditlog_backend be)
 	assert_int_equal(o.st.error, 0);
 	assert_int_equal(o.st.write_errors, 1);
 	assert_int_equal(o.st.failovers, 1);
-	assert_int_equal(count_files(dir), 2);
+	assert_int_equal(tu_count_files(dir), 2);
 	check(dir, &o, false);
 	free(path);
 	tu_rmtree(dir);
@@ -256,7 +188,7 @@ static void short_writes(enum auditlog_backend be)
 	assert_true(o.st.short_writes > 0);
 	assert_int_equal(o.st.failovers, 0);
 	assert_int_equal(count_res(&o, 0), 700);
-	assert_int_equal(count_files(dir), 1);
+	assert_int_equal(tu_count_files(dir), 1);
 	check(dir, &o, false);
 	free(path);
 	tu_rmtree(dir);
@@ -275,7 +207,7 @@ static void enospc_fail_closed(enum auditlog_backend be)
 	assert_true(count_res(&o, -ENOSPC) > 0);
 	/* once closed, every later call is refused: the last one was */
 	assert_int_equal(o.res[399], -ENOSPC);
-	assert_int_equal(count_files(dir), 1);
+	assert_int_equal(tu_count_files(dir), 1);
 	check(dir, &o, true);
 	free(path);
 	tu_rmtree(dir);
@@ -292,7 +224,7 @@ static void enospc_transient(enum auditlog_backend be)
 	assert_int_equal(o.close_res, 0);
 	assert_int_equal(o.st.enospc_retries, 3);
 	assert_int_equal(count_res(&o, 0), 400);
-	assert_int_equal(count_files(dir), 1);
+	assert_int_equal(tu_count_files(dir), 1);
 	check(dir, &o, false);
 	free(path);
 	tu_rmtree(dir);

@@ -209,17 +209,6 @@ static void append_chained(const char *path, uint64_t ts_ns)
 	append_bytes(path, line, (size_t)n);
 }
 
-static unsigned count_files(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	unsigned n = 0;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
-
 static void test_untrusted_future(void **state)
 {
 	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
@@ -233,7 +222,7 @@ static void test_untrusted_future(void **state)
 	walk_ok(path, &w); /* the future record chains correctly */
 	assert_int_equal(write_events(path, 3, &st), 0);
 	assert_int_equal(st.untrusted_restarts, 1);
-	assert_int_equal(count_files(dir), 2);
+	assert_int_equal(tu_count_files(dir), 2);
 	walk_ok(path, &w);
 	assert_string_equal(w.reason, "untrusted-tail");
 	assert_int_equal(w.first_seq, 0);
@@ -282,7 +271,7 @@ static void test_untrusted_seq(void **state)
 
 	assert_int_equal(write_events(path, 3, &st), 0);
 	assert_int_equal(st.untrusted_restarts, 1);
-	assert_int_equal(count_files(dir), 2);
+	assert_int_equal(tu_count_files(dir), 2);
 	walk_ok(path, &w);
 	assert_string_equal(w.reason, "untrusted-tail");
 	assert_int_equal(w.last_seq, 3);
@@ -303,12 +292,12 @@ static void torn_head(const void *content, size_t n, int expect)
 	if (expect == 0) {
 		/* kept aside, a new chain begun and told why */
 		assert_int_equal(st.untrusted_restarts, 1);
-		assert_int_equal(count_files(dir), 2);
+		assert_int_equal(tu_count_files(dir), 2);
 		walk_ok(path, &w);
 		assert_string_equal(w.reason, "untrusted-tail");
 		assert_int_equal(w.events, 2);
 	} else {
-		assert_int_equal(count_files(dir), 1);
+		assert_int_equal(tu_count_files(dir), 1);
 	}
 	free(path);
 	tu_rmtree(dir);

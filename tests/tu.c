@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <dirent.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -266,4 +267,76 @@ void tu_filter(void)
 	const char *f = getenv("TEST_FILTER");
 	if (f && *f)
 		cmocka_set_test_filter(f);
+}
+
+unsigned tu_count_files(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	unsigned n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+unsigned tu_walk_chain(const char *dir, const char *active,
+		       void (*on_event)(void *ctx, const struct al_parsed *p), void *ctx)
+{
+	char *cur = tu_path(dir, active);
+	unsigned files = 0;
+	uint64_t limit = UINT64_MAX, expect_seq = 0;
+	bool have_expect = false;
+	uint8_t expect_hash[32];
+	char chain_id[33] = "";
+
+	for (;;) {
+		char *walkpath = cur, *tmp = NULL;
+		if (limit != UINT64_MAX) {
+			/* a sealed or rotated file counts only up to the prev_size its
+			 * successor names */
+			size_t len;
+			uint8_t *buf = tu_read_file(cur, &len);
+			if (!buf)
+				fail_msg("%s: missing", cur);
+			assert_true(limit <= len);
+			tmp = tu_path(dir, ".cut.tmp");
+			FILE *out = fopen(tmp, "w");
+			assert_non_null(out);
+			assert_int_equal(fwrite(buf, 1, limit, out), limit);
+			fclose(out);
+			free(buf);
+			walkpath = tmp;
+		}
+		struct tu_walk w;
+		if (tu_walk_file(walkpath, &w, on_event, ctx))
+			fail_msg("%s: %s", cur, w.error);
+		if (have_expect) {
+			assert_int_equal(w.last_seq, expect_seq);
+			assert_memory_equal(w.last_hash, expect_hash, 32);
+		}
+		if (chain_id[0])
+			assert_string_equal(w.chain_id, chain_id);
+		memcpy(chain_id, w.chain_id, sizeof(chain_id));
+		files++;
+		if (tmp) {
+			unlink(tmp);
+			free(tmp);
+		}
+		free(cur);
+		if (!w.prev_name[0]) {
+			assert_true(!strcmp(w.reason, "new") || !strcmp(w.reason, "untrusted-tail"));
+			break;
+		}
+		assert_true(!strcmp(w.reason, "rotate") || !strcmp(w.reason, "io-error"));
+		expect_seq = w.prev_seq;
+		memcpy(expect_hash, w.first_prev, 32);
+		have_expect = true;
+		limit = w.prev_size;
+		cur = tu_path(dir, w.prev_name);
+	}
+	return files;
 }

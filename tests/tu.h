@@ -42,6 +42,14 @@ struct tu_walk {
 int tu_walk_file(const char *path, struct tu_walk *w,
 		 void (*on_event)(void *ctx, const struct al_parsed *p), void *ctx);
 
+/* Walk a chain backwards from dir/active through the headers' prev_name
+ * links: every file verifies (a predecessor only up to the prev_size its
+ * successor names), the links' seq and hash match, one chain_id. Fails the
+ * test otherwise. Returns the number of files. */
+unsigned tu_walk_chain(const char *dir, const char *active,
+		       void (*on_event)(void *ctx, const struct al_parsed *p), void *ctx);
+unsigned tu_count_files(const char *dir); /* entries not starting with '.' */
+
 /* An event with the shape of the token's records. */
 struct auditlog_event tu_event(const char *action, uint64_t session);
 
