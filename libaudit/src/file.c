@@ -277,8 +277,14 @@ static bool torn_first_header(const uint8_t *buf, uint64_t size)
 		return true;
 	if (n < sizeof(start) - 1)
 		return memcmp(buf, start, n) == 0;
-	return memcmp(buf, start, sizeof(start) - 1) == 0 &&
-	       (n < 80 || memmem(buf, n, "\"type\":\"header\"", 15) != NULL);
+	if (memcmp(buf, start, sizeof(start) - 1) != 0)
+		return false;
+	/* once the type is there, it must be (the start of) a header */
+	const uint8_t *t = memmem(buf, n, "\"type\":\"", 8);
+	if (!t)
+		return n < 80;
+	size_t rest = n - (size_t)(t + 8 - buf);
+	return memcmp(t + 8, "header\"", rest < 7 ? rest : 7) == 0;
 }
 
 static int read_first_header(struct auditlog *l, uint64_t size, struct al_parsed *p, uint8_t *buf)

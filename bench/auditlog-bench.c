@@ -1,0 +1,2065 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * auditlog-bench: the library's figures (docs/benchmarks.md), each next to a
+ * baseline measured in the same run, on the same file system, with lines of
+ * the same size:
+ *
+ *   sustained   durable events/s, producers on every core, close included
+ *   ceiling     best of a batch-size sweep of plain pwrite + fdatasync
+ *   sync        auditlog_record_sync() latency vs one pwrite + fdatasync,
+ *               interleaved in rounds so that noise hits both
+ *   enqueue     auditlog_record() latency, 2 producers, every call timed
+ *   worker CPU  on-CPU ns of the "auditlog-worker" thread per event
+ *
+ *   auditlog-bench [--json] [--events N] [--threads N] [--format-version 0|1]
+ *                  [--rotate-bytes N] [--dir DIR] [--keep] [--backend B]
+ *                  [--sync-samples N] [--enqueue-samples N]
+ *   auditlog-bench --log PATH [--events N] [--threads N] [--format-version 0|1]
+ *                  [--rotate-bytes N] [--backend B] [--json]
+ *
+ * Exit status: 0 the run completed (whether or not the targets were met),
+ * 1 the library or the system failed, 2 bad arguments or a refused target
+ * (tmpfs, ramfs, fdatasync disabled).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#define HAVE_TSC 1
+#else
+#define HAVE_TSC 0
+#endif
+
+#include <auditlog.h>
+
+#include "format.h"
+
+#ifndef AUDITLOG_BENCH_BUILD_TYPE
+#define AUDITLOG_BENCH_BUILD_TYPE "unknown"
+#endif
+#ifndef AUDITLOG_BENCH_C_FLAGS
+#define AUDITLOG_BENCH_C_FLAGS "unknown"
+#endif
+#ifndef RAMFS_MAGIC
+#define RAMFS_MAGIC 0x858458f6
+#endif
+#ifndef TMPFS_MAGIC
+#define TMPFS_MAGIC 0x01021994
+#endif
+
+#define PROG "auditlog-bench"
+
+/* ---- defaults and targets (docs/benchmarks.md, DESIGN.md "Figures") ------- */
+
+#define DEF_EVENTS 2000000u
+#define DEF_SYNC_SAMPLES 2000u
+#define SYNC_ROUNDS 10u
+#define DEF_ENQ_SAMPLES 250000u /* per producer */
+#define ENQ_THREADS 2u
+#define ENQ_WARMUP 2000u
+#define SUSTAINED_QUEUE (1u << 18)
+#define POOL_LINES 16384u           /* preformatted lines for the raw baselines */
+#define SWEEP_BYTES (128ull << 20)  /* per batch size at least this much and... */
+#define SWEEP_MIN_NS 1000000000ull  /* ...this long, but never longer than... */
+#define SWEEP_NS 2000000000ull      /* ...this */
+#define SWEEP_MIN_BATCHES 4u
+#define FSYNC_FLOOR_NS 2000.0       /* a faster median fdatasync is no fdatasync */
+
+#define T_SUSTAINED 1000000.0
+#define T_RATIO 0.8
+#define T_SYNC_RATIO 1.2
+#define T_ENQ_P50 100.0
+#define T_ENQ_P999 2000.0
+#define T_WORKER 400.0
+
+static const unsigned sweep_sizes[] = {16, 64, 256, 1024, 4096, 16384};
+#define NSWEEP (sizeof(sweep_sizes) / sizeof(sweep_sizes[0]))
+
+/* ---- events: the shape of the token's records ----------------------------- */
+
+#define NVAR 64u /* variants per producer, cycled */
+
+#define CKR_OK_ 0x0ull
+#define CKR_SIGNATURE_INVALID_ 0xc0ull
+#define CKM_SHA256_RSA_PKCS_ 0x40ull
+#define CKM_ECDSA_ 0x1041ull
+#define CKM_AES_GCM_ 0x1087ull
+
+static const char *const ev_actions[] = {"C_Sign", "C_Encrypt", "C_Decrypt", "C_Verify"};
+static const struct {
+	const char *label;
+	uint64_t mech;
+	uint8_t id[8];
+} ev_keys[] = {
+	{"payments-signing-key", CKM_ECDSA_, {0x5a, 0x01, 0x3c, 0x9e, 0x21, 0x7f, 0x00, 0x01}},
+	{"tls-frontend-ecdsa-p256", CKM_ECDSA_, {0x5a, 0x01, 0x3c, 0x9e, 0x21, 0x7f, 0x00, 0x02}},
+	{"customer-data-aes256-gcm", CKM_AES_GCM_, {0x7b, 0x42, 0x10, 0xd3, 0x88, 0x05, 0x00, 0x01}},
+	{"release-code-signing-rsa3072", CKM_SHA256_RSA_PKCS_,
+	 {0x19, 0xe4, 0x6a, 0x02, 0xc7, 0x30, 0x00, 0x07}},
+};
+
+/* Variant v of producer t: the four operations in turn; sign/verify with the
+ * ECDSA and RSA keys, encrypt/decrypt with the AES key; four sessions per
+ * producer on slot 0; 2 of every 64 events a failed C_Verify. */
+static void make_event(struct auditlog_event *ev, unsigned t, unsigned v)
+{
+	static const unsigned sigkeys[] = {0, 1, 3};
+	unsigned a = v % 4, k = (a == 1 || a == 2) ? 2 : sigkeys[(v / 4) % 3];
+	bool fail = a == 3 && (v / 4) % 8 == 7;
+
+	*ev = (struct auditlog_event){
+		.flags = AUDITLOG_EV_RV | AUDITLOG_EV_MECHANISM | AUDITLOG_EV_SLOT |
+			 AUDITLOG_EV_SESSION,
+		.outcome = fail ? AUDITLOG_OUTCOME_FAILURE : AUDITLOG_OUTCOME_SUCCESS,
+		.rv = fail ? CKR_SIGNATURE_INVALID_ : CKR_OK_,
+		.mechanism = ev_keys[k].mech,
+		.slot = 0,
+		.session = (uint64_t)t * 4 + (v / 4) % 4 + 1,
+		.action = ev_actions[a],
+		.action_len = strlen(ev_actions[a]),
+		.key_label = ev_keys[k].label,
+		.key_label_len = strlen(ev_keys[k].label),
+		.key_id = ev_keys[k].id,
+		.key_id_len = sizeof(ev_keys[k].id),
+		.actor = "user",
+		.actor_len = 4,
+	};
+}
+
+/* ---- small helpers -------------------------------------------------------- */
+
+struct opts {
+	bool json, keep;
+	uint64_t events;
+	unsigned threads;
+	unsigned version;
+	uint64_t rotate_bytes;
+	const char *dir;
+	const char *log_path;
+	enum auditlog_backend backend;
+	unsigned sync_samples;
+	unsigned enq_samples;
+};
+
+static bool g_progress; /* progress lines on stderr (set once in main) */
+
+__attribute__((format(printf, 1, 2))) static void progress(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!g_progress)
+		return;
+	va_start(ap, fmt);
+	fputs(PROG ": ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+__attribute__((format(printf, 1, 2))) static void error_msg(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs(PROG ": ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t cpu_clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	if (clock_gettime(id, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The enqueue timer: the TSC, fenced so the call cannot leak out of the
+ * window, or CLOCK_MONOTONIC where there is none. */
+static inline uint64_t tick_start(void)
+{
+#if HAVE_TSC
+	_mm_lfence();
+	uint64_t t = __rdtsc();
+	_mm_lfence();
+	return t;
+#else
+	return now_ns();
+#endif
+}
+
+static inline uint64_t tick_end(void)
+{
+#if HAVE_TSC
+	unsigned aux;
+	uint64_t t = __rdtscp(&aux);
+	_mm_lfence();
+	return t;
+#else
+	return now_ns();
+#endif
+}
+
+static inline uint64_t raw_tick(void)
+{
+#if HAVE_TSC
+	return __rdtsc();
+#else
+	return now_ns();
+#endif
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile (q in 0..1) of a sorted array. */
+static uint64_t pct(const uint64_t *v, size_t n, double q)
+{
+	double x = q * (double)n;
+	size_t k = (size_t)x;
+
+	if (n == 0)
+		return 0;
+	if ((double)k < x)
+		k++;
+	if (k == 0)
+		k = 1;
+	if (k > n)
+		k = n;
+	return v[k - 1];
+}
+
+static int write_full(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t w = pwrite(fd, p, len, (off_t)off);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (w == 0)
+			return -EIO;
+		p += w;
+		len -= (size_t)w;
+		off += (uint64_t)w;
+	}
+	return 0;
+}
+
+/* dir/name into out; a path too long for out is an error, never cut. */
+static int join_path(char *out, size_t cap, const char *dir, const char *name)
+{
+	int n = snprintf(out, cap, "%s/%s", dir, name);
+	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+static int datasync(int fd)
+{
+	return fdatasync(fd) < 0 ? -errno : 0;
+}
+
+/* Read a small text file whole (NUL-terminated, trailing newline cut). */
+static int read_small(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	do
+		n = read(fd, buf, cap - 1);
+	while (n < 0 && errno == EINTR);
+	int e = errno;
+	close(fd);
+	if (n < 0)
+		return -e;
+	buf[n] = '\0';
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		buf[--n] = '\0';
+	return (int)n;
+}
+
+static void fmt_count(double v, char *out, size_t cap)
+{
+	char tmp[32];
+	int n, j = 0, lead;
+
+	if (!isfinite(v) || v < 0) {
+		snprintf(out, cap, "-");
+		return;
+	}
+	n = snprintf(tmp, sizeof(tmp), "%.0f", v);
+	lead = n % 3 ? n % 3 : 3;
+	for (int i = 0; i < n && (size_t)j + 2 < cap; i++) {
+		if (i && (i - lead) % 3 == 0)
+			out[j++] = ',';
+		out[j++] = tmp[i];
+	}
+	out[j] = '\0';
+}
+
+/* ---- argument parsing ----------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+	fputs("usage: " PROG " [options]\n"
+	      "       " PROG " --log PATH [--events N] [--threads N] [--format-version 0|1]\n"
+	      "                     [--rotate-bytes N] [--backend B] [--json]\n"
+	      "\n"
+	      "Measures durable throughput, record_sync and enqueue latency and worker CPU of\n"
+	      "libauditlog next to raw pwrite+fdatasync baselines of the same run.\n"
+	      "\n"
+	      "  --json               print one JSON object instead of the table\n"
+	      "  --events N           events of the sustained phase (default 2000000)\n"
+	      "  --threads N          producer threads (default: online CPUs)\n"
+	      "  --format-version V   0 or 1 (default 1)\n"
+	      "  --rotate-bytes N     rotate the log at N bytes (K/M/G suffixes; default 0 = never)\n"
+	      "  --dir DIR            put the files in a new directory under DIR\n"
+	      "                       (default /var/tmp); it is removed at the end\n"
+	      "  --keep               keep that directory\n"
+	      "  --backend B          auto, io_uring or pwrite (default auto)\n"
+	      "  --sync-samples N     record_sync and raw fdatasync samples each (default 2000)\n"
+	      "  --enqueue-samples N  timed auditlog_record calls per producer (default 250000)\n"
+	      "  --log PATH           only write --events events into PATH through the library\n"
+	      "                       and keep it (an existing log is continued); no other phase\n"
+	      "  -h, --help           this text\n",
+	      f);
+}
+
+__attribute__((format(printf, 1, 2), noreturn)) static void bad_arg(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs(PROG ": ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputs("\n" PROG ": try '" PROG " --help'\n", stderr);
+	va_end(ap);
+	exit(2);
+}
+
+/* Decimal, no sign; with `suffixes`, an optional K, M or G (powers of 1024). */
+static bool parse_u64(const char *s, bool suffixes, uint64_t *ret)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	if (!s || *s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return false;
+	if (suffixes && *end) {
+		switch (*end) {
+		case 'k': case 'K': shift = 10; break;
+		case 'm': case 'M': shift = 20; break;
+		case 'g': case 'G': shift = 30; break;
+		default: return false;
+		}
+		end++;
+		if (*end == 'i' && end[1] == 'B')
+			end += 2;
+		else if (*end == 'B')
+			end++;
+	}
+	if (*end)
+		return false;
+	if (shift && v > (UINT64_MAX >> shift))
+		return false;
+	*ret = (uint64_t)v << shift;
+	return true;
+}
+
+static uint64_t arg_u64(const char *opt, const char *val, uint64_t lo, uint64_t hi, bool suffixes)
+{
+	uint64_t v;
+
+	if (!parse_u64(val, suffixes, &v))
+		bad_arg("%s: not a non-negative integer: '%s'", opt, val);
+	if (v < lo || v > hi)
+		bad_arg("%s: %" PRIu64 " is out of range %" PRIu64 "..%" PRIu64, opt, v, lo, hi);
+	return v;
+}
+
+static void parse_args(int argc, char **argv, struct opts *o)
+{
+	enum {
+		OPT_JSON = 256, OPT_EVENTS, OPT_THREADS, OPT_VERSION, OPT_ROTATE, OPT_DIR, OPT_LOG, OPT_KEEP,
+		OPT_BACKEND, OPT_SYNC, OPT_ENQ
+	};
+	static const struct option lo[] = {
+		{"json", no_argument, NULL, OPT_JSON},
+		{"events", required_argument, NULL, OPT_EVENTS},
+		{"threads", required_argument, NULL, OPT_THREADS},
+		{"format-version", required_argument, NULL, OPT_VERSION},
+		{"rotate-bytes", required_argument, NULL, OPT_ROTATE},
+		{"dir", required_argument, NULL, OPT_DIR},
+		{"log", required_argument, NULL, OPT_LOG},
+		{"keep", no_argument, NULL, OPT_KEEP},
+		{"backend", required_argument, NULL, OPT_BACKEND},
+		{"sync-samples", required_argument, NULL, OPT_SYNC},
+		{"enqueue-samples", required_argument, NULL, OPT_ENQ},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	int c;
+
+	*o = (struct opts){
+		.events = DEF_EVENTS,
+		.threads = ncpu > 0 ? (unsigned)ncpu : 1,
+		.version = 1,
+		.backend = AUDITLOG_BACKEND_AUTO,
+		.sync_samples = DEF_SYNC_SAMPLES,
+		.enq_samples = DEF_ENQ_SAMPLES,
+	};
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+		switch (c) {
+		case OPT_JSON: o->json = true; break;
+		case OPT_KEEP: o->keep = true; break;
+		case OPT_EVENTS:
+			o->events = arg_u64("--events", optarg, 1, UINT64_C(1) << 40, false);
+			break;
+		case OPT_THREADS:
+			o->threads = (unsigned)arg_u64("--threads", optarg, 1, 1024, false);
+			break;
+		case OPT_VERSION:
+			o->version = (unsigned)arg_u64("--format-version", optarg, 0, 1, false);
+			break;
+		case OPT_ROTATE:
+			o->rotate_bytes = arg_u64("--rotate-bytes", optarg, 0, UINT64_C(1) << 50, true);
+			break;
+		case OPT_DIR:
+			if (!*optarg)
+				bad_arg("--dir: empty path");
+			o->dir = optarg;
+			break;
+		case OPT_LOG:
+			if (!*optarg)
+				bad_arg("--log: empty path");
+			o->log_path = optarg;
+			break;
+		case OPT_BACKEND:
+			if (strcmp(optarg, "auto") == 0)
+				o->backend = AUDITLOG_BACKEND_AUTO;
+			else if (strcmp(optarg, "io_uring") == 0 || strcmp(optarg, "io-uring") == 0)
+				o->backend = AUDITLOG_BACKEND_IO_URING;
+			else if (strcmp(optarg, "pwrite") == 0)
+				o->backend = AUDITLOG_BACKEND_PWRITE;
+			else
+				bad_arg("--backend: '%s' is not auto, io_uring or pwrite", optarg);
+			break;
+		case OPT_SYNC:
+			o->sync_samples = (unsigned)arg_u64("--sync-samples", optarg, SYNC_ROUNDS,
+							    1000000, false);
+			break;
+		case OPT_ENQ:
+			o->enq_samples = (unsigned)arg_u64("--enqueue-samples", optarg, 1000,
+							   4000000, false);
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case ':':
+			bad_arg("%s needs a value", argv[optind - 1]);
+		default:
+			if (optopt)
+				bad_arg("unknown option '-%c'", optopt);
+			bad_arg("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		bad_arg("unexpected argument '%s'", argv[optind]);
+	if (o->log_path && o->dir)
+		bad_arg("--log and --dir exclude each other");
+	if (o->log_path && o->keep)
+		bad_arg("--keep has no meaning with --log (the log is always kept)");
+	if (o->threads > o->events)
+		bad_arg("--threads %u is more than --events %" PRIu64, o->threads, o->events);
+
+	/* the library owns the valid ranges: ask it */
+	struct auditlog_config *cfg;
+	if (auditlog_config_new(&cfg) == 0) {
+		int r = auditlog_config_set_rotate_bytes(cfg, o->rotate_bytes);
+		auditlog_config_free(cfg);
+		if (r < 0)
+			bad_arg("--rotate-bytes: the library refuses %" PRIu64
+				" (0 = never; a size must not be that small)",
+				o->rotate_bytes);
+	}
+}
+
+/* ---- environment ---------------------------------------------------------- */
+
+struct env {
+	char date[32];
+	char kernel[300];
+	char cpu[256];
+	long nproc, nconf;
+	char target[PATH_MAX];
+	unsigned long fs_magic;
+	char fs_type[64];      /* from mountinfo, else from the magic */
+	char device[256];      /* mount source */
+	char dev_id[32];       /* major:minor */
+	char mount_point[PATH_MAX];
+	char mount_opts[512];  /* per-mount + super options */
+	char write_cache[32];  /* the block device's cache mode, when known */
+	char rotational[8];
+	char build_type[32];
+	char cflags[256];
+	char compiler[64];
+	char timer[64];
+	char load_start[64], load_end[64]; /* /proc/loadavg: others' work skews every figure */
+	double tick_ns;        /* ns per timer tick */
+	double timer_overhead_ns;
+	double timer_resolution_ns; /* smallest step between two readings */
+};
+
+static const char *magic_name(unsigned long m)
+{
+	switch (m) {
+	case EXT4_SUPER_MAGIC: return "ext2/3/4";
+	case XFS_SUPER_MAGIC: return "xfs";
+	case BTRFS_SUPER_MAGIC: return "btrfs";
+	case TMPFS_MAGIC: return "tmpfs";
+	case RAMFS_MAGIC: return "ramfs";
+	case OVERLAYFS_SUPER_MAGIC: return "overlay";
+	case NFS_SUPER_MAGIC: return "nfs";
+	case F2FS_SUPER_MAGIC: return "f2fs";
+	case 0x2fc12fc1: return "zfs";
+	case 0x65735546: return "fuse";
+	default: return "unknown";
+	}
+}
+
+/* The mount holding `path` (its st_dev, the longest mount point that is a
+ * prefix of its real path) from /proc/self/mountinfo. */
+static void find_mount(struct env *e, const char *path, dev_t dev)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0, best = 0;
+	char want[32];
+
+	if (!f)
+		return;
+	snprintf(want, sizeof(want), "%u:%u", major(dev), minor(dev));
+	while (getline(&line, &cap, f) > 0) {
+		char *save = NULL, *fld[64];
+		int n = 0;
+		for (char *t = strtok_r(line, " \n", &save); t && n < 64;
+		     t = strtok_r(NULL, " \n", &save))
+			fld[n++] = t;
+		int dash = -1;
+		for (int i = 6; i < n; i++)
+			if (strcmp(fld[i], "-") == 0) {
+				dash = i;
+				break;
+			}
+		if (n < 6 || dash < 0 || dash + 3 > n || strcmp(fld[2], want) != 0)
+			continue;
+		size_t ml = strlen(fld[4]);
+		bool prefix = strcmp(fld[4], "/") == 0 ||
+			      (strncmp(path, fld[4], ml) == 0 && (path[ml] == '/' || !path[ml]));
+		if (!prefix || ml < best)
+			continue;
+		best = ml;
+		snprintf(e->mount_point, sizeof(e->mount_point), "%s", fld[4]);
+		snprintf(e->fs_type, sizeof(e->fs_type), "%s", fld[dash + 1]);
+		snprintf(e->device, sizeof(e->device), "%s", fld[dash + 2]);
+		snprintf(e->mount_opts, sizeof(e->mount_opts), "%s; super %s", fld[5],
+			 dash + 3 < n ? fld[dash + 3] : "?");
+	}
+	free(line);
+	fclose(f);
+}
+
+static void gather_env(struct env *e, const char *target)
+{
+	struct utsname u;
+	struct statfs sf;
+	struct stat st;
+	char buf[4096], path[128];
+	time_t now = time(NULL);
+	struct tm tm;
+
+	memset(e, 0, sizeof(*e));
+	gmtime_r(&now, &tm);
+	strftime(e->date, sizeof(e->date), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	if (uname(&u) == 0)
+		snprintf(e->kernel, sizeof(e->kernel), "%s %s %s %s", u.sysname, u.release,
+			 u.version, u.machine);
+	snprintf(e->cpu, sizeof(e->cpu), "unknown");
+	FILE *f = fopen("/proc/cpuinfo", "re");
+	if (f) {
+		/* the first CPU's model name, family/model/stepping and whether it
+		 * has SHA extensions (the chain hash is SHA-256) */
+		char name[128] = "", fam[16] = "?", mod[16] = "?", step[16] = "?";
+		bool sha = false;
+		while (fgets(buf, sizeof(buf), f)) {
+			char *c = strchr(buf, ':');
+			if (buf[0] == '\n')
+				break; /* end of the first CPU */
+			if (!c)
+				continue;
+			*c++ = '\0';
+			c += strspn(c, " \t");
+			c[strcspn(c, "\n")] = '\0';
+			buf[strcspn(buf, "\t")] = '\0';
+			if (!strcmp(buf, "model name") || !strcmp(buf, "Model") ||
+			    !strcmp(buf, "cpu model"))
+				snprintf(name, sizeof(name), "%s", c);
+			else if (!strcmp(buf, "cpu family"))
+				snprintf(fam, sizeof(fam), "%s", c);
+			else if (!strcmp(buf, "model"))
+				snprintf(mod, sizeof(mod), "%s", c);
+			else if (!strcmp(buf, "stepping"))
+				snprintf(step, sizeof(step), "%s", c);
+			else if (!strcmp(buf, "flags") || !strcmp(buf, "Features"))
+				sha = strstr(c, " sha_ni") || strstr(c, " sha2");
+		}
+		fclose(f);
+		if (name[0])
+			snprintf(e->cpu, sizeof(e->cpu), "%s (family %s, model %s, stepping %s%s)",
+				 name, fam, mod, step, sha ? ", SHA extensions" : "");
+	}
+	e->nproc = sysconf(_SC_NPROCESSORS_ONLN);
+	e->nconf = sysconf(_SC_NPROCESSORS_CONF);
+	(void)read_small("/proc/loadavg", e->load_start, sizeof(e->load_start));
+
+	if (!realpath(target, e->target))
+		snprintf(e->target, sizeof(e->target), "%s", target);
+	snprintf(e->fs_type, sizeof(e->fs_type), "unknown");
+	snprintf(e->device, sizeof(e->device), "unknown");
+	if (statfs(e->target, &sf) == 0) {
+		e->fs_magic = (unsigned long)sf.f_type;
+		snprintf(e->fs_type, sizeof(e->fs_type), "%s", magic_name(e->fs_magic));
+	}
+	if (stat(e->target, &st) == 0) {
+		snprintf(e->dev_id, sizeof(e->dev_id), "%u:%u", major(st.st_dev), minor(st.st_dev));
+		find_mount(e, e->target, st.st_dev);
+		/* the block device's cache mode: a partition's queue is its disk's */
+		snprintf(path, sizeof(path), "/sys/dev/block/%s/queue/write_cache", e->dev_id);
+		if (read_small(path, e->write_cache, sizeof(e->write_cache)) < 0) {
+			snprintf(path, sizeof(path), "/sys/dev/block/%s/../queue/write_cache",
+				 e->dev_id);
+			(void)read_small(path, e->write_cache, sizeof(e->write_cache));
+		}
+		snprintf(path, sizeof(path), "/sys/dev/block/%s/queue/rotational", e->dev_id);
+		if (read_small(path, e->rotational, sizeof(e->rotational)) < 0) {
+			snprintf(path, sizeof(path), "/sys/dev/block/%s/../queue/rotational",
+				 e->dev_id);
+			(void)read_small(path, e->rotational, sizeof(e->rotational));
+		}
+	}
+	snprintf(e->build_type, sizeof(e->build_type), "%s", AUDITLOG_BENCH_BUILD_TYPE);
+	snprintf(e->cflags, sizeof(e->cflags), "%s", AUDITLOG_BENCH_C_FLAGS);
+#ifdef __VERSION__
+	snprintf(e->compiler, sizeof(e->compiler), "%s%s",
+#ifdef __clang__
+		 "clang ",
+#else
+		 "gcc ",
+#endif
+		 __VERSION__);
+#endif
+}
+
+/* tmpfs, ramfs and a disabled fdatasync make the ceiling meaningless. */
+static int check_target(const struct env *e, const char *dir, char *why, size_t cap)
+{
+	const char *pre = getenv("LD_PRELOAD");
+
+	if (e->fs_magic == TMPFS_MAGIC || e->fs_magic == RAMFS_MAGIC) {
+		snprintf(why, cap, "%s is on %s: fdatasync there reaches no disk", dir,
+			 e->fs_magic == TMPFS_MAGIC ? "tmpfs" : "ramfs");
+		return -1;
+	}
+	if (strcmp(e->fs_type, "overlay") == 0) {
+		const char *u = strstr(e->mount_opts, "upperdir=");
+		if (u) {
+			char up[PATH_MAX];
+			struct statfs sf;
+			snprintf(up, sizeof(up), "%s", u + 9);
+			up[strcspn(up, ",")] = '\0';
+			if (statfs(up, &sf) == 0 &&
+			    ((unsigned long)sf.f_type == TMPFS_MAGIC ||
+			     (unsigned long)sf.f_type == RAMFS_MAGIC)) {
+				snprintf(why, cap, "%s is on an overlay whose upper layer is in memory",
+					 dir);
+				return -1;
+			}
+		}
+	}
+	if (pre && strstr(pre, "eatmydata")) {
+		snprintf(why, cap, "LD_PRELOAD has libeatmydata: fdatasync is disabled");
+		return -1;
+	}
+	if (strstr(e->mount_opts, "nobarrier") || strstr(e->mount_opts, "barrier=0")) {
+		snprintf(why, cap, "%s is mounted without barriers: fdatasync does not flush",
+			 e->mount_point);
+		return -1;
+	}
+	return 0;
+}
+
+/* A median one-line write+fdatasync in a couple of microseconds is not a
+ * write to stable storage (a stubbed fdatasync, a RAM disk). */
+static int probe_fsync(const char *dir, double *ret_ns)
+{
+	char path[PATH_MAX];
+	uint64_t d[32], off = 0;
+	char line[256];
+	int fd, r = 0;
+
+	memset(line, 'x', sizeof(line));
+	line[sizeof(line) - 1] = '\n';
+	if (join_path(path, sizeof(path), dir, "fsync-probe.dat") < 0)
+		return -ENAMETOOLONG;
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	for (unsigned i = 0; i < 32 && r == 0; i++) {
+		uint64_t t0 = now_ns();
+		r = write_full(fd, line, sizeof(line), off);
+		if (r == 0)
+			r = datasync(fd);
+		d[i] = now_ns() - t0;
+		off += sizeof(line);
+	}
+	close(fd);
+	unlink(path);
+	if (r < 0)
+		return r;
+	qsort(d, 32, sizeof(d[0]), cmp_u64);
+	*ret_ns = (double)d[16];
+	return 0;
+}
+
+static void calibrate_timer(struct env *e)
+{
+	enum { N = 100000 };
+	uint64_t *d = malloc(N * sizeof(*d));
+
+#if HAVE_TSC
+	struct timespec ten_ms = {0, 10 * 1000 * 1000};
+	uint64_t n0 = now_ns(), t0 = tick_start();
+	for (int i = 0; i < 10; i++) /* 100 ms, in steps a signal cannot stretch far */
+		nanosleep(&ten_ms, NULL);
+	uint64_t t1 = tick_end(), n1 = now_ns();
+	e->tick_ns = (double)(n1 - n0) / (double)(t1 - t0);
+	snprintf(e->timer, sizeof(e->timer), "rdtsc/rdtscp+lfence, %.1f MHz",
+		 1000.0 / e->tick_ns);
+#else
+	e->tick_ns = 1.0;
+	snprintf(e->timer, sizeof(e->timer), "clock_gettime(CLOCK_MONOTONIC)");
+#endif
+	if (!d) {
+		e->timer_overhead_ns = NAN;
+		return;
+	}
+	for (int i = 0; i < N; i++) {
+		uint64_t a = tick_start();
+		uint64_t b = tick_end();
+		d[i] = b - a;
+	}
+	/* resolution: the smallest step between back-to-back unfenced readings */
+	uint64_t step = UINT64_MAX, prev = raw_tick();
+	for (int i = 0; i < N; i++) {
+		uint64_t t = raw_tick();
+		if (t != prev && t - prev < step)
+			step = t - prev;
+		prev = t;
+	}
+	qsort(d, N, sizeof(d[0]), cmp_u64);
+	e->timer_overhead_ns = (double)d[N / 2] * e->tick_ns;
+	e->timer_resolution_ns = step == UINT64_MAX ? NAN : (double)step * e->tick_ns;
+	free(d);
+}
+
+/* ---- the worker thread's CPU time ----------------------------------------- */
+
+/* The library names its worker "auditlog-worker"; only one log is open at a
+ * time here. It names itself when it starts: look for up to a second. */
+static pid_t find_worker(void)
+{
+	for (int tries = 0; tries < 200; tries++) {
+		DIR *d = opendir("/proc/self/task");
+		struct dirent *de;
+		pid_t found = 0;
+		if (!d)
+			return 0;
+		while ((de = readdir(d))) {
+			char path[300], comm[64];
+			if (de->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+			if (read_small(path, comm, sizeof(comm)) > 0 &&
+			    strcmp(comm, "auditlog-worker") == 0) {
+				found = (pid_t)strtol(de->d_name, NULL, 10);
+				break;
+			}
+		}
+		closedir(d);
+		if (found)
+			return found;
+		struct timespec five_ms = {0, 5 * 1000 * 1000};
+		nanosleep(&five_ms, NULL);
+	}
+	return 0;
+}
+
+/* On-CPU ns of a thread: schedstat's first field, else utime+stime (ticks). */
+static int thread_cpu_ns(pid_t tid, uint64_t *ret, const char **src)
+{
+	char path[64], buf[1024];
+	unsigned long long v;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", (int)tid);
+	if (read_small(path, buf, sizeof(buf)) > 0 && sscanf(buf, "%llu", &v) == 1) {
+		*ret = v;
+		*src = "schedstat";
+		return 0;
+	}
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	if (read_small(path, buf, sizeof(buf)) > 0) {
+		char *p = strrchr(buf, ')');
+		unsigned long long ut, stt;
+		/* after "pid (comm)": state is field 3, utime 14, stime 15 */
+		if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+				&ut, &stt) == 2) {
+			long hz = sysconf(_SC_CLK_TCK);
+			*ret = (ut + stt) * (1000000000ull / (uint64_t)(hz > 0 ? hz : 100));
+			*src = "stat";
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+/* ---- opening logs ----------------------------------------------------------- */
+
+static int open_log(const struct opts *o, const char *path, size_t queue, uint64_t rotate,
+		    struct auditlog **ret)
+{
+	struct auditlog_config *cfg;
+	int r;
+
+	r = auditlog_config_new(&cfg);
+	if (r < 0)
+		return r;
+	if ((r = auditlog_config_set_path(cfg, path)) < 0 ||
+	    (r = auditlog_config_set_format_version(cfg, o->version)) < 0 ||
+	    (r = auditlog_config_set_queue_capacity(cfg, queue)) < 0 ||
+	    (r = auditlog_config_set_rotate_bytes(cfg, rotate)) < 0 ||
+	    (r = auditlog_config_set_backend(cfg, o->backend)) < 0) {
+		auditlog_config_free(cfg);
+		return r;
+	}
+	r = auditlog_open(cfg, ret);
+	auditlog_config_free(cfg);
+	return r;
+}
+
+static const char *open_hint(int r)
+{
+	switch (r) {
+	case -EPROTO: return " (the log's last record has a higher format version)";
+	case -EBUSY: return " (another writer holds the log)";
+	case -EBADMSG: return " (the log's tail is damaged beyond repair)";
+	default: return "";
+	}
+}
+
+/* ---- producers ------------------------------------------------------------------ */
+
+struct producer {
+	pthread_t tid;
+	struct auditlog *log;
+	pthread_barrier_t *gate;
+	struct auditlog_event ev[NVAR];
+	uint64_t n;
+	uint64_t *ticks; /* enqueue phase: n samples */
+	unsigned warmup;
+	int err;
+	uint64_t cpu_ns; /* this thread's CPU time from the gate to its last record */
+};
+
+static void *producer_main(void *arg)
+{
+	struct producer *p = arg;
+	int r;
+
+	for (unsigned i = 0; i < p->warmup; i++) {
+		r = auditlog_record(p->log, &p->ev[i & (NVAR - 1)]);
+		if (r < 0) {
+			p->err = r;
+			break;
+		}
+	}
+	pthread_barrier_wait(p->gate);
+	if (p->err)
+		return NULL;
+	uint64_t c0 = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	if (!p->ticks) {
+		for (uint64_t i = 0; i < p->n; i++) {
+			r = auditlog_record(p->log, &p->ev[i & (NVAR - 1)]);
+			if (r < 0) {
+				p->err = r;
+				break;
+			}
+		}
+		p->cpu_ns = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+		return NULL;
+	}
+	for (uint64_t i = 0; i < p->n; i++) {
+		const struct auditlog_event *ev = &p->ev[i & (NVAR - 1)];
+		uint64_t t0 = tick_start();
+		r = auditlog_record(p->log, ev);
+		uint64_t t1 = tick_end();
+		p->ticks[i] = t1 - t0;
+		if (r < 0) {
+			p->err = r;
+			p->n = i;
+			break;
+		}
+	}
+	return NULL;
+}
+
+/* Start `nthreads` producers sharing `events`, release them together (the
+ * start time is taken as they pass the gate) and join them. Returns 0 or the
+ * first producer's error. */
+static int run_producers(struct producer *p, unsigned nthreads, struct auditlog *log,
+			 uint64_t events, uint64_t **ticks, unsigned warmup, uint64_t *ret_t0)
+{
+	pthread_barrier_t gate;
+	unsigned started = 0;
+	int r = 0;
+
+	pthread_barrier_init(&gate, NULL, nthreads + 1);
+	for (unsigned i = 0; i < nthreads; i++) {
+		p[i].log = log;
+		p[i].gate = &gate;
+		p[i].n = events / nthreads + (i < events % nthreads);
+		p[i].ticks = ticks ? ticks[i] : NULL;
+		p[i].warmup = warmup;
+		p[i].err = 0;
+		for (unsigned v = 0; v < NVAR; v++)
+			make_event(&p[i].ev[v], i, v);
+	}
+	for (; started < nthreads; started++) {
+		r = pthread_create(&p[started].tid, NULL, producer_main, &p[started]);
+		if (r)
+			break;
+	}
+	if (started < nthreads) {
+		/* cannot release the barrier with fewer parties: it was sized for all */
+		error_msg("pthread_create: %s", strerror(r));
+		exit(1);
+	}
+	pthread_barrier_wait(&gate);
+	*ret_t0 = now_ns();
+	for (unsigned i = 0; i < nthreads; i++)
+		pthread_join(p[i].tid, NULL);
+	pthread_barrier_destroy(&gate);
+	for (unsigned i = 0; i < nthreads; i++)
+		if (p[i].err)
+			return p[i].err;
+	return 0;
+}
+
+/* ---- phase 1: sustained throughput ------------------------------------------ */
+
+struct sustained {
+	double seconds, events_per_s, line_avg;
+	struct auditlog_stats st;
+	bool worker_found;
+	const char *worker_src;
+	uint64_t worker_ns, process_ns, producers_ns;
+	double worker_ns_per_event, process_ns_per_event, producers_ns_per_event;
+	double other_ns_per_event; /* process - producers - worker: io_uring's io-wq, main */
+};
+
+static int phase_sustained(const struct opts *o, const char *path, struct sustained *s)
+{
+	struct producer *p = calloc(o->threads, sizeof(*p));
+	struct auditlog *log;
+	uint64_t t0, t1, w0 = 0, w1 = 0, c0, c1;
+	pid_t wtid;
+	int r, rc;
+
+	memset(s, 0, sizeof(*s));
+	if (!p)
+		return -ENOMEM;
+	r = open_log(o, path, SUSTAINED_QUEUE, o->rotate_bytes, &log);
+	if (r < 0) {
+		error_msg("cannot open %s: %s%s", path, strerror(-r), open_hint(r));
+		free(p);
+		return r;
+	}
+	wtid = find_worker();
+	s->worker_found = wtid > 0 && thread_cpu_ns(wtid, &w0, &s->worker_src) == 0;
+	c0 = cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+
+	r = run_producers(p, o->threads, log, o->events, NULL, 0, &t0);
+	if (r < 0)
+		error_msg("auditlog_record: %s", strerror(-r));
+	rc = auditlog_flush(log);
+	if (rc < 0) {
+		error_msg("auditlog_flush: %s", strerror(-rc));
+		if (!r)
+			r = rc;
+	}
+	if (s->worker_found && thread_cpu_ns(wtid, &w1, &s->worker_src) < 0)
+		s->worker_found = false;
+	c1 = cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+	auditlog_get_stats(log, &s->st, sizeof(s->st));
+	rc = auditlog_close(log);
+	t1 = now_ns();
+	for (unsigned i = 0; i < o->threads; i++)
+		s->producers_ns += p[i].cpu_ns;
+	free(p);
+	if (rc < 0) {
+		error_msg("auditlog_close: %s", strerror(-rc));
+		if (!r)
+			r = rc;
+	}
+	if (r < 0)
+		return r;
+	if (s->st.events_written != o->events || s->st.events_failed || s->st.error) {
+		error_msg("sustained phase: %" PRIu64 " events recorded but %" PRIu64
+			  " written, %" PRIu64 " failed (log error %d)",
+			  o->events, s->st.events_written, s->st.events_failed, s->st.error);
+		return -EIO;
+	}
+	s->seconds = (double)(t1 - t0) / 1e9;
+	s->events_per_s = (double)o->events / s->seconds;
+	s->line_avg = s->st.records_written ?
+			      (double)s->st.bytes_written / (double)s->st.records_written : 0;
+	s->worker_ns = w1 - w0;
+	s->worker_ns_per_event = s->worker_found ? (double)s->worker_ns / (double)o->events : NAN;
+	s->process_ns = c1 - c0;
+	s->process_ns_per_event = (double)s->process_ns / (double)o->events;
+	s->producers_ns_per_event = (double)s->producers_ns / (double)o->events;
+	s->other_ns_per_event = s->worker_found ?
+		(double)((int64_t)s->process_ns - (int64_t)s->producers_ns - (int64_t)s->worker_ns) /
+			(double)o->events : NAN;
+	return 0;
+}
+
+/* ---- preformatted lines for the raw baselines ---------------------------------- */
+
+struct pool {
+	uint8_t *buf;  /* the lines twice over, so that any window is contiguous */
+	size_t *off;   /* 2 * POOL_LINES + 1 offsets */
+	size_t bytes;  /* one copy */
+	double avg;
+};
+
+static void set_str(struct al_record *r, enum al_field f, const void *p, size_t n)
+{
+	r->present |= AL_BIT(f);
+	r->f[f].p = p;
+	r->f[f].n = n;
+}
+
+/* Real lines of the same events, made by the library's own format layer. */
+static int make_pool(struct pool *pl, unsigned nthreads, unsigned version, uint64_t seq0)
+{
+	uint8_t *line = malloc(AL_LINE_MAX), *work = malloc(AL_HASH_LEN + AL_BODY_MAX);
+	uint8_t *dec = malloc(AL_LINE_MAX * 3);
+	uint8_t prev[AL_HASH_LEN] = {0};
+	uint64_t ts0 = realtime_ns();
+	size_t cap = (size_t)POOL_LINES * 512, used = 0;
+	int r = 0;
+
+	memset(pl, 0, sizeof(*pl));
+	pl->buf = malloc(cap * 2);
+	pl->off = malloc((2 * POOL_LINES + 1) * sizeof(size_t));
+	if (!line || !work || !dec || !pl->buf || !pl->off) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (unsigned i = 0; i < POOL_LINES; i++) {
+		struct auditlog_event ev;
+		struct al_record raw = {.type = AL_T_EVENT}, d;
+		struct al_emit_out eo;
+		char ts[AL_TS_LEN], rvb[24], mechb[24];
+		const char *rvn, *mechn;
+		static const char *const outcome[] = {"success", "failure", "unknown"};
+
+		make_event(&ev, i % nthreads, (i / nthreads) & (NVAR - 1));
+		al_format_ts(ts0 + i * 1000u, ts);
+		rvn = auditlog_ckr_name(ev.rv);
+		if (!rvn) {
+			snprintf(rvb, sizeof(rvb), "0x%08llx", (unsigned long long)ev.rv);
+			rvn = rvb;
+		}
+		mechn = auditlog_ckm_name(ev.mechanism);
+		if (!mechn) {
+			snprintf(mechb, sizeof(mechb), "0x%08llx", (unsigned long long)ev.mechanism);
+			mechn = mechb;
+		}
+		set_str(&raw, AL_F_TIMESTAMP, ts, AL_TS_LEN);
+		set_str(&raw, AL_F_ACTION, ev.action, ev.action_len);
+		set_str(&raw, AL_F_OUTCOME, outcome[ev.outcome], strlen(outcome[ev.outcome]));
+		set_str(&raw, AL_F_RV, rvn, strlen(rvn));
+		set_str(&raw, AL_F_MECHANISM, mechn, strlen(mechn));
+		set_str(&raw, AL_F_KEY_LABEL, ev.key_label, ev.key_label_len);
+		set_str(&raw, AL_F_KEY_ID, ev.key_id, ev.key_id_len);
+		set_str(&raw, AL_F_ACTOR, ev.actor, ev.actor_len);
+		raw.present |= AL_BIT(AL_F_SLOT) | AL_BIT(AL_F_SESSION);
+		raw.f[AL_F_SLOT].u = ev.slot;
+		raw.f[AL_F_SESSION].u = ev.session;
+		r = al_record_decode(&raw, &d, dec, AL_LINE_MAX * 3);
+		if (r < 0)
+			goto out;
+		d.version = (uint8_t)version;
+		d.type = AL_T_EVENT;
+		d.present |= AL_BIT(AL_F_SEQ);
+		d.f[AL_F_SEQ].u = seq0 + i;
+		long n = al_emit(&d, prev, line, work, &eo);
+		if (n < 0) {
+			r = (int)n;
+			goto out;
+		}
+		if (used + (size_t)n > cap) {
+			r = -E2BIG;
+			goto out;
+		}
+		memcpy(prev, eo.hash, AL_HASH_LEN);
+		pl->off[i] = used;
+		memcpy(pl->buf + used, line, (size_t)n);
+		used += (size_t)n;
+	}
+	pl->bytes = used;
+	memcpy(pl->buf + used, pl->buf, used);
+	for (unsigned i = 0; i < POOL_LINES; i++)
+		pl->off[POOL_LINES + i] = pl->off[i] + used;
+	pl->off[2 * POOL_LINES] = 2 * used;
+	pl->avg = (double)used / POOL_LINES;
+out:
+	free(line);
+	free(work);
+	free(dec);
+	return r;
+}
+
+static void free_pool(struct pool *pl)
+{
+	free(pl->buf);
+	free(pl->off);
+}
+
+/* ---- phase 2: the raw group-commit ceiling ------------------------------------ */
+
+struct sweep_pt {
+	unsigned batch;
+	uint64_t lines, bytes, batches;
+	double seconds, events_per_s, mb_per_s, batch_ms;
+};
+
+struct ceiling {
+	struct sweep_pt pt[NSWEEP];
+	unsigned best;
+	double events_per_s;
+};
+
+static int phase_ceiling(const char *dir, const struct pool *pl, struct ceiling *c)
+{
+	char path[PATH_MAX];
+	int r = 0;
+
+	memset(c, 0, sizeof(*c));
+	if (join_path(path, sizeof(path), dir, "raw-ceiling.dat") < 0)
+		return -ENAMETOOLONG;
+	for (unsigned k = 0; k < NSWEEP && r == 0; k++) {
+		struct sweep_pt *pt = &c->pt[k];
+		unsigned b = sweep_sizes[k];
+		uint64_t off = 0, t0, el = 0;
+		size_t at = 0;
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+		if (fd < 0) {
+			r = -errno;
+			error_msg("cannot create %s: %s", path, strerror(-r));
+			break;
+		}
+		progress("raw ceiling: batches of %u lines", b);
+		pt->batch = b;
+		t0 = now_ns();
+		while (r == 0) {
+			size_t len = pl->off[at + b] - pl->off[at];
+			r = write_full(fd, pl->buf + pl->off[at], len, off);
+			if (r == 0)
+				r = datasync(fd);
+			if (r < 0) {
+				error_msg("raw ceiling: write/fdatasync: %s", strerror(-r));
+				break;
+			}
+			off += len;
+			at = (at + b) % POOL_LINES;
+			pt->lines += b;
+			pt->batches++;
+			el = now_ns() - t0;
+			if (pt->batches >= SWEEP_MIN_BATCHES &&
+			    ((off >= SWEEP_BYTES && el >= SWEEP_MIN_NS) || el >= SWEEP_NS))
+				break;
+		}
+		close(fd);
+		unlink(path);
+		pt->bytes = off;
+		pt->seconds = (double)el / 1e9;
+		pt->events_per_s = pt->seconds > 0 ? (double)pt->lines / pt->seconds : 0;
+		pt->mb_per_s = pt->seconds > 0 ? (double)off / 1e6 / pt->seconds : 0;
+		pt->batch_ms = pt->batches ? (double)el / 1e6 / (double)pt->batches : 0;
+		if (pt->events_per_s > c->events_per_s) {
+			c->events_per_s = pt->events_per_s;
+			c->best = k;
+		}
+	}
+	return r;
+}
+
+/* ---- phase 3: record_sync vs one raw write+fdatasync ----------------------------- */
+
+struct synclat {
+	unsigned n, rounds;
+	double p50_us, p99_us, raw_p50_us, raw_p99_us, ratio;
+	size_t raw_line_len;
+};
+
+static int phase_sync(const struct opts *o, const char *dir, const struct pool *pl,
+		      double line_avg, struct synclat *s)
+{
+	char lpath[PATH_MAX], rpath[PATH_MAX];
+	uint64_t *lib = calloc(o->sync_samples, sizeof(uint64_t));
+	uint64_t *raw = calloc(o->sync_samples, sizeof(uint64_t));
+	struct auditlog_event ev[NVAR];
+	struct auditlog *log = NULL;
+	unsigned per = o->sync_samples / SYNC_ROUNDS, nl = 0, nr = 0, best = 0;
+	uint64_t roff = 0;
+	int fd = -1, r;
+
+	memset(s, 0, sizeof(*s));
+	if (join_path(lpath, sizeof(lpath), dir, "sync.log") < 0 ||
+	    join_path(rpath, sizeof(rpath), dir, "raw-sync.dat") < 0) {
+		free(lib);
+		free(raw);
+		return -ENAMETOOLONG;
+	}
+	if (!lib || !raw) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (unsigned v = 0; v < NVAR; v++)
+		make_event(&ev[v], 0, v);
+	/* the raw line: the pool line closest to the library's average */
+	for (unsigned i = 1; i < POOL_LINES; i++) {
+		double di = fabs((double)(pl->off[i + 1] - pl->off[i]) - line_avg);
+		double db = fabs((double)(pl->off[best + 1] - pl->off[best]) - line_avg);
+		if (di < db)
+			best = i;
+	}
+	s->raw_line_len = pl->off[best + 1] - pl->off[best];
+
+	r = open_log(o, lpath, 16384, 0, &log);
+	if (r < 0) {
+		error_msg("cannot open %s: %s%s", lpath, strerror(-r), open_hint(r));
+		log = NULL;
+		goto out;
+	}
+	fd = open(rpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		r = -errno;
+		error_msg("cannot create %s: %s", rpath, strerror(-r));
+		goto out;
+	}
+	/* warm both paths up (the log's header, the first extents) */
+	for (unsigned i = 0; i < 20; i++) {
+		r = auditlog_record_sync(log, &ev[i & (NVAR - 1)]);
+		if (r == 0)
+			r = write_full(fd, pl->buf + pl->off[best], s->raw_line_len, roff);
+		if (r == 0)
+			r = datasync(fd);
+		roff += s->raw_line_len;
+		if (r < 0) {
+			error_msg("sync warm-up: %s", strerror(-r));
+			goto out;
+		}
+	}
+	for (unsigned round = 0; round < SYNC_ROUNDS; round++) {
+		progress("sync latency: round %u of %u", round + 1, SYNC_ROUNDS);
+		for (unsigned half = 0; half < 2; half++) {
+			/* alternate which goes first, so neither always follows the other */
+			bool do_lib = (half == 0) == (round % 2 == 0);
+			for (unsigned i = 0; i < per; i++) {
+				uint64_t t0 = now_ns();
+				if (do_lib) {
+					r = auditlog_record_sync(log, &ev[(nl + i) & (NVAR - 1)]);
+				} else {
+					r = write_full(fd, pl->buf + pl->off[best], s->raw_line_len,
+						       roff);
+					if (r == 0)
+						r = datasync(fd);
+					roff += s->raw_line_len;
+				}
+				uint64_t t1 = now_ns();
+				if (r < 0) {
+					error_msg("%s: %s",
+						  do_lib ? "auditlog_record_sync" : "raw write+fdatasync",
+						  strerror(-r));
+					goto out;
+				}
+				if (do_lib)
+					lib[nl + i] = t1 - t0;
+				else
+					raw[nr + i] = t1 - t0;
+			}
+			if (do_lib)
+				nl += per;
+			else
+				nr += per;
+		}
+	}
+	qsort(lib, nl, sizeof(uint64_t), cmp_u64);
+	qsort(raw, nr, sizeof(uint64_t), cmp_u64);
+	s->n = nl;
+	s->rounds = SYNC_ROUNDS;
+	s->p50_us = (double)pct(lib, nl, 0.50) / 1e3;
+	s->p99_us = (double)pct(lib, nl, 0.99) / 1e3;
+	s->raw_p50_us = (double)pct(raw, nr, 0.50) / 1e3;
+	s->raw_p99_us = (double)pct(raw, nr, 0.99) / 1e3;
+	s->ratio = s->p50_us / s->raw_p50_us;
+out:
+	if (fd >= 0)
+		close(fd);
+	unlink(rpath);
+	if (log) {
+		struct auditlog_stats st;
+		int rc;
+		auditlog_get_stats(log, &st, sizeof(st));
+		rc = auditlog_close(log);
+		if (rc < 0) {
+			error_msg("auditlog_close (sync phase): %s", strerror(-rc));
+			if (!r)
+				r = rc;
+		}
+	}
+	free(lib);
+	free(raw);
+	return r;
+}
+
+/* ---- phase 4: enqueue latency ------------------------------------------------------- */
+
+struct enqlat {
+	uint64_t n;
+	unsigned threads;
+	double p50_ns, p99_ns, p999_ns, max_ns;
+	size_t queue;
+	uint64_t high_water;
+	bool blocked; /* the queue filled: some samples include waiting */
+};
+
+static int phase_enqueue(const struct opts *o, const char *dir, const struct env *e,
+			 struct enqlat *q)
+{
+	char path[PATH_MAX];
+	struct producer *p = calloc(ENQ_THREADS, sizeof(*p));
+	uint64_t *ticks[ENQ_THREADS] = {0}, *all = NULL, t0, total, n = 0;
+	struct auditlog *log;
+	struct auditlog_stats st;
+	size_t queue = 64;
+	int r, rc;
+
+	memset(q, 0, sizeof(*q));
+	total = (uint64_t)o->enq_samples * ENQ_THREADS;
+	while (queue < total + ENQ_WARMUP * ENQ_THREADS + 64)
+		queue <<= 1; /* every event fits: no producer ever waits for the worker */
+	if (queue > (1u << 24))
+		queue = 1u << 24;
+	if (!p) {
+		r = -ENOMEM;
+		goto out_free;
+	}
+	for (unsigned i = 0; i < ENQ_THREADS; i++) {
+		ticks[i] = malloc(o->enq_samples * sizeof(uint64_t));
+		if (!ticks[i]) {
+			r = -ENOMEM;
+			goto out_free;
+		}
+		memset(ticks[i], 0, o->enq_samples * sizeof(uint64_t)); /* fault the pages in */
+	}
+	if (join_path(path, sizeof(path), dir, "enqueue.log") < 0) {
+		r = -ENAMETOOLONG;
+		goto out_free;
+	}
+	r = open_log(o, path, queue, 0, &log);
+	if (r < 0) {
+		error_msg("cannot open %s: %s%s", path, strerror(-r), open_hint(r));
+		goto out_free;
+	}
+	r = run_producers(p, ENQ_THREADS, log, total, ticks, ENQ_WARMUP, &t0);
+	if (r < 0)
+		error_msg("auditlog_record: %s", strerror(-r));
+	rc = auditlog_flush(log);
+	if (rc < 0 && !r)
+		r = rc;
+	auditlog_get_stats(log, &st, sizeof(st));
+	rc = auditlog_close(log);
+	if (rc < 0 && !r)
+		r = rc;
+	if (r < 0)
+		goto out_free;
+	if (st.events_written != total + (uint64_t)ENQ_WARMUP * ENQ_THREADS) {
+		error_msg("enqueue phase: %" PRIu64 " events recorded but %" PRIu64 " written",
+			  total + (uint64_t)ENQ_WARMUP * ENQ_THREADS, st.events_written);
+		r = -EIO;
+		goto out_free;
+	}
+	all = malloc(total * sizeof(uint64_t));
+	if (!all) {
+		r = -ENOMEM;
+		goto out_free;
+	}
+	for (unsigned i = 0; i < ENQ_THREADS; i++) {
+		memcpy(all + n, ticks[i], p[i].n * sizeof(uint64_t));
+		n += p[i].n;
+	}
+	qsort(all, n, sizeof(uint64_t), cmp_u64);
+	q->n = n;
+	q->threads = ENQ_THREADS;
+	q->p50_ns = (double)pct(all, n, 0.50) * e->tick_ns;
+	q->p99_ns = (double)pct(all, n, 0.99) * e->tick_ns;
+	q->p999_ns = (double)pct(all, n, 0.999) * e->tick_ns;
+	q->max_ns = (double)all[n - 1] * e->tick_ns;
+	q->queue = queue;
+	q->high_water = st.queue_high_water;
+	q->blocked = st.queue_high_water >= queue;
+out_free:
+	for (unsigned i = 0; i < ENQ_THREADS; i++)
+		free(ticks[i]);
+	free(all);
+	free(p);
+	return r;
+}
+
+/* ---- reporting ------------------------------------------------------------------------ */
+
+struct target {
+	const char *name;
+	double value;
+	double limit;
+	bool ge; /* value >= limit passes; else value <= limit */
+	const char *unit;
+};
+
+static bool target_pass(const struct target *t)
+{
+	if (!isfinite(t->value))
+		return false;
+	return t->ge ? t->value >= t->limit : t->value <= t->limit;
+}
+
+struct jw {
+	FILE *f;
+	bool first;
+};
+
+static void jkey(struct jw *j, const char *k)
+{
+	fprintf(j->f, "%s\"%s\":", j->first ? "" : ",", k);
+	j->first = false;
+}
+
+static void jstr(struct jw *j, const char *k, const char *v)
+{
+	jkey(j, k);
+	fputc('"', j->f);
+	for (const unsigned char *s = (const unsigned char *)v; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fprintf(j->f, "\\%c", *s);
+		else if (*s < 0x20)
+			fprintf(j->f, "\\u%04x", *s);
+		else
+			fputc(*s, j->f);
+	}
+	fputc('"', j->f);
+}
+
+static void jnum(struct jw *j, const char *k, double v)
+{
+	jkey(j, k);
+	if (isfinite(v))
+		fprintf(j->f, "%.6g", v);
+	else
+		fputs("null", j->f);
+}
+
+static void jfix(struct jw *j, const char *k, double v, int prec)
+{
+	jkey(j, k);
+	if (isfinite(v))
+		fprintf(j->f, "%.*f", prec, v);
+	else
+		fputs("null", j->f);
+}
+
+static void ju64(struct jw *j, const char *k, uint64_t v)
+{
+	jkey(j, k);
+	fprintf(j->f, "%" PRIu64, v);
+}
+
+static void jbool(struct jw *j, const char *k, bool v)
+{
+	jkey(j, k);
+	fputs(v ? "true" : "false", j->f);
+}
+
+static void jopen(struct jw *j, const char *k, char c)
+{
+	if (k)
+		jkey(j, k);
+	else if (!j->first)
+		fputc(',', j->f);
+	fputc(c, j->f);
+	j->first = true;
+}
+
+static void jclose(struct jw *j, char c)
+{
+	fputc(c, j->f);
+	j->first = false;
+}
+
+static void json_env(struct jw *j, const struct env *e)
+{
+	jopen(j, "environment", '{');
+	jstr(j, "date", e->date);
+	jstr(j, "kernel", e->kernel);
+	jstr(j, "cpu_model", e->cpu);
+	jnum(j, "nproc", (double)e->nproc);
+	jnum(j, "ncpu_configured", (double)e->nconf);
+	jstr(j, "loadavg_start", e->load_start);
+	if (e->load_end[0])
+		jstr(j, "loadavg_end", e->load_end);
+	jstr(j, "target", e->target);
+	jstr(j, "fs_type", e->fs_type);
+	char m[32];
+	snprintf(m, sizeof(m), "0x%lx", e->fs_magic);
+	jstr(j, "fs_magic", m);
+	jstr(j, "device", e->device);
+	jstr(j, "device_id", e->dev_id);
+	jstr(j, "mount_point", e->mount_point);
+	jstr(j, "mount_options", e->mount_opts);
+	jstr(j, "write_cache", e->write_cache);
+	jstr(j, "build_type", e->build_type);
+	jstr(j, "c_flags", e->cflags);
+	jstr(j, "compiler", e->compiler);
+	if (e->tick_ns > 0) {
+		jstr(j, "timer", e->timer);
+		jfix(j, "timer_overhead_ns", e->timer_overhead_ns, 1);
+		jfix(j, "timer_resolution_ns", e->timer_resolution_ns, 1);
+	}
+	jclose(j, '}');
+}
+
+static void print_env(const struct env *e)
+{
+	printf("environment\n");
+	printf("  date          %s\n", e->date);
+	printf("  kernel        %s\n", e->kernel);
+	printf("  cpu           %s, %ld online (%ld configured)\n", e->cpu, e->nproc, e->nconf);
+	printf("  load average  %s at the start", e->load_start[0] ? e->load_start : "?");
+	if (e->load_end[0])
+		printf(", %s at the end", e->load_end);
+	printf(" (1, 5, 15 min; runnable/total)\n");
+	printf("  target        %s\n", e->target);
+	printf("  file system   %s (magic 0x%lx) on %s (dev %s, mounted at %s)\n", e->fs_type,
+	       e->fs_magic, e->device, e->dev_id, e->mount_point[0] ? e->mount_point : "?");
+	printf("  mount opts    %s\n", e->mount_opts[0] ? e->mount_opts : "?");
+	printf("  write cache   %s%s\n", e->write_cache[0] ? e->write_cache : "unknown",
+	       e->rotational[0] ? (strcmp(e->rotational, "0") == 0 ? ", non-rotational" :
+									 ", rotational") :
+				  "");
+	printf("  build         %s (%s), %s\n", e->build_type, e->cflags,
+	       e->compiler[0] ? e->compiler : "unknown compiler");
+	printf("  library       auditlog %d.%d\n", AUDITLOG_VERSION_MAJOR, AUDITLOG_VERSION_MINOR);
+	if (e->tick_ns > 0)
+		printf("  timer         %s, overhead %.1f ns per reading pair, "
+		       "resolution %.1f ns\n",
+		       e->timer, e->timer_overhead_ns, e->timer_resolution_ns);
+}
+
+struct report {
+	const struct opts *o;
+	const struct env *e;
+	const struct sustained *su;
+	const struct ceiling *c;
+	const struct synclat *sy;
+	const struct enqlat *q;
+	double raw_line_avg;
+	double ratio;
+	struct target t[6];
+};
+
+static void print_table(const struct report *R)
+{
+	const struct opts *o = R->o;
+	const struct sustained *su = R->su;
+	const struct ceiling *c = R->c;
+	const struct synclat *sy = R->sy;
+	const struct enqlat *q = R->q;
+	char a[32], b[32];
+
+	printf(PROG ": auditlog %d.%d, %s\n\n", AUDITLOG_VERSION_MAJOR, AUDITLOG_VERSION_MINOR,
+	       R->e->date);
+	print_env(R->e);
+	printf("  backend       %s, format v%u, rotate %s\n",
+	       auditlog_backend_name((enum auditlog_backend)su->st.backend), o->version,
+	       o->rotate_bytes ? "by size" : "never");
+
+	printf("\nworkload\n");
+	fmt_count((double)o->events, a, sizeof(a));
+	printf("  events        %s by %u producer threads (auditlog_record, queue %u slots)\n", a,
+	       o->threads, SUSTAINED_QUEUE);
+	printf("  shape         C_Sign/C_Encrypt/C_Decrypt/C_Verify with mechanism, key label\n"
+	       "                (20-28 chars), 8-byte key id, slot, session, outcome, rv, actor\n");
+	printf("  line size     %.1f bytes on average (library, headers included); raw baseline "
+	       "lines %.1f\n",
+	       su->line_avg, R->raw_line_avg);
+
+	printf("\nsustained (durable: from the producers' start to auditlog_close() returning)\n");
+	fmt_count(su->events_per_s, a, sizeof(a));
+	printf("  throughput    %s events/s (%.3f s, %.1f MB/s)\n", a, su->seconds,
+	       (double)su->st.bytes_written / 1e6 / su->seconds);
+	printf("  batches       %" PRIu64 " (%.0f records on average, largest %" PRIu64
+	       "), %" PRIu64 " fdatasyncs, queue high water %" PRIu64 "\n",
+	       su->st.batches,
+	       su->st.batches ? (double)su->st.records_written / (double)su->st.batches : 0,
+	       su->st.largest_batch, su->st.fsyncs, su->st.queue_high_water);
+	if (su->st.rotations)
+		printf("  rotations     %" PRIu64 "\n", su->st.rotations);
+	if (su->worker_found)
+		printf("  worker CPU    %.0f ns/event (%.3f s on CPU, /proc/self/task/TID/%s)\n",
+		       su->worker_ns_per_event, (double)su->worker_ns / 1e9, su->worker_src);
+	else
+		printf("  worker CPU    not found (no thread named auditlog-worker)\n");
+	printf("  process CPU   %.0f ns/event: producers %.0f, worker %.0f, other threads %.0f "
+	       "(io_uring io-wq, main)\n",
+	       su->process_ns_per_event, su->producers_ns_per_event, su->worker_ns_per_event,
+	       su->other_ns_per_event);
+
+	printf("\nraw ceiling (pwrite at a growing offset + fdatasync, same directory, real lines)\n");
+	printf("  %12s %14s %10s %12s %10s\n", "batch lines", "events/s", "MB/s", "ms/batch",
+	       "seconds");
+	for (unsigned k = 0; k < NSWEEP; k++) {
+		const struct sweep_pt *pt = &c->pt[k];
+		fmt_count(pt->events_per_s, a, sizeof(a));
+		printf("  %12u %14s %10.1f %12.3f %10.2f%s\n", pt->batch, a, pt->mb_per_s,
+		       pt->batch_ms, pt->seconds, k == c->best ? "  <- ceiling" : "");
+	}
+	fmt_count(c->events_per_s, a, sizeof(a));
+	printf("  ceiling       %s events/s; sustained / ceiling = %.3f\n", a, R->ratio);
+
+	printf("\nrecord_sync latency (%u rounds of %u, interleaved with the raw baseline)\n",
+	       sy->rounds, sy->n / (sy->rounds ? sy->rounds : 1));
+	printf("  record_sync        p50 %8.1f us   p99 %8.1f us\n", sy->p50_us, sy->p99_us);
+	printf("  pwrite+fdatasync   p50 %8.1f us   p99 %8.1f us   (one %zu-byte line)\n",
+	       sy->raw_p50_us, sy->raw_p99_us, sy->raw_line_len);
+	printf("  ratio              %.3f (record_sync p50 / raw p50)\n", sy->ratio);
+
+	fmt_count((double)q->n, a, sizeof(a));
+	fmt_count((double)q->queue, b, sizeof(b));
+	printf("\nenqueue latency (%u producers, every auditlog_record timed, %s samples, "
+	       "queue %s slots)\n",
+	       q->threads, a, b);
+	printf("  p50 %.0f ns   p99 %.0f ns   p99.9 %.0f ns   max %.0f ns\n", q->p50_ns, q->p99_ns,
+	       q->p999_ns, q->max_ns);
+	printf("  timer overhead %.1f ns per sample (resolution %.1f ns), not subtracted%s\n",
+	       R->e->timer_overhead_ns, R->e->timer_resolution_ns,
+	       q->blocked ? "; THE QUEUE FILLED: samples include waiting" : "");
+
+	printf("\nfigures against their targets\n");
+	printf("  %-26s %16s %16s  %s\n", "figure", "measured", "target", "result");
+	for (unsigned i = 0; i < 6; i++) {
+		const struct target *t = &R->t[i];
+		char lim[48];
+		if (t->limit >= 1000) {
+			fmt_count(t->value, a, sizeof(a));
+			fmt_count(t->limit, b, sizeof(b));
+		} else {
+			snprintf(a, sizeof(a), t->limit < 10 ? "%.3f" : "%.1f", t->value);
+			snprintf(b, sizeof(b), t->limit < 10 ? "%.2f" : "%.0f", t->limit);
+		}
+		snprintf(lim, sizeof(lim), "%s %s", t->ge ? ">=" : "<=", b);
+		printf("  %-26s %16s %16s  %s%s%s\n", t->name, a, lim, target_pass(t) ? "PASS" : "FAIL",
+		       t->unit[0] ? "  " : "", t->unit);
+	}
+}
+
+static void print_json(const struct report *R)
+{
+	const struct opts *o = R->o;
+	const struct sustained *su = R->su;
+	const struct ceiling *c = R->c;
+	const struct synclat *sy = R->sy;
+	const struct enqlat *q = R->q;
+	struct jw j = {stdout, true};
+	bool all = true;
+
+	jopen(&j, NULL, '{');
+	jstr(&j, "tool", PROG);
+	jstr(&j, "backend", auditlog_backend_name((enum auditlog_backend)su->st.backend));
+	ju64(&j, "format_version", o->version);
+	ju64(&j, "threads", o->threads);
+	ju64(&j, "events", o->events);
+	jfix(&j, "line_bytes_avg", su->line_avg, 1);
+	jfix(&j, "raw_line_bytes_avg", R->raw_line_avg, 1);
+	jfix(&j, "sustained_events_per_s", su->events_per_s, 0);
+	jfix(&j, "sustained_seconds", su->seconds, 3);
+	jfix(&j, "raw_ceiling_events_per_s", c->events_per_s, 0);
+	ju64(&j, "raw_ceiling_batch_lines", c->pt[c->best].batch);
+	jfix(&j, "ratio_to_ceiling", R->ratio, 3);
+	jfix(&j, "sync_p50_us", sy->p50_us, 1);
+	jfix(&j, "sync_p99_us", sy->p99_us, 1);
+	jfix(&j, "raw_fsync_p50_us", sy->raw_p50_us, 1);
+	jfix(&j, "raw_fsync_p99_us", sy->raw_p99_us, 1);
+	jfix(&j, "sync_ratio", sy->ratio, 3);
+	ju64(&j, "sync_samples", sy->n);
+	jfix(&j, "enqueue_p50_ns", q->p50_ns, 1);
+	jfix(&j, "enqueue_p99_ns", q->p99_ns, 1);
+	jfix(&j, "enqueue_p999_ns", q->p999_ns, 1);
+	jfix(&j, "enqueue_max_ns", q->max_ns, 1);
+	ju64(&j, "enqueue_samples", q->n);
+	ju64(&j, "enqueue_threads", q->threads);
+	jbool(&j, "enqueue_queue_filled", q->blocked);
+	jfix(&j, "timer_overhead_ns", R->e->timer_overhead_ns, 1);
+	jfix(&j, "worker_cpu_ns_per_event", su->worker_ns_per_event, 1);
+	jstr(&j, "worker_cpu_source", su->worker_found ? su->worker_src : "none");
+	jfix(&j, "process_cpu_ns_per_event", su->process_ns_per_event, 1);
+	jfix(&j, "producers_cpu_ns_per_event", su->producers_ns_per_event, 1);
+	jfix(&j, "other_threads_cpu_ns_per_event", su->other_ns_per_event, 1);
+	ju64(&j, "batches", su->st.batches);
+	ju64(&j, "fsyncs", su->st.fsyncs);
+	ju64(&j, "largest_batch", su->st.largest_batch);
+	ju64(&j, "bytes_written", su->st.bytes_written);
+	ju64(&j, "rotations", su->st.rotations);
+	jopen(&j, "raw_sweep", '[');
+	for (unsigned k = 0; k < NSWEEP; k++) {
+		const struct sweep_pt *pt = &c->pt[k];
+		jopen(&j, NULL, '{');
+		ju64(&j, "batch_lines", pt->batch);
+		jfix(&j, "events_per_s", pt->events_per_s, 0);
+		jfix(&j, "mb_per_s", pt->mb_per_s, 1);
+		jfix(&j, "ms_per_batch", pt->batch_ms, 3);
+		jfix(&j, "seconds", pt->seconds, 3);
+		jclose(&j, '}');
+	}
+	jclose(&j, ']');
+	jopen(&j, "targets", '{');
+	for (unsigned i = 0; i < 6; i++) {
+		const struct target *t = &R->t[i];
+		char lim[48];
+		snprintf(lim, sizeof(lim), t->limit >= 1000 ? "%s %.0f" : "%s %g", t->ge ? ">=" : "<=",
+			 t->limit);
+		jopen(&j, t->name, '{');
+		jnum(&j, "value", t->value);
+		jstr(&j, "target", lim);
+		jbool(&j, "pass", target_pass(t));
+		jclose(&j, '}');
+		all &= target_pass(t);
+	}
+	jclose(&j, '}');
+	jbool(&j, "all_pass", all);
+	json_env(&j, R->e);
+	jclose(&j, '}');
+	fputc('\n', stdout);
+}
+
+/* ---- the temporary directory ---------------------------------------------------------- */
+
+/* Remove what this run made: regular files in its own mkdtemp directory. */
+static void remove_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	if (d) {
+		while ((de = readdir(d))) {
+			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+				continue;
+			if (unlinkat(dirfd(d), de->d_name, 0) < 0)
+				error_msg("cannot remove %s/%s: %s", dir, de->d_name,
+					  strerror(errno));
+		}
+		closedir(d);
+	}
+	if (rmdir(dir) < 0)
+		error_msg("cannot remove %s: %s", dir, strerror(errno));
+}
+
+/* ---- --log PATH ----------------------------------------------------------------------- */
+
+static int run_log_mode(const struct opts *o)
+{
+	struct producer *p = calloc(o->threads, sizeof(*p));
+	struct auditlog *log;
+	struct auditlog_stats st0, st;
+	struct env e;
+	char dir[PATH_MAX], head[65], a[32];
+	uint64_t t0, t1, w0 = 0, w1 = 0;
+	const char *wsrc = "none";
+	pid_t wtid;
+	int r, rc;
+
+	if (!p)
+		return 1;
+	snprintf(dir, sizeof(dir), "%s", o->log_path);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	gather_env(&e, dir);
+
+	r = open_log(o, o->log_path, SUSTAINED_QUEUE, o->rotate_bytes, &log);
+	if (r < 0) {
+		error_msg("cannot open %s: %s%s", o->log_path, strerror(-r), open_hint(r));
+		free(p);
+		return 1;
+	}
+	auditlog_get_stats(log, &st0, sizeof(st0));
+	wtid = find_worker();
+	bool wfound = wtid > 0 && thread_cpu_ns(wtid, &w0, &wsrc) == 0;
+	progress("writing %" PRIu64 " events into %s", o->events, o->log_path);
+	r = run_producers(p, o->threads, log, o->events, NULL, 0, &t0);
+	if (r < 0)
+		error_msg("auditlog_record: %s", strerror(-r));
+	rc = auditlog_flush(log);
+	if (rc < 0 && !r) {
+		error_msg("auditlog_flush: %s", strerror(-rc));
+		r = rc;
+	}
+	if (wfound && thread_cpu_ns(wtid, &w1, &wsrc) < 0)
+		wfound = false;
+	auditlog_get_stats(log, &st, sizeof(st));
+	rc = auditlog_close(log);
+	t1 = now_ns();
+	free(p);
+	if (rc < 0 && !r) {
+		error_msg("auditlog_close: %s", strerror(-rc));
+		r = rc;
+	}
+	if (r < 0)
+		return 1;
+	uint64_t written = st.events_written - st0.events_written;
+	if (written != o->events || st.events_failed) {
+		error_msg("%" PRIu64 " events recorded but %" PRIu64 " written, %" PRIu64 " failed",
+			  o->events, written, st.events_failed);
+		return 1;
+	}
+	double secs = (double)(t1 - t0) / 1e9;
+	double avg = st.records_written ? (double)st.bytes_written / (double)st.records_written : 0;
+	for (int i = 0; i < 32; i++)
+		snprintf(head + 2 * i, 3, "%02x", st.head_hash[i]);
+	if (o->json) {
+		struct jw j = {stdout, true};
+		jopen(&j, NULL, '{');
+		jstr(&j, "tool", PROG);
+		jstr(&j, "mode", "log");
+		jstr(&j, "log", o->log_path);
+		jstr(&j, "backend", auditlog_backend_name((enum auditlog_backend)st.backend));
+		ju64(&j, "format_version", o->version);
+		ju64(&j, "threads", o->threads);
+		ju64(&j, "events", o->events);
+		jfix(&j, "sustained_events_per_s", (double)o->events / secs, 0);
+		jfix(&j, "seconds", secs, 3);
+		jfix(&j, "line_bytes_avg", avg, 1);
+		jfix(&j, "worker_cpu_ns_per_event", wfound ? (double)(w1 - w0) / (double)o->events : NAN,
+		     1);
+		ju64(&j, "rotations", st.rotations);
+		ju64(&j, "recoveries", st.recoveries);
+		ju64(&j, "head_seq", st.head_seq);
+		jstr(&j, "head_hash", head);
+		json_env(&j, &e);
+		jclose(&j, '}');
+		fputc('\n', stdout);
+		return 0;
+	}
+	printf(PROG " --log: auditlog %d.%d, %s\n\n", AUDITLOG_VERSION_MAJOR, AUDITLOG_VERSION_MINOR,
+	       e.date);
+	print_env(&e);
+	fmt_count((double)o->events, a, sizeof(a));
+	printf("\nlog           %s (kept)\n", o->log_path);
+	printf("backend       %s, format v%u\n",
+	       auditlog_backend_name((enum auditlog_backend)st.backend), o->version);
+	printf("events        %s written by %u threads (%.3f s, %.0f events/s, close included)\n", a,
+	       o->threads, secs, (double)o->events / secs);
+	printf("line size     %.1f bytes on average (this run's records)\n", avg);
+	if (wfound)
+		printf("worker CPU    %.0f ns/event\n", (double)(w1 - w0) / (double)o->events);
+	printf("files         %" PRIu64 " rotations, %" PRIu64 " recoveries at open\n", st.rotations,
+	       st.recoveries);
+	printf("chain head    seq %" PRIu64 " hash %s\n", st.head_seq, head);
+	return 0;
+}
+
+/* ---- main ------------------------------------------------------------------------------- */
+
+static int run_bench(const struct opts *o)
+{
+	const char *base = o->dir ? o->dir : "/var/tmp";
+	char tmpl[PATH_MAX], lpath[PATH_MAX], why[PATH_MAX + 128];
+	struct env e;
+	struct sustained su;
+	struct ceiling c;
+	struct synclat sy;
+	struct enqlat q;
+	struct pool pl = {0};
+	struct stat st;
+	double probe_ns = 0;
+	int r, ret = 1;
+
+	if (stat(base, &st) < 0)
+		bad_arg("--dir %s: %s", base, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		bad_arg("--dir %s: not a directory", base);
+	if ((size_t)snprintf(tmpl, sizeof(tmpl), "%s/auditlog-bench.XXXXXX", base) >= sizeof(tmpl))
+		bad_arg("--dir %s: path too long", base);
+	if (!mkdtemp(tmpl)) {
+		error_msg("cannot create a directory under %s: %s", base, strerror(errno));
+		return 1;
+	}
+	gather_env(&e, tmpl);
+	if (check_target(&e, tmpl, why, sizeof(why)) < 0) {
+		error_msg("refusing the target: %s; use --dir on a disk-backed file system", why);
+		remove_dir(tmpl);
+		return 2;
+	}
+	r = probe_fsync(tmpl, &probe_ns);
+	if (r < 0) {
+		error_msg("write+fdatasync in %s: %s", tmpl, strerror(-r));
+		goto out;
+	}
+	if (probe_ns < FSYNC_FLOOR_NS) {
+		error_msg("refusing the target: a one-line write+fdatasync in %s takes %.0f ns "
+			  "(median): fdatasync does not reach stable storage there",
+			  tmpl, probe_ns);
+		remove_dir(tmpl);
+		return 2;
+	}
+	calibrate_timer(&e);
+
+	progress("sustained: %" PRIu64 " events by %u threads in %s", o->events, o->threads, tmpl);
+	if (join_path(lpath, sizeof(lpath), tmpl, "sustained.log") < 0) {
+		error_msg("%s: path too long", tmpl);
+		goto out;
+	}
+	if (phase_sustained(o, lpath, &su) < 0)
+		goto out;
+	r = make_pool(&pl, o->threads, o->version, o->events / 2);
+	if (r < 0) {
+		error_msg("cannot format the baseline lines: %s", strerror(-r));
+		goto out;
+	}
+	if (phase_ceiling(tmpl, &pl, &c) < 0)
+		goto out;
+	if (phase_sync(o, tmpl, &pl, su.line_avg, &sy) < 0)
+		goto out;
+	progress("enqueue latency: %u producers, %u samples each", ENQ_THREADS, o->enq_samples);
+	if (phase_enqueue(o, tmpl, &e, &q) < 0)
+		goto out;
+
+	(void)read_small("/proc/loadavg", e.load_end, sizeof(e.load_end));
+	struct report R = {
+		.o = o, .e = &e, .su = &su, .c = &c, .sy = &sy, .q = &q,
+		.raw_line_avg = pl.avg,
+		.ratio = su.events_per_s / c.events_per_s,
+	};
+	R.t[0] = (struct target){"sustained_events_per_s", su.events_per_s, T_SUSTAINED, true,
+				 "events/s"};
+	R.t[1] = (struct target){"ratio_to_ceiling", R.ratio, T_RATIO, true, ""};
+	R.t[2] = (struct target){"sync_ratio", sy.ratio, T_SYNC_RATIO, false, ""};
+	R.t[3] = (struct target){"enqueue_p50_ns", q.p50_ns, T_ENQ_P50, false, "ns"};
+	R.t[4] = (struct target){"enqueue_p999_ns", q.p999_ns, T_ENQ_P999, false, "ns"};
+	R.t[5] = (struct target){"worker_cpu_ns_per_event", su.worker_ns_per_event, T_WORKER, false,
+				 "ns"};
+	if (o->json)
+		print_json(&R);
+	else
+		print_table(&R);
+	fflush(stdout);
+	ret = 0;
+out:
+	free_pool(&pl);
+	if (o->keep)
+		error_msg("files kept in %s", tmpl);
+	else
+		remove_dir(tmpl);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+
+	parse_args(argc, argv, &o);
+	g_progress = isatty(STDERR_FILENO);
+	if (o.log_path)
+		return run_log_mode(&o);
+	return run_bench(&o);
+}
