@@ -1352,6 +1352,8 @@ static const struct {
 static bool member_value(const uint8_t *line, size_t len, const char *key, const uint8_t **vp,
 			 size_t *vn)
 {
+	*vp = NULL;
+	*vn = 0;
 	char pat[64];
 	const uint8_t *s, *e;
 	size_t pl = (size_t)snprintf(pat, sizeof(pat), ",\"%s\":\"", key);
