@@ -60,6 +60,10 @@ static struct auditlog *open_on(const char *path, uint64_t deadline_ms, enum aud
 {
 	struct auditlog_config *cfg = tu_config(path);
 	struct auditlog *log;
+	/* every batch through the ring on io_uring: the kernel's short writes
+	 * and ENOSPC reach the completion path this way */
+	struct al_io_hooks h = {.force_ring = true};
+	assert_int_equal(auditlog__config_set_io_hooks(cfg, &h), 0);
 	assert_int_equal(auditlog_config_set_enospc_deadline_ms(cfg, deadline_ms), 0);
 	assert_int_equal(auditlog_config_set_max_batch_bytes(cfg, 16u << 10), 0);
 	assert_int_equal(auditlog_config_set_backend(cfg, be), 0);

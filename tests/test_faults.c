@@ -18,6 +18,8 @@
 #include "internal.h"
 #include "tu.h"
 
+static bool force_ring;
+
 struct inj {
 	_Atomic unsigned writes, fsyncs;
 	unsigned wfail_from, wfail_to; /* 1-based call numbers, inclusive */
@@ -62,7 +64,8 @@ struct outcome {
 static void run(const char *path, enum auditlog_backend be, struct inj *j, unsigned n,
 		uint64_t enospc_deadline_ms, struct outcome *o)
 {
-	struct al_io_hooks h = {.ctx = j, .before_write = inj_write, .before_fsync = inj_fsync};
+	struct al_io_hooks h = {.ctx = j, .before_write = inj_write, .before_fsync = inj_fsync,
+				.force_ring = force_ring};
 	struct auditlog_config *cfg = tu_config(path);
 	struct auditlog *log;
 	char detail[32];
@@ -250,9 +253,14 @@ static void eio_forever(enum auditlog_backend be)
 	free(dir);
 }
 
+/* io_uring with every batch through the ring, io_uring as it runs (lone
+ * small batches inline), and the pwrite backend */
 #define BOTH(fn)                                                                                   \
 	static void test_##fn(void **state)                                                        \
 	{                                                                                          \
+		force_ring = true;                                                                 \
+		fn(AUDITLOG_BACKEND_IO_URING);                                                     \
+		force_ring = false;                                                                \
 		fn(AUDITLOG_BACKEND_IO_URING);                                                     \
 		fn(AUDITLOG_BACKEND_PWRITE);                                                       \
 	}

@@ -171,6 +171,8 @@ struct auditlog_stats {
 	uint8_t head_hash[32];       /* hash of the durable head */
 	int32_t error;               /* 0, or the -errno that closed the log */
 	uint32_t backend;            /* enum auditlog_backend actually running */
+	uint64_t inline_batches;     /* io_uring backend: lone small batches committed with
+				      * pwrite+fdatasync in the worker (docs/durability.md) */
 };
 
 /* Copy a snapshot of the counters. size = sizeof(struct auditlog_stats) of

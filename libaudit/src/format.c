@@ -277,6 +277,19 @@ static size_t utf8_seq(const uint8_t *s, size_t n, size_t *sub)
 	return need + 1;
 }
 
+/* Bytes written as themselves: everything but '"', '\\' and controls.
+ * (Non-ASCII bytes of valid UTF-8 are copied too.) */
+static inline bool safe_out(uint8_t c)
+{
+	return c >= 0x20 && c != '"' && c != '\\';
+}
+
+/* ASCII that decodes and escapes to itself: the common case, copied in runs. */
+static inline bool plain_ascii(uint8_t c)
+{
+	return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
 static unsigned esc_len_ascii(uint8_t c)
 {
 	if (c == '"' || c == '\\')
@@ -305,6 +318,27 @@ static size_t decode_text(const uint8_t *s, size_t n, size_t cap, uint8_t *out)
 	size_t room = capped ? cap - AL_CUT_MARKER_LEN : 0;
 
 	while (i < n) {
+		if (plain_ascii(s[i])) {
+			size_t j = i + 1;
+			while (j < n && plain_ascii(s[j]))
+				j++;
+			size_t run = j - i, keep = run;
+			if (capped) {
+				size_t e0 = esc;
+				if (e0 < room) /* boundaries inside the run that still fit the room */
+					cut_o = o + (run < room - e0 ? run : room - e0);
+				if (e0 + run > cap) {
+					memcpy(out + o, s + i, cut_o > o ? cut_o - o : 0);
+					memcpy(out + cut_o, AL_CUT_MARKER, AL_CUT_MARKER_LEN);
+					return cut_o + AL_CUT_MARKER_LEN;
+				}
+				esc = e0 + run;
+			}
+			memcpy(out + o, s + i, keep);
+			o += keep;
+			i = j;
+			continue;
+		}
 		size_t sub = 0, len = utf8_seq(s + i, n - i, &sub);
 		size_t el;
 		const uint8_t *src;
@@ -359,9 +393,21 @@ int al_record_decode(const struct al_record *raw, struct al_record *out, uint8_t
 	size_t used = 0;
 
 	*out = *raw;
+	out->plain = 0;
 	for (int f = 0; f < AL_F__MAX; f++) {
 		if (!(raw->present & AL_BIT(f)) || F[f].kind == K_INT)
 			continue;
+		if (F[f].kind != K_KEYID && raw->f[f].n &&
+		    (F[f].kind != K_STR || !F[f].cap || raw->f[f].n <= F[f].cap)) {
+			/* the common case: printable ASCII that fits decodes to itself */
+			size_t i = 0;
+			while (i < raw->f[f].n && plain_ascii(raw->f[f].p[i]))
+				i++;
+			if (i == raw->f[f].n) {
+				out->plain |= AL_BIT(f);
+				continue;
+			}
+		}
 		size_t need = al_decoded_max((enum al_field)f, raw->f[f].n);
 		if (need > cap - used)
 			return -ENOBUFS;
@@ -401,8 +447,13 @@ static uint8_t *put_escaped(uint8_t *o, const uint8_t *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		uint8_t c = s[i];
-		if (c >= 0x20 && c != '"' && c != '\\') {
-			*o++ = c;
+		if (safe_out(c)) {
+			size_t j = i + 1;
+			while (j < n && safe_out(s[j]))
+				j++;
+			memcpy(o, s + i, j - i);
+			o += j - i;
+			i = j - 1;
 			continue;
 		}
 		*o++ = '\\';
@@ -441,7 +492,10 @@ static uint8_t *put_member(uint8_t *o, const struct al_record *r, int f)
 	if (F[f].kind == K_INT)
 		return put_u64(o, r->f[f].u);
 	*o++ = '"';
-	o = put_escaped(o, r->f[f].p, r->f[f].n);
+	if (r->plain & AL_BIT(f))
+		o = put(o, r->f[f].p, r->f[f].n);
+	else
+		o = put_escaped(o, r->f[f].p, r->f[f].n);
 	*o++ = '"';
 	return o;
 }
@@ -514,6 +568,16 @@ long al_emit(const struct al_record *in, const uint8_t prev[AL_HASH_LEN], uint8_
 		r = &padded;
 	}
 
+	/* Caps keep every decoded record far below AL_LINE_MAX; measure members
+	 * exactly only when even the worst escaping (6 bytes a byte) could not fit. */
+	size_t worst = 160 + 64;
+	for (unsigned i = 0; i < t->n; i++) {
+		int f = t->order[i];
+		if (r->present & AL_BIT(f))
+			worst += 6u + F[f].keylen + (F[f].kind == K_INT ? 16u : 6u * r->f[f].n);
+	}
+	bool measure = worst > AL_LINE_MAX;
+
 	o = put(o, "{\"@timestamp\":\"", 15);
 	o = put_escaped(o, r->f[AL_F_TIMESTAMP].p, r->f[AL_F_TIMESTAMP].n);
 	o = put(o, "\",\"seq\":", 8);
@@ -527,7 +591,7 @@ long al_emit(const struct al_record *in, const uint8_t prev[AL_HASH_LEN], uint8_
 		int f = t->order[i];
 		if (!(r->present & AL_BIT(f)))
 			continue;
-		if ((size_t)(o - line) + member_len(r, f) + 76 > AL_LINE_MAX)
+		if (measure && (size_t)(o - line) + member_len(r, f) + 76 > AL_LINE_MAX)
 			return -E2BIG;
 		o = put_member(o, r, f);
 	}

@@ -67,6 +67,8 @@ struct al_record {
 	uint8_t version;
 	uint8_t type;
 	uint64_t present;
+	uint64_t plain; /* fields whose bytes are printable ASCII needing no escape (set by
+			 * al_record_decode; an optimisation, 0 is always correct) */
 	struct al_val f[AL_F__MAX];
 };
 

@@ -34,6 +34,9 @@ struct al_io_hooks {
 	/* Negative control for the power-loss test: pretend every fdatasync
 	 * succeeded without issuing it. Never set outside that test. */
 	bool skip_fsync;
+	/* Never commit a lone small batch inline: send every batch through
+	 * io_uring, so tests cover that path whatever the batch sizes. */
+	bool force_ring;
 };
 
 int auditlog__config_set_io_hooks(struct auditlog_config *cfg, const struct al_io_hooks *h);

@@ -81,6 +81,7 @@ struct batch {
 	int err;             /* first error of this batch */
 	uint64_t enospc_since_ns;
 	bool complete;       /* written and fdatasync'ed */
+	bool write_cqe_skipped; /* the write was issued with IOSQE_CQE_SKIP_SUCCESS */
 	bool retry_pending;  /* ENOSPC: resubmit at retry_at_ns */
 	uint64_t retry_at_ns;
 	uint64_t retry_delay_ms;
@@ -130,6 +131,7 @@ struct auditlog {
 	pthread_t worker;
 	bool worker_started;
 	bool uring;
+	bool cqe_skip; /* IORING_FEAT_CQE_SKIP */
 	struct io_uring ring;
 	bool efd_armed;
 	uint64_t efd_buf;
@@ -164,6 +166,14 @@ struct auditlog {
 	unsigned fake_n;
 	uint8_t *pdec;           /* decode buffer for re-parsed lines */
 
+	/* the last PKCS#11 names looked up: most events repeat them */
+	struct p11cache {
+		uint64_t v;
+		const char *name;
+		size_t len;
+		bool valid;
+	} rv_cache, mech_cache;
+
 	/* scratch */
 	uint8_t *work;  /* AL_HASH_LEN + AL_BODY_MAX */
 	uint8_t *dec;   /* decoded strings of one record */
@@ -174,7 +184,7 @@ struct auditlog {
 		_Atomic uint64_t events_written, events_failed, records_written, batches,
 			bytes_written, fsyncs, largest_batch, queue_high_water, write_errors,
 			fsync_errors, enospc_retries, short_writes, rotations, failovers,
-			recoveries, untrusted_restarts;
+			recoveries, untrusted_restarts, inline_batches;
 	} st;
 	pthread_mutex_t head_lock; /* guards the durable head for stats */
 };

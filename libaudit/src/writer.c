@@ -23,6 +23,7 @@
 #include "p11names.h"
 
 #define DEC_CAP (AL_LINE_MAX * 3)
+#define INLINE_MAX (64u << 10) /* a lone batch up to this size is committed inline */
 
 static const uint8_t zero_hash[AL_HASH_LEN];
 
@@ -175,14 +176,20 @@ long al_format_header(struct auditlog *l, uint8_t *out)
 }
 
 static const char *const outcome_word[] = {"success", "failure", "unknown"};
+static const uint8_t outcome_len[] = {7, 7, 7};
 
 static void put_p11(struct al_record *r, int f, const struct al_p11name *tab, size_t n,
-		    uint64_t v, char *buf)
+		    uint64_t v, char *buf, struct p11cache *c)
 {
-	const char *name = al_p11_lookup(tab, n, v);
-	if (name) {
-		r->f[f].p = (const uint8_t *)name;
-		r->f[f].n = strlen(name);
+	if (!c->valid || c->v != v) {
+		c->v = v;
+		c->name = al_p11_lookup(tab, n, v);
+		c->len = c->name ? strlen(c->name) : 0;
+		c->valid = true;
+	}
+	if (c->name) {
+		r->f[f].p = (const uint8_t *)c->name;
+		r->f[f].n = c->len;
 	} else {
 		r->f[f].p = (const uint8_t *)buf;
 		r->f[f].n = (size_t)snprintf(buf, 24, "0x%08llx", (unsigned long long)v);
@@ -206,11 +213,12 @@ static long format_slot(struct auditlog *l, const struct slot *s, uint8_t *out)
 	}
 	r.present |= AL_BIT(AL_F_OUTCOME);
 	r.f[AL_F_OUTCOME].p = (const uint8_t *)outcome_word[s->outcome];
-	r.f[AL_F_OUTCOME].n = strlen(outcome_word[s->outcome]);
+	r.f[AL_F_OUTCOME].n = outcome_len[s->outcome];
 	if (s->flags & AUDITLOG_EV_RV)
-		put_p11(&r, AL_F_RV, al_ckr_names, al_ckr_count, s->rv, rvbuf);
+		put_p11(&r, AL_F_RV, al_ckr_names, al_ckr_count, s->rv, rvbuf, &l->rv_cache);
 	if (s->flags & AUDITLOG_EV_MECHANISM)
-		put_p11(&r, AL_F_MECHANISM, al_ckm_names, al_ckm_count, s->mechanism, mechbuf);
+		put_p11(&r, AL_F_MECHANISM, al_ckm_names, al_ckm_count, s->mechanism, mechbuf,
+			&l->mech_cache);
 	if (s->flags & AUDITLOG_EV_SLOT) {
 		r.present |= AL_BIT(AL_F_SLOT);
 		r.f[AL_F_SLOT].u = s->slot;
@@ -354,6 +362,8 @@ static int enqueue(struct auditlog *l, const struct auditlog_event *ev, uint8_t 
 
 /* ---- I/O submission and completion ---------------------------------------- */
 
+static unsigned inflight_batches(struct auditlog *l);
+
 static void fake_complete(struct auditlog *l, struct batch *b, uint8_t op, int32_t res)
 {
 	assert(l->fake_n < sizeof(l->fake_cq) / sizeof(l->fake_cq[0]));
@@ -375,6 +385,7 @@ static void issue_io(struct auditlog *l, struct batch *b)
 	b->w_res = PENDING_RES;
 	b->f_res = PENDING_RES;
 	b->ops = 2;
+	b->write_cqe_skipped = false;
 	if (h && h->before_write)
 		inj_w = h->before_write(h->ctx, l->fd, off, &len);
 	if (inj_w < 0) {
@@ -391,13 +402,34 @@ static void issue_io(struct auditlog *l, struct batch *b)
 	b->pending_len = want;
 	b->issued_len = len;
 
-	if (l->uring) {
+	/*
+	 * A lone small batch (nothing else in flight: typically a record_sync on
+	 * a quiet log) is committed right here with pwrite + fdatasync. Through
+	 * io_uring the buffered write and the fsync run in io-wq threads, and
+	 * each hand-off is one more cross-CPU wake-up (~40 us each on the VM we
+	 * measure on): a sync record cost 1.45x a raw write+fdatasync that way,
+	 * 1.1x inline. Under load batches are large or overlap, and io_uring
+	 * pipelines them.
+	 */
+	bool use_ring = l->uring && ((h && h->force_ring) ||
+				     !(b->len <= INLINE_MAX && inflight_batches(l) == 1));
+	if (!use_ring && l->uring)
+		atomic_fetch_add(&l->st.inline_batches, 1);
+
+	if (use_ring) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&l->ring);
 		assert(sqe); /* the ring has room for every batch's pair */
 		io_uring_prep_write(sqe, l->fd, b->buf + b->written, (unsigned)len, off);
 		io_uring_sqe_set_data64(sqe, (uint64_t)(b - l->batches) << 1 | OP_WRITE);
 		if (do_fsync) {
 			sqe->flags |= IOSQE_IO_LINK;
+			/* A write that succeeds posts no CQE: its fsync's CQE says it
+			 * (the fsync only runs after the whole write). One wake-up per
+			 * batch instead of two. A failed or short write still posts. */
+			if (l->cqe_skip) {
+				sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+				b->write_cqe_skipped = true;
+			}
 			sqe = io_uring_get_sqe(&l->ring);
 			assert(sqe);
 			io_uring_prep_fsync(sqe, l->fd, IORING_FSYNC_DATASYNC);
@@ -463,7 +495,22 @@ static void handle_cqe(struct auditlog *l, unsigned bi, unsigned op, int32_t res
 		b->w_res = res;
 		if (h && h->after_write)
 			h->after_write(h->ctx, l->fd, b->off + b->written, b->issued_len, res);
+		if (b->write_cqe_skipped) {
+			/* A write issued with CQE_SKIP_SUCCESS posts only when it fails
+			 * or comes up short, and then the kernel also suppresses the
+			 * -ECANCELED CQE of its linked fsync (REQ_F_SKIP_LINK_CQES). */
+			b->f_res = -ECANCELED;
+			b->ops--;
+		}
 	} else {
+		if (res != -ECANCELED && b->write_cqe_skipped && b->w_res == PENDING_RES) {
+			/* the linked write succeeded whole, or this fsync would not have run */
+			b->w_res = (long)b->issued_len;
+			b->ops--;
+			if (h && h->after_write)
+				h->after_write(h->ctx, l->fd, b->off + b->written, b->issued_len,
+					       b->w_res);
+		}
 		b->f_res = res;
 		if (res != -ECANCELED && h && h->after_fsync && !(h->skip_fsync))
 			h->after_fsync(h->ctx, l->fd, b->off, b->len, res);
@@ -839,6 +886,16 @@ static bool fill_and_submit(struct auditlog *l)
 
 	if (!b)
 		return false;
+	uint64_t depth = atomic_load_explicit(&l->enq_pos, memory_order_relaxed) - start;
+	if (depth > l->mask + 1) /* reserved but not yet published slots */
+		depth = l->mask + 1;
+	if (depth > atomic_load(&l->st.queue_high_water))
+		atomic_store(&l->st.queue_high_water, depth);
+	/* with size rotation, do not let one batch run far past the limit */
+	size_t limit = l->cfg.max_batch_bytes;
+	if (l->cfg.rotate_bytes && l->file_off < l->cfg.rotate_bytes &&
+	    l->cfg.rotate_bytes - l->file_off + AL_LINE_MAX < limit)
+		limit = (size_t)(l->cfg.rotate_bytes - l->file_off) + AL_LINE_MAX;
 	b->len = 0;
 	b->nrec = b->nevents = 0;
 	b->waiters = NULL;
@@ -856,13 +913,11 @@ static bool fill_and_submit(struct auditlog *l)
 		drop_requeued(l);
 	if (l->requeue_len)
 		take_requeued(l, b);
-	while (b->len + AL_LINE_MAX <= l->cfg.max_batch_bytes && slot_ready(l)) {
+	while (b->len + AL_LINE_MAX <= limit && slot_ready(l)) {
 		take_slot(l, b);
 		progress = true;
 	}
-	uint64_t depth = atomic_load_explicit(&l->enq_pos, memory_order_relaxed) - start;
-	if (depth > atomic_load(&l->st.queue_high_water))
-		atomic_store(&l->st.queue_high_water, depth);
+
 	if (progress && atomic_load(&l->full_waiters)) {
 		atomic_fetch_add(&l->space_gen, 1);
 		futex_wake_all(&l->space_gen);
@@ -1080,9 +1135,12 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 		goto err;
 
 	if (cfg->backend != AUDITLOG_BACKEND_PWRITE) {
-		r = io_uring_queue_init(16, &l->ring, 0);
-		if (r == 0)
+		struct io_uring_params p = {0};
+		r = io_uring_queue_init_params(16, &l->ring, &p);
+		if (r == 0) {
 			l->uring = true;
+			l->cqe_skip = p.features & IORING_FEAT_CQE_SKIP;
+		}
 		else if (cfg->backend == AUDITLOG_BACKEND_IO_URING)
 			goto err;
 	}
@@ -1180,6 +1238,7 @@ AUDITLOG_API int auditlog_get_stats(struct auditlog *log, struct auditlog_stats 
 	pthread_mutex_unlock(&log->head_lock);
 	s.error = atomic_load(&log->error);
 	s.backend = log->uring ? AUDITLOG_BACKEND_IO_URING : AUDITLOG_BACKEND_PWRITE;
+	s.inline_batches = atomic_load(&log->st.inline_batches);
 	memcpy(ret, &s, size < sizeof(s) ? size : sizeof(s));
 	return 0;
 }
