@@ -17,7 +17,6 @@
 #include "internal.h"
 #include "tu.h"
 
-
 static struct auditlog *open_log(const char *path, enum auditlog_backend be)
 {
 	struct auditlog_config *cfg = tu_config(path);
