@@ -148,21 +148,6 @@ static void crash_writer(const char *path, bool skip_fsync, uint64_t *seed)
 	assert_true(WIFSIGNALED(status));
 }
 
-struct found {
-	uint8_t *seen;
-	uint32_t max;
-};
-
-static void mark(void *ctx, const struct al_parsed *p)
-{
-	struct found *f = ctx;
-	unsigned i;
-	char buf[32];
-	snprintf(buf, sizeof(buf), "%.*s", (int)p->rec.f[AL_F_DETAIL].n, p->rec.f[AL_F_DETAIL].p);
-	if (sscanf(buf, "id-%u", &i) == 1 && i < f->max)
-		f->seen[i] = 1;
-}
-
 /* Reopen (recovery), close, walk; returns how many acknowledged events are
  * missing, or -1 when the log itself does not verify. */
 static long check_acked(const char *path)
@@ -182,22 +167,22 @@ static long check_acked(const char *path)
 	}
 	assert_int_equal(auditlog_close(log), 0);
 
-	struct found f = {.max = 0};
 	uint64_t nack = atomic_load(&shm->nack);
+	unsigned max = 0;
 	for (uint64_t i = 0; i < nack; i++)
-		if (shm->ack[i] + 1 > f.max)
-			f.max = shm->ack[i] + 1;
-	f.seen = calloc(f.max + 1, 1);
+		if (shm->ack[i] + 1 > max)
+			max = shm->ack[i] + 1;
+	struct tu_ids f = tu_ids_new("id-", max);
 	struct tu_walk w;
-	if (tu_walk_file(path, &w, mark, &f) < 0) {
+	if (tu_walk_file(path, &w, tu_count_ids, &f) < 0) {
 		print_error("walk: %s\n", w.error);
-		free(f.seen);
+		tu_ids_free(&f);
 		return -1;
 	}
 	long missing = 0;
 	for (uint64_t i = 0; i < nack; i++)
-		missing += !f.seen[shm->ack[i]];
-	free(f.seen);
+		missing += !f.count[shm->ack[i]];
+	tu_ids_free(&f);
 	return missing;
 }
 

@@ -41,21 +41,6 @@ static int teardown(void **state)
 	return 0;
 }
 
-struct found {
-	unsigned n;
-	uint8_t *seen;
-};
-
-static void mark(void *ctx, const struct al_parsed *p)
-{
-	struct found *f = ctx;
-	unsigned i;
-	char buf[32];
-	snprintf(buf, sizeof(buf), "%.*s", (int)p->rec.f[AL_F_DETAIL].n, p->rec.f[AL_F_DETAIL].p);
-	if (sscanf(buf, "ev-%u", &i) == 1 && i < f->n)
-		f->seen[i] = 1;
-}
-
 static struct auditlog *open_on(const char *path, uint64_t deadline_ms, enum auditlog_backend be)
 {
 	struct auditlog_config *cfg = tu_config(path);
@@ -104,7 +89,7 @@ static void fail_closed(enum auditlog_backend be)
 	assert_int_equal(auditlog_close(log), -ENOSPC);
 
 	/* every acknowledged event is there; the file verifies up to its durable end */
-	struct found f = {.n = n, .seen = calloc(n, 1)};
+	struct tu_ids f = tu_ids_new("ev-", n);
 	struct tu_walk w;
 	size_t len;
 	uint8_t *buf = tu_read_file(path, &len);
@@ -117,16 +102,16 @@ static void fail_closed(enum auditlog_backend be)
 	assert_non_null(out);
 	assert_int_equal(fwrite(buf, 1, len, out), len);
 	assert_int_equal(fclose(out), 0);
-	if (tu_walk_file(cut, &w, mark, &f))
+	if (tu_walk_file(cut, &w, tu_count_ids, &f))
 		fail_msg("%s", w.error);
 	for (i = 0; i < n; i++)
-		if (ok[i] && !f.seen[i])
+		if (ok[i] && !f.count[i])
 			fail_msg("acknowledged ev-%u missing", i);
 	free(cut);
 	tu_rmtree(cdir);
 	free(cdir);
 	free(buf);
-	free(f.seen);
+	tu_ids_free(&f);
 	free(ok);
 	free(path);
 	tu_rmtree(dir);
@@ -195,14 +180,14 @@ static void test_retry_until_space(void **state)
 	assert_true(st.enospc_retries >= 2);
 	assert_int_equal(st.error, 0);
 	assert_int_equal(auditlog_close(log), 0);
-	struct found f = {.n = n, .seen = calloc(n, 1)};
+	struct tu_ids f = tu_ids_new("ev-", n);
 	struct tu_walk w;
-	if (tu_walk_file(path, &w, mark, &f))
+	if (tu_walk_file(path, &w, tu_count_ids, &f))
 		fail_msg("%s", w.error);
 	for (unsigned i = 0; i < n; i++)
-		if (!f.seen[i])
-			fail_msg("ev-%u missing", i);
-	free(f.seen);
+		if (f.count[i] != 1)
+			fail_msg("ev-%u written %u times", i, f.count[i]);
+	tu_ids_free(&f);
 	free(filler);
 	free(path);
 	tu_rmtree(dir);

@@ -93,28 +93,13 @@ static void run(const char *path, enum auditlog_backend be, struct inj *j, unsig
 	o->close_res = auditlog_close(log);
 }
 
-struct found {
-	unsigned n;
-	unsigned *count;
-};
-
-static void count_event(void *ctx, const struct al_parsed *p)
-{
-	struct found *f = ctx;
-	unsigned i;
-	char buf[32];
-	snprintf(buf, sizeof(buf), "%.*s", (int)p->rec.f[AL_F_DETAIL].n, p->rec.f[AL_F_DETAIL].p);
-	if (sscanf(buf, "ev-%u", &i) == 1 && i < f->n)
-		f->count[i]++;
-}
-
 /* Nothing acknowledged is missing; nothing appears twice; a refused
  * synchronous record is absent; every async record accepted is present
  * unless the log failed closed (then it is counted as failed). */
 static void check(const char *dir, struct outcome *o, bool failed_closed)
 {
-	struct found f = {.n = o->n, .count = calloc(o->n, sizeof(unsigned))};
-	unsigned files = tu_walk_chain(dir, "audit.log", count_event, &f);
+	struct tu_ids f = tu_ids_new("ev-", o->n);
+	unsigned files = tu_walk_chain(dir, "audit.log", tu_count_ids, &f);
 	unsigned missing_async = 0;
 
 	assert_int_equal(files, tu_count_files(dir));
@@ -132,7 +117,7 @@ static void check(const char *dir, struct outcome *o, bool failed_closed)
 		assert_int_equal(missing_async, 0);
 	else
 		assert_true(missing_async <= o->st.events_failed);
-	free(f.count);
+	tu_ids_free(&f);
 	free(o->res);
 	free(o->is_sync);
 }

@@ -15,21 +15,6 @@
 #include "internal.h"
 #include "tu.h"
 
-struct found {
-	unsigned n;
-	unsigned *count;
-};
-
-static void count_event(void *ctx, const struct al_parsed *p)
-{
-	struct found *f = ctx;
-	unsigned i;
-	char buf[32];
-	snprintf(buf, sizeof(buf), "%.*s", (int)p->rec.f[AL_F_DETAIL].n, p->rec.f[AL_F_DETAIL].p);
-	if (sscanf(buf, "ev-%u", &i) == 1 && i < f->n)
-		f->count[i]++;
-}
-
 static struct auditlog *open_rot(const char *path, uint64_t bytes, uint64_t age_s)
 {
 	struct auditlog_config *cfg = tu_config(path);
@@ -80,12 +65,12 @@ static void check_names(const char *dir, unsigned expect_files)
 
 static void check_all_once(const char *dir, unsigned n, unsigned expect_files)
 {
-	struct found f = {.n = n, .count = calloc(n, sizeof(unsigned))};
-	assert_int_equal(tu_walk_chain(dir, "audit.log", count_event, &f), expect_files);
+	struct tu_ids f = tu_ids_new("ev-", n);
+	assert_int_equal(tu_walk_chain(dir, "audit.log", tu_count_ids, &f), expect_files);
 	for (unsigned i = 0; i < n; i++)
 		if (f.count[i] != 1)
 			fail_msg("ev-%u appears %u times", i, f.count[i]);
-	free(f.count);
+	tu_ids_free(&f);
 }
 
 static void test_rotate_by_size(void **state)

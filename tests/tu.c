@@ -340,3 +340,36 @@ unsigned tu_walk_chain(const char *dir, const char *active,
 	}
 	return files;
 }
+
+struct tu_ids tu_ids_new(const char *prefix, unsigned size)
+{
+	struct tu_ids ids = {.prefix = prefix, .size = size, .count = calloc(size + 1, sizeof(unsigned))};
+	if (!ids.count)
+		abort();
+	return ids;
+}
+
+void tu_ids_free(struct tu_ids *ids)
+{
+	free(ids->count);
+	ids->count = NULL;
+}
+
+void tu_count_ids(void *ctx, const struct al_parsed *p)
+{
+	struct tu_ids *ids = ctx;
+	size_t pl = strlen(ids->prefix);
+	const struct al_val *d = &p->rec.f[AL_F_DETAIL];
+	unsigned long v = 0;
+
+	if (!(p->rec.present & AL_BIT(AL_F_DETAIL)) || d->n <= pl || d->n > pl + 10 ||
+	    memcmp(d->p, ids->prefix, pl) != 0)
+		return;
+	for (size_t i = pl; i < d->n; i++) {
+		if (d->p[i] < '0' || d->p[i] > '9')
+			return;
+		v = v * 10 + (unsigned long)(d->p[i] - '0');
+	}
+	if (v < ids->size)
+		ids->count[v]++;
+}

@@ -53,6 +53,17 @@ unsigned tu_count_files(const char *dir); /* entries not starting with '.' */
 /* An event with the shape of the token's records. */
 struct auditlog_event tu_event(const char *action, uint64_t session);
 
+/* Counting events by id: tests put "<prefix><n>" in each event's detail;
+ * tu_count_ids (an on_event callback) counts how often each n < size appears. */
+struct tu_ids {
+	const char *prefix;
+	unsigned size;
+	unsigned *count;
+};
+struct tu_ids tu_ids_new(const char *prefix, unsigned size);
+void tu_ids_free(struct tu_ids *ids);
+void tu_count_ids(void *ctx, const struct al_parsed *p);
+
 /* Honour $TEST_FILTER (a cmocka test-name pattern) to run one test. */
 void tu_filter(void);
 
