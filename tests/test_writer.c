@@ -213,13 +213,13 @@ static void cov_after_fsync(void *ctx, int fd, uint64_t off, size_t len, int res
 struct bg {
 	struct auditlog *log;
 	_Atomic int stop;
-	unsigned long n;
+	unsigned long n, max; /* bounded: the file is walked at the end */
 };
 
 static void *background(void *arg)
 {
 	struct bg *b = arg;
-	while (!b->stop) {
+	while (!b->stop && b->n < b->max) {
 		struct auditlog_event ev = tu_event("C_Decrypt", 99);
 		if (auditlog_record(b->log, &ev) == 0)
 			b->n++;
@@ -273,7 +273,7 @@ static void sync_durable(enum auditlog_backend be, bool force_ring)
 	assert_int_equal(auditlog_open(cfg, &log), 0);
 	auditlog_config_free(cfg);
 
-	struct bg b = {.log = log};
+	struct bg b = {.log = log, .max = scaled(100000)};
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, background, &b), 0);
 	unsigned nsync = (unsigned)scaled(300) < 30 ? 30 : (unsigned)scaled(300);
