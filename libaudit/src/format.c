@@ -115,12 +115,21 @@ const char *al_type_name(uint8_t type)
 
 static const char hexdig[] = "0123456789abcdef";
 
+/* "000102...ff": two digits per byte value, one 2-byte copy per input byte */
+static const char hexpairs[513] =
+	"000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+	"202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+	"404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+	"606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
+	"808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+	"a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
+	"c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
+	"e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+
 void al_hex(const uint8_t *in, size_t n, char *out)
 {
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hexdig[in[i] >> 4];
-		out[2 * i + 1] = hexdig[in[i] & 15];
-	}
+	for (size_t i = 0; i < n; i++)
+		memcpy(out + 2 * i, hexpairs + 2 * in[i], 2);
 }
 
 static int lhex(uint8_t c)
@@ -199,6 +208,22 @@ void al_format_ts(uint64_t ns, char out[AL_TS_LEN])
 	put_digits(out + 17, sod % 60, 2);
 	out[19] = '.';
 	put_digits(out + 20, frac, 9);
+	out[29] = 'Z';
+}
+
+void al_format_ts_cached(struct al_ts_cache *c, uint64_t ns, char out[AL_TS_LEN])
+{
+	uint64_t sec = ns / 1000000000u;
+
+	if (!c->valid || c->sec != sec) {
+		al_format_ts(ns, out);
+		memcpy(c->prefix, out, sizeof(c->prefix));
+		c->sec = sec;
+		c->valid = true;
+		return;
+	}
+	memcpy(out, c->prefix, sizeof(c->prefix));
+	put_digits(out + 20, (unsigned)(ns % 1000000000u), 9);
 	out[29] = 'Z';
 }
 
@@ -284,10 +309,20 @@ static inline bool safe_out(uint8_t c)
 	return c >= 0x20 && c != '"' && c != '\\';
 }
 
-/* ASCII that decodes and escapes to itself: the common case, copied in runs. */
+/* ASCII that decodes and escapes to itself: the common case, copied in runs.
+ * A table: one load per byte on the worker's hottest loop. */
+#define PLAIN8(b) [b] = 1, [b + 1] = 1, [b + 2] = 1, [b + 3] = 1, [b + 4] = 1, [b + 5] = 1, \
+		  [b + 6] = 1, [b + 7] = 1
+static const bool plain_tab[256] = {
+	[0x20] = 1, [0x21] = 1, /* 0x22 '"' */ [0x23] = 1, [0x24] = 1, [0x25] = 1, [0x26] = 1,
+	[0x27] = 1, PLAIN8(0x28), PLAIN8(0x30), PLAIN8(0x38), PLAIN8(0x40), PLAIN8(0x48),
+	PLAIN8(0x50), [0x58] = 1, [0x59] = 1, [0x5a] = 1, [0x5b] = 1, /* 0x5c '\\' */
+	[0x5d] = 1, [0x5e] = 1, [0x5f] = 1, PLAIN8(0x60), PLAIN8(0x68), PLAIN8(0x70), PLAIN8(0x78),
+};
+
 static inline bool plain_ascii(uint8_t c)
 {
-	return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+	return plain_tab[c];
 }
 
 static unsigned esc_len_ascii(uint8_t c)
@@ -392,10 +427,12 @@ int al_record_decode(const struct al_record *raw, struct al_record *out, uint8_t
 {
 	size_t used = 0;
 
-	*out = *raw;
+	if (out != raw) /* in place is allowed, and saves copying the record */
+		*out = *raw;
 	out->plain = 0;
-	for (int f = 0; f < AL_F__MAX; f++) {
-		if (!(raw->present & AL_BIT(f)) || F[f].kind == K_INT)
+	for (uint64_t m = raw->present; m; m &= m - 1) {
+		int f = __builtin_ctzll(m);
+		if (F[f].kind == K_INT)
 			continue;
 		if (F[f].kind != K_KEYID && raw->f[f].n &&
 		    (F[f].kind != K_STR || !F[f].cap || raw->f[f].n <= F[f].cap)) {
@@ -571,15 +608,17 @@ long al_emit(const struct al_record *in, const uint8_t prev[AL_HASH_LEN], uint8_
 	/* Caps keep every decoded record far below AL_LINE_MAX; measure members
 	 * exactly only when even the worst escaping (6 bytes a byte) could not fit. */
 	size_t worst = 160 + 64;
-	for (unsigned i = 0; i < t->n; i++) {
-		int f = t->order[i];
-		if (r->present & AL_BIT(f))
-			worst += 6u + F[f].keylen + (F[f].kind == K_INT ? 16u : 6u * r->f[f].n);
+	for (uint64_t m = r->present; m; m &= m - 1) {
+		int f = __builtin_ctzll(m);
+		worst += 6u + F[f].keylen + (F[f].kind == K_INT ? 16u : 6u * r->f[f].n);
 	}
 	bool measure = worst > AL_LINE_MAX;
 
 	o = put(o, "{\"@timestamp\":\"", 15);
-	o = put_escaped(o, r->f[AL_F_TIMESTAMP].p, r->f[AL_F_TIMESTAMP].n);
+	if (r->plain & AL_BIT(AL_F_TIMESTAMP))
+		o = put(o, r->f[AL_F_TIMESTAMP].p, r->f[AL_F_TIMESTAMP].n);
+	else
+		o = put_escaped(o, r->f[AL_F_TIMESTAMP].p, r->f[AL_F_TIMESTAMP].n);
 	o = put(o, "\",\"seq\":", 8);
 	o = put_u64(o, r->f[AL_F_SEQ].u);
 	o = put(o, ",\"v\":", 5);

@@ -99,7 +99,7 @@ size_t al_decoded_max(enum al_field f, size_t raw_len);
 
 /* Convert a record whose string fields are raw into one whose fields are
  * decoded, using `buf` (size `cap`) for the bytes. Fields whose result is
- * empty are dropped. Returns 0 or -ENOBUFS. */
+ * empty are dropped. out may be raw itself. Returns 0 or -ENOBUFS. */
 int al_record_decode(const struct al_record *raw, struct al_record *out, uint8_t *buf, size_t cap);
 
 /* Serialize a decoded record as its canonical line, hashing it onto `prev`.
@@ -134,6 +134,14 @@ bool al_check_hash(const struct al_parsed *p, const uint8_t *line, const uint8_t
 /* RFC 3339 with 9 fraction digits and Z (30 bytes, no NUL). ns since epoch. */
 #define AL_TS_LEN 30u
 void al_format_ts(uint64_t ns, char out[AL_TS_LEN]);
+/* Same, reusing the date and time of day from the previous call in the same
+ * second (the worker formats up to millions a second). */
+struct al_ts_cache {
+	uint64_t sec;
+	bool valid;
+	char prefix[20]; /* "YYYY-MM-DDTHH:MM:SS." */
+};
+void al_format_ts_cached(struct al_ts_cache *c, uint64_t ns, char out[AL_TS_LEN]);
 /* Check the same format (years 1970-9999, a real calendar date); -EINVAL on
  * anything else. ret_sec (may be NULL): seconds since the epoch. The fixed
  * format makes byte order equal time order, so callers compare strings. */

@@ -166,6 +166,7 @@ struct auditlog {
 	unsigned fake_n;
 	uint8_t *pdec;           /* decode buffer for re-parsed lines */
 
+	struct al_ts_cache ts_cache;
 	/* the last PKCS#11 names looked up: most events repeat them */
 	struct p11cache {
 		uint64_t v;

@@ -104,19 +104,18 @@ static uint64_t clamp_ts(struct auditlog *l, uint64_t ts_ns)
 
 long al_chain_append(struct auditlog *l, struct al_record *raw, uint64_t ts_ns, uint8_t *out)
 {
-	struct al_record dec;
 	char ts[AL_TS_LEN];
 	int r;
 
 	ts_ns = clamp_ts(l, ts_ns);
-	al_format_ts(ts_ns, ts);
+	al_format_ts_cached(&l->ts_cache, ts_ns, ts);
 	raw->f[AL_F_TIMESTAMP].p = (const uint8_t *)ts;
 	raw->f[AL_F_TIMESTAMP].n = AL_TS_LEN;
 	raw->present |= AL_BIT(AL_F_TIMESTAMP);
-	r = al_record_decode(raw, &dec, l->dec, DEC_CAP);
+	r = al_record_decode(raw, raw, l->dec, DEC_CAP); /* in place */
 	if (r < 0)
 		return r;
-	return append_common(l, &dec, ts_ns, out, ts);
+	return append_common(l, raw, ts_ns, out, ts);
 }
 
 long al_chain_append_decoded(struct auditlog *l, struct al_record *dec, uint64_t ts_ns,
@@ -125,7 +124,7 @@ long al_chain_append_decoded(struct auditlog *l, struct al_record *dec, uint64_t
 	char ts[AL_TS_LEN];
 
 	ts_ns = clamp_ts(l, ts_ns);
-	al_format_ts(ts_ns, ts);
+	al_format_ts_cached(&l->ts_cache, ts_ns, ts);
 	dec->f[AL_F_TIMESTAMP].p = (const uint8_t *)ts;
 	dec->f[AL_F_TIMESTAMP].n = AL_TS_LEN;
 	return append_common(l, dec, ts_ns, out, ts);
@@ -199,7 +198,12 @@ static void put_p11(struct al_record *r, int f, const struct al_p11name *tab, si
 
 static long format_slot(struct auditlog *l, const struct slot *s, uint8_t *out)
 {
-	struct al_record r = {.type = AL_T_EVENT};
+	/* Not zeroed as a whole: every reader of f[] is gated by `present`. */
+	struct al_record r;
+	r.type = AL_T_EVENT;
+	r.version = 0;
+	r.present = 0;
+	r.plain = 0;
 	char rvbuf[24], mechbuf[24];
 	const uint8_t *p = s->heap ? s->heap : s->inl;
 
