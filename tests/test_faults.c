@@ -27,6 +27,9 @@ struct inj {
 	unsigned ffail_from, ffail_to;
 	int ferr;
 	unsigned short_from, short_to;
+	unsigned zero_fail; /* fail the Nth write at offset 0 (a new file's header) */
+	_Atomic unsigned zero_writes;
+	uint64_t rotate_bytes;
 };
 
 static bool in(unsigned n, unsigned from, unsigned to)
@@ -40,6 +43,8 @@ static int inj_write(void *ctx, int fd, uint64_t off, size_t *len)
 	unsigned n = atomic_fetch_add(&j->writes, 1) + 1;
 	if (in(n, j->wfail_from, j->wfail_to))
 		return j->werr;
+	if (off == 0 && atomic_fetch_add(&j->zero_writes, 1) + 1 == j->zero_fail)
+		return -EIO;
 	if (in(n, j->short_from, j->short_to) && *len > 1)
 		*len /= 2;
 	return 0;
@@ -73,6 +78,10 @@ static void run(const char *path, enum auditlog_backend be, struct inj *j, unsig
 	assert_int_equal(auditlog_config_set_backend(cfg, be), 0);
 	assert_int_equal(auditlog_config_set_enospc_deadline_ms(cfg, enospc_deadline_ms), 0);
 	assert_int_equal(auditlog__config_set_io_hooks(cfg, &h), 0);
+	if (j->rotate_bytes) {
+		assert_int_equal(auditlog_config_set_rotate_bytes(cfg, j->rotate_bytes), 0);
+		assert_int_equal(auditlog_config_set_max_batch_bytes(cfg, 16u << 10), 0);
+	}
 	assert_int_equal(auditlog_open(cfg, &log), 0);
 	auditlog_config_free(cfg);
 
@@ -96,13 +105,15 @@ static void run(const char *path, enum auditlog_backend be, struct inj *j, unsig
 /* Nothing acknowledged is missing; nothing appears twice; a refused
  * synchronous record is absent; every async record accepted is present
  * unless the log failed closed (then it is counted as failed). */
-static void check(const char *dir, struct outcome *o, bool failed_closed)
+static void check_files(const char *dir, struct outcome *o, bool failed_closed,
+			unsigned orphans)
 {
 	struct tu_ids f = tu_ids_new("ev-", o->n);
 	unsigned files = tu_walk_chain(dir, "audit.log", tu_count_ids, &f);
 	unsigned missing_async = 0;
 
-	assert_int_equal(files, tu_count_files(dir));
+	/* every file is in the chain, but sealed files that never held a durable record */
+	assert_int_equal(files + orphans, tu_count_files(dir));
 	for (unsigned i = 0; i < o->n; i++) {
 		if (f.count[i] > 1)
 			fail_msg("ev-%u written %u times", i, f.count[i]);
@@ -120,6 +131,11 @@ static void check(const char *dir, struct outcome *o, bool failed_closed)
 	tu_ids_free(&f);
 	free(o->res);
 	free(o->is_sync);
+}
+
+static void check(const char *dir, struct outcome *o, bool failed_closed)
+{
+	check_files(dir, o, failed_closed, 0);
 }
 
 static unsigned count_res(struct outcome *o, int res)
@@ -240,6 +256,24 @@ static void eio_forever(enum auditlog_backend be)
 
 /* io_uring with every batch through the ring, io_uring as it runs (lone
  * small batches inline), and the pwrite backend */
+/* The first batch of a rotated file (its header) fails: the next file must
+ * link to the file that holds the durable head, not to the sealed one. */
+static void header_batch_fails(enum auditlog_backend be)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	struct inj j = {.zero_fail = 2, .rotate_bytes = 64u << 10};
+	struct outcome o;
+
+	run(path, be, &j, 1500, 0, &o);
+	assert_int_equal(o.close_res, 0);
+	assert_int_equal(o.st.failovers, 1);
+	assert_true(o.st.rotations >= 2);
+	check_files(dir, &o, false, 1);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 #define BOTH(fn)                                                                                   \
 	static void test_##fn(void **state)                                                        \
 	{                                                                                          \
@@ -255,6 +289,7 @@ BOTH(short_writes)
 BOTH(enospc_fail_closed)
 BOTH(enospc_transient)
 BOTH(eio_forever)
+BOTH(header_batch_fails)
 
 int main(void)
 {
@@ -262,6 +297,7 @@ int main(void)
 		cmocka_unit_test(test_write_eio),          cmocka_unit_test(test_fsync_eio),
 		cmocka_unit_test(test_short_writes),       cmocka_unit_test(test_enospc_fail_closed),
 		cmocka_unit_test(test_enospc_transient),   cmocka_unit_test(test_eio_forever),
+		cmocka_unit_test(test_header_batch_fails),
 	};
 	tu_filter();
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -378,10 +378,16 @@ int al_file_switch(struct auditlog *l, const char *reason)
 	if (fsync(l->dirfd) < 0)
 		return -errno;
 
-	snprintf(l->prev_name, sizeof(l->prev_name), "%s", newname);
+	snprintf(l->switched_name, sizeof(l->switched_name), "%s", newname);
+	/* The next header links to the file holding the durable head. That is
+	 * the file just renamed, unless nothing in it became durable (its first
+	 * batch, with its header, failed): then the link stays where it was. */
+	if (l->durable_size > 0 || !l->prev_name[0]) {
+		snprintf(l->prev_name, sizeof(l->prev_name), "%s", newname);
+		l->header_prev_size = l->durable_size;
+	}
 	l->header_reason = reason;
 	l->header_prev = l->durable;
-	l->header_prev_size = l->durable_size;
 	l->need_header = true;
 	l->file_off = 0;
 	l->durable_size = 0;
@@ -489,7 +495,7 @@ int al_file_open(struct auditlog *l)
 			goto out;
 		snprintf(l->header_detail, sizeof(l->header_detail),
 			 "the previous file held only a torn first header (%llu bytes); renamed to %s",
-			 (unsigned long long)size, l->prev_name);
+			 (unsigned long long)size, l->switched_name);
 		r = start_new_chain(l, "untrusted-tail");
 		atomic_fetch_add(&l->st.untrusted_restarts, 1);
 		goto out;
@@ -523,7 +529,7 @@ int al_file_open(struct auditlog *l)
 		if (r < 0)
 			goto out;
 		snprintf(l->header_detail, sizeof(l->header_detail), "%s; old file renamed to %s", why,
-			 l->prev_name);
+			 l->switched_name);
 		r = start_new_chain(l, "untrusted-tail");
 		l->header_detail[0] = '\0';
 		atomic_fetch_add(&l->st.untrusted_restarts, 1);

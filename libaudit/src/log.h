@@ -147,7 +147,8 @@ struct auditlog {
 	uint64_t last_ts_ns;
 	bool need_header;      /* the next batch starts with a header */
 	const char *header_reason;
-	char prev_name[NAME_MAX + 1];
+	char prev_name[NAME_MAX + 1];     /* the file holding the durable head, for the next header */
+	char switched_name[NAME_MAX + 1]; /* the name the last switch renamed the file to */
 	char header_detail[NAME_MAX + 256];
 	uint64_t header_prev_size;
 	struct head header_prev;

@@ -753,7 +753,7 @@ static void failover(struct auditlog *l)
 	snprintf(l->header_detail, sizeof(l->header_detail),
 		 "write or fdatasync failed (%s) at offset %llu of %s; %llu synchronous record(s) "
 		 "were reported failed to their callers and are not re-written",
-		 strerror(-err), (unsigned long long)l->failover_off, l->prev_name,
+		 strerror(-err), (unsigned long long)l->failover_off, l->switched_name,
 		 (unsigned long long)l->lost_sync);
 	l->lost_sync = 0;
 }
