@@ -5,7 +5,7 @@ set -eu
 
 PKGS="build-essential cmake ninja-build pkg-config python3
 libssl-dev libjansson-dev liburing-dev libcmocka-dev libp11-kit-dev
-clang"
+clang libclang-rt-14-dev"
 
 missing=""
 for p in $PKGS; do
