@@ -102,6 +102,33 @@ static void test_rotate_by_size(void **state)
 	free(dir);
 }
 
+/* The active file vanished (deleted, or a crash between rotation's rename and
+ * create): a new chain starts, and its header says what it found. */
+static void test_active_file_missing(void **state)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	struct tu_walk w;
+
+	struct auditlog *log = open_rot(path, 64u << 10, 0);
+	write_range(log, 0, 1000);
+	assert_int_equal(auditlog_close(log), 0);
+	assert_int_equal(unlink(path), 0);
+	log = open_rot(path, 64u << 10, 0);
+	write_range(log, 0, 10);
+	assert_int_equal(auditlog_close(log), 0);
+	if (tu_walk_file(path, &w, NULL, NULL))
+		fail_msg("%s", w.error);
+	assert_string_equal(w.reason, "new");
+	size_t len;
+	char *buf = (char *)tu_read_file(path, &len);
+	assert_non_null(strstr(buf, "the active file was missing while rotated files of this log exist"));
+	assert_non_null(strstr(buf, "(newest: audit.log."));
+	free(buf);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 static void test_rotate_by_age(void **state)
 {
 	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
@@ -131,6 +158,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rotate_by_size),
 		cmocka_unit_test(test_rotate_by_age),
+		cmocka_unit_test(test_active_file_missing),
 	};
 	tu_filter();
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,6 +3,7 @@
  * Log files: open and lock, O(1) tail recovery, and switching to a new file
  * (rotation, failover after an I/O error, untrusted tail). docs/format.md 6-7.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -457,6 +458,35 @@ static int start_new_chain(struct auditlog *l, const char *reason)
 	return 0;
 }
 
+/* The newest rotated file of this log in its directory (names sort by their
+ * UTC time), if any: a new chain started beside it says so. */
+static bool newest_rotated(struct auditlog *l, char *out, size_t cap)
+{
+	int fd = openat(l->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	size_t bl = strlen(l->base);
+	bool found = false;
+	DIR *d;
+
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	for (struct dirent *e; (e = readdir(d));) {
+		const char *n = e->d_name;
+		/* <base>.<YYYYmmddTHHMMSS.nnnnnnnnnZ>-<seq> */
+		if (strncmp(n, l->base, bl) != 0 || n[bl] != '.' || strlen(n) < bl + 28 ||
+		    n[bl + 9] != 'T' || n[bl + 26] != 'Z' || n[bl + 27] != '-')
+			continue;
+		if (!found || strcmp(n + bl, out + bl) > 0) {
+			snprintf(out, cap, "%s", n);
+			found = true;
+		}
+	}
+	closedir(d);
+	return found;
+}
+
 int al_file_open(struct auditlog *l)
 {
 	struct stat st;
@@ -475,8 +505,16 @@ int al_file_open(struct auditlog *l)
 	if (r < 0)
 		return r;
 	l->file_created_ns = al_now_ns();
-	if (st.st_size == 0)
+	if (st.st_size == 0) {
+		char rot[NAME_MAX + 1];
+		if (newest_rotated(l, rot, sizeof(rot)))
+			snprintf(l->header_detail, sizeof(l->header_detail),
+				 "the active file was missing while rotated files of this log exist "
+				 "(newest: %s): it was deleted, or a crash fell between a rotation's "
+				 "rename and create; this chain does not continue theirs",
+				 rot);
 		return start_new_chain(l, "new");
+	}
 
 	uint64_t size = (uint64_t)st.st_size;
 	uint64_t bound = auditlog__tail_bound(&l->cfg);
