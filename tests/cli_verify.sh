@@ -1,0 +1,47 @@
+#!/bin/sh
+# auditlog-verify as a user runs it: exit codes, --json, --expect-head, and
+# terminal escaping of what comes from the log. Args: auditlog-demo auditlog-verify
+set -u
+DEMO=$1
+VERIFY=$2
+d=$(mktemp -d "${TMPDIR:-/var/tmp}/auditlog-cli.XXXXXX")
+trap 'rm -rf "$d"' EXIT
+fail() { echo "cli_verify: $*" >&2; exit 1; }
+expect() { # code command...
+	want=$1; shift
+	"$@" >"$d/out" 2>"$d/err"; got=$?
+	[ "$got" = "$want" ] || { cat "$d/out" "$d/err" >&2; fail "exit $got, not $want: $*"; }
+}
+
+mkdir -p "$d/log"
+"$DEMO" -p "$d/log/audit.log" -t 2 -n 2000 -s 100 >/dev/null || fail "the demo could not write a log"
+
+expect 0 "$VERIFY" "$d/log"
+grep -q '^intact: 1 file(s), 1 chain(s), 4001 records' "$d/out" || fail "summary: $(cat "$d/out")"
+grep -q 'only a head exported elsewhere' "$d/out" || fail "the threat-model note is missing"
+
+expect 0 "$VERIFY" --json "$d/log"
+head=$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["chains"][0]; assert c["events"]==4000; print("%d:%s" % (c["last_seq"], c["head_hash"]))' "$d/out") ||
+	fail "--json report"
+expect 0 "$VERIFY" --expect-head "$head" "$d/log"
+
+# a deleted line: exit 1, with file, line, offset and seq
+sed -i '5d' "$d/log/audit.log"
+expect 1 "$VERIFY" "$d/log"
+grep -q 'audit.log:5: offset [0-9]*, seq 5: deleted: seq jumps from 3 to 5' "$d/out" || fail "finding: $(cat "$d/out")"
+expect 1 "$VERIFY" -q "$d/log"
+[ -s "$d/out" ] && fail "--quiet printed"
+
+# usage and I/O errors: exit 2
+expect 2 "$VERIFY"
+expect 2 "$VERIFY" --bogus "$d/log"
+expect 2 "$VERIFY" --expect-head 12:zz "$d/log"
+expect 2 "$VERIFY" "$d/no-such-file"
+
+# control characters from the input never reach the terminal raw
+esc=$(printf 'evil\033[2Jname')
+cp "$d/log/audit.log" "$d/$esc"
+expect 1 "$VERIFY" "$d/$esc"
+grep -q 'evil\\x1b\[2Jname' "$d/out" || fail "escape not shown as \\x1b"
+if grep -q "$(printf '\033')" "$d/out"; then fail "a raw ESC reached the output"; fi
+echo "cli_verify: all passed"

@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The verification engine against logs the library wrote: clean logs (one
+ * file, a rotated set, mixed versions) verify without a finding; each
+ * mutation is found with its class and place; --expect-head catches what a
+ * v0/v1 chain alone cannot (a cut tail, a recomputed chain); repaired crash
+ * damage is reported as recovered, not as tampering.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "tu.h"
+#include "verify.h"
+
+struct got {
+	uint64_t n[AL_V__MAX];
+	uint64_t first_line[AL_V__MAX];
+	char first_file[AL_V__MAX][256];
+};
+
+static void collect(void *ctx, const struct al_finding *f)
+{
+	struct got *g = ctx;
+	if (!g->n[f->cls]++) {
+		g->first_line[f->cls] = f->line;
+		snprintf(g->first_file[f->cls], sizeof(g->first_file[0]), "%s", f->file);
+	}
+}
+
+static void write_log(const char *path, unsigned version, unsigned n, uint64_t rotate)
+{
+	struct auditlog_config *cfg = tu_config(path);
+	struct auditlog *log;
+	assert_int_equal(auditlog_config_set_format_version(cfg, version), 0);
+	assert_int_equal(auditlog_config_set_max_batch_bytes(cfg, 16u << 10), 0);
+	assert_int_equal(auditlog_config_set_rotate_bytes(cfg, rotate), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	auditlog_config_free(cfg);
+	for (unsigned i = 0; i < n; i++) {
+		struct auditlog_event ev = tu_event(i % 2 ? "C_Sign" : "C_Encrypt", i);
+		assert_int_equal(auditlog_record(log, &ev), 0);
+	}
+	assert_int_equal(auditlog_close(log), 0);
+}
+
+/* All regular files of dir, sorted. */
+static unsigned list_dir(const char *dir, char ***ret)
+{
+	unsigned n = tu_count_files(dir), k = 0;
+	char **p = calloc(n + 1, sizeof(char *));
+	FILE *ls;
+	char cmd[512], name[512];
+	snprintf(cmd, sizeof(cmd), "ls -1 '%s'", dir);
+	ls = popen(cmd, "r");
+	while (ls && k < n && fgets(name, sizeof(name), ls)) {
+		name[strcspn(name, "\n")] = 0;
+		p[k++] = tu_path(dir, name);
+	}
+	if (ls)
+		pclose(ls);
+	*ret = p;
+	return k;
+}
+
+static void free_list(char **p, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		free(p[i]);
+	free(p);
+}
+
+static struct al_vresult run_verify(const char *dir, struct got *g, const struct al_vopts *base)
+{
+	char **paths;
+	unsigned n = list_dir(dir, &paths);
+	struct al_vopts o = base ? *base : (struct al_vopts){0};
+	struct al_vresult res;
+	memset(g, 0, sizeof(*g));
+	o.on_finding = collect;
+	o.ctx = g;
+	assert_int_equal(al_verify_files(paths, n, &o, &res), 0);
+	free_list(paths, n);
+	return res;
+}
+
+static uint64_t total(const struct got *g)
+{
+	uint64_t t = 0;
+	for (int k = 0; k < AL_V__MAX; k++)
+		t += g->n[k];
+	return t;
+}
+
+static void test_clean_logs(void **state)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	struct got g;
+
+	write_log(path, 0, 3000, 64u << 10);
+	write_log(path, 1, 3000, 64u << 10);
+	struct al_vresult res = run_verify(dir, &g, NULL);
+	assert_int_equal(total(&g), 0);
+	assert_int_equal(res.chains, 1);
+	assert_true(res.files >= 10);
+	assert_int_equal(res.chain[0].events, 6000);
+	assert_int_equal(res.chain[0].min_version, 0);
+	assert_int_equal(res.chain[0].max_version, 1);
+	assert_int_equal(res.chain[0].first_seq, 0);
+	assert_int_equal(res.chain[0].last_seq, res.records - 1);
+	al_vresult_free(&res);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+/* A fresh rotated log in dir; returns the name of its third file (a middle one). */
+static char *fixture(const char *dir)
+{
+	char *path = tu_path(dir, "audit.log");
+	write_log(path, 1, 2000, 64u << 10);
+	free(path);
+	char **paths;
+	unsigned n = list_dir(dir, &paths);
+	assert_true(n >= 5);
+	char *mid = strdup(paths[2]);
+	free_list(paths, n);
+	return mid;
+}
+
+/* Run a shell command with the file to mutate in $F. */
+static void shell(const char *cmd, const char *file)
+{
+	assert_int_equal(setenv("F", file, 1), 0);
+	assert_int_equal(system(cmd), 0);
+}
+
+static void mutation(const char *sed, enum al_vclass expect, bool also_only)
+{
+	char *dir = tu_mkdtemp();
+	char *mid = fixture(dir);
+	struct got g;
+
+	shell(sed, mid);
+	struct al_vresult res = run_verify(dir, &g, NULL);
+	if (!g.n[expect])
+		fail_msg("mutation '%s' not reported as %s", sed, al_vclass_name(expect));
+	if (expect != AL_V_MISSING_FILE) /* that one is reported at the file that names it */
+		assert_string_equal(g.first_file[expect], mid);
+	if (also_only && total(&g) != g.n[expect])
+		fail_msg("mutation '%s': other findings too", sed);
+	al_vresult_free(&res);
+	free(mid);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void test_mutations(void **state)
+{
+	mutation("sed -i '10s/\"session\":\\([0-9]*\\)/\"session\":7\\1/' \"$F\"", AL_V_MODIFIED, true);
+	mutation("sed -i '10d' \"$F\"", AL_V_DELETED, false);
+	mutation("sed -i '10p' \"$F\"", AL_V_DUPLICATED, false);
+	mutation("sed -i '10{h;d};11{G}' \"$F\"", AL_V_REORDERED, false);
+	mutation("sed -i '10s/,\"seq\"/, \"seq\"/' \"$F\"", AL_V_NONCANONICAL, false);
+	mutation("sed -i '10s/,\"seq\"/,\"seq\":1,\"seq\"/' \"$F\"", AL_V_NONCANONICAL, false);
+	mutation("sed -i '10s/.*/garbage/' \"$F\"", AL_V_UNPARSEABLE, false);
+	mutation("sed -i '10s/\"v\":1/\"v\":0/' \"$F\"", AL_V_VERSION, false);
+	mutation("sed -i '10s/\"v\":1/\"v\":7/' \"$F\"", AL_V_VERSION, false);
+	mutation("sed -i '10s/^/{\"@timestamp\":\"2026-01-01T00:00:00.000000000Z\",\"seq\":1,\"v\":1,\"type\":\"header\"}\\n/' \"$F\"",
+		 AL_V_NONCANONICAL, false);
+	/* a second, different record with a seq already seen */
+	mutation("sed -i '10{p;s/\"session\":/\"session\":1/}' \"$F\"", AL_V_INSERTED, false);
+	mutation("rm \"$F\"", AL_V_MISSING_FILE, true);
+	mutation("truncate -s -200 \"$F\"", AL_V_TRUNCATED, false);
+}
+
+/* Every single-bit flip of a record is found. */
+static void test_bit_flips(void **state)
+{
+	char *dir = tu_mkdtemp();
+	char *mid = fixture(dir);
+	size_t len;
+	uint8_t *orig = tu_read_file(mid, &len);
+	/* the 20th line */
+	size_t a = 0;
+	for (unsigned k = 0; k < 19; k++)
+		a = (size_t)((uint8_t *)memchr(orig + a, '\n', len - a) - orig) + 1;
+	size_t b = (size_t)((uint8_t *)memchr(orig + a, '\n', len - a) - orig);
+	unsigned missed = 0, flips = 0;
+	for (size_t i = a; i < b; i += 3) { /* every third byte: all 8 bits each */
+		for (int bit = 0; bit < 8; bit++) {
+			orig[i] ^= (uint8_t)(1u << bit);
+			int fd = open(mid, O_WRONLY | O_TRUNC | O_CLOEXEC);
+			assert_int_equal(write(fd, orig, len), (ssize_t)len);
+			close(fd);
+			orig[i] ^= (uint8_t)(1u << bit);
+			struct got g;
+			struct al_vresult res = run_verify(dir, &g, NULL);
+			missed += total(&g) == 0;
+			flips++;
+			al_vresult_free(&res);
+		}
+	}
+	assert_true(flips > 500);
+	assert_int_equal(missed, 0);
+	free(orig);
+	free(mid);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static struct al_vopts head_of(const char *dir)
+{
+	struct got g;
+	struct al_vresult res = run_verify(dir, &g, NULL);
+	struct al_vopts o = {.has_expect_head = true, .expect_seq = res.chain[0].last_seq};
+	memcpy(o.expect_hash, res.chain[0].head_hash, AL_HASH_LEN);
+	al_vresult_free(&res);
+	return o;
+}
+
+/* What a v0/v1 chain cannot prove alone, an exported head can. */
+static void test_expect_head(void **state)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	struct got g;
+
+	write_log(path, 1, 500, 0);
+	struct al_vopts o = head_of(dir);
+	struct al_vresult res = run_verify(dir, &g, &o);
+	assert_int_equal(total(&g), 0);
+	al_vresult_free(&res);
+
+	/* cut the last line at a line boundary: invisible without the head */
+	shell("sed -i '$d' \"$F\"", path);
+	res = run_verify(dir, &g, NULL);
+	assert_int_equal(total(&g), 0);
+	al_vresult_free(&res);
+	res = run_verify(dir, &g, &o);
+	assert_int_equal(g.n[AL_V_TRUNCATED], 1);
+	al_vresult_free(&res);
+
+	/* the attacker who recomputes: edit seq 100 and rehash to the end */
+	tu_rmtree(dir);
+	free(dir);
+	free(path);
+	dir = tu_mkdtemp();
+	path = tu_path(dir, "audit.log");
+	write_log(path, 1, 500, 0);
+	o = head_of(dir);
+	size_t len;
+	uint8_t *buf = tu_read_file(path, &len);
+	FILE *out = fopen(path, "w");
+	uint8_t prev[AL_HASH_LEN] = {0}, *dec = malloc(AL_LINE_MAX), *work = malloc(AL_HASH_LEN + AL_BODY_MAX);
+	uint8_t line[AL_LINE_MAX];
+	for (size_t pos = 0; pos < len;) {
+		uint8_t *nl = memchr(buf + pos, '\n', len - pos);
+		struct al_parsed p;
+		size_t off;
+		assert_int_equal(al_parse(buf + pos, (size_t)(nl - (buf + pos)), dec, &p, &off), AL_PERR_OK);
+		if (p.rec.f[AL_F_SEQ].u == 100)
+			p.rec.f[AL_F_SESSION].u = 4242; /* the forged edit */
+		struct al_emit_out eo;
+		long n = al_emit(&p.rec, prev, line, work, &eo);
+		assert_true(n > 0);
+		fwrite(line, 1, (size_t)n, out);
+		memcpy(prev, eo.hash, AL_HASH_LEN);
+		pos = (size_t)(nl - buf) + 1;
+	}
+	fclose(out);
+	res = run_verify(dir, &g, NULL);
+	assert_int_equal(total(&g), 0); /* undetectable without an anchor: stated in the output */
+	al_vresult_free(&res);
+	res = run_verify(dir, &g, &o);
+	assert_int_equal(g.n[AL_V_MODIFIED], 1);
+	al_vresult_free(&res);
+	free(buf);
+	free(dec);
+	free(work);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void test_recovered(void **state)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	struct got g;
+
+	write_log(path, 1, 200, 0);
+	shell("printf '{\"@timestamp\":\"2026-11-30T10:4' >> \"$F\"", path);
+	write_log(path, 1, 10, 0); /* reopening repairs it */
+	struct al_vresult res = run_verify(dir, &g, NULL);
+	assert_int_equal(g.n[AL_V_RECOVERED], 1);
+	assert_int_equal(total(&g), 1);
+	assert_false(al_vclass_is_integrity(AL_V_RECOVERED, false));
+	assert_true(al_vclass_is_integrity(AL_V_RECOVERED, true));
+	al_vresult_free(&res);
+
+	/* a NUL hole before complete lines, repaired */
+	shell("dd if=/dev/zero bs=1 count=300 >> \"$F\" 2>/dev/null", path);
+	shell("printf '%s\\n' '{\"@timestamp\":\"2026-11-30T10:48:14.123456789Z\",\"seq\":999}' >> \"$F\"",
+	      path);
+	write_log(path, 1, 10, 0);
+	res = run_verify(dir, &g, NULL);
+	assert_int_equal(g.n[AL_V_RECOVERED], 2);
+	assert_int_equal(total(&g), 2);
+	al_vresult_free(&res);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_clean_logs),   cmocka_unit_test(test_mutations),
+		cmocka_unit_test(test_bit_flips),    cmocka_unit_test(test_expect_head),
+		cmocka_unit_test(test_recovered),
+	};
+	tu_filter();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

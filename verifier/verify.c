@@ -1,0 +1,593 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Verification engine, first step (see verify.h). Uses the format layer of
+ * libauditlog (al_parse, al_check_hash): there is no second copy of the
+ * format. jansson only tells a non-canonical JSON line from garbage.
+ */
+#define OPENSSL_SUPPRESS_DEPRECATED 1 /* SHA256_Init/Update/Final: see chain.c */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+
+#include "verify.h"
+
+static const char *const class_names[AL_V__MAX] = {
+	[AL_V_MODIFIED] = "modified",       [AL_V_INSERTED] = "inserted",
+	[AL_V_DELETED] = "deleted",         [AL_V_DUPLICATED] = "duplicated",
+	[AL_V_REORDERED] = "reordered",     [AL_V_NONCANONICAL] = "non-canonical",
+	[AL_V_UNPARSEABLE] = "unparseable", [AL_V_VERSION] = "version",
+	[AL_V_MISSING_FILE] = "missing-file", [AL_V_FORKED] = "forked",
+	[AL_V_TRUNCATED] = "truncated",     [AL_V_RECOVERED] = "recovered",
+};
+
+const char *al_vclass_name(enum al_vclass c)
+{
+	return c < AL_V__MAX ? class_names[c] : "?";
+}
+
+bool al_vclass_is_integrity(enum al_vclass c, bool strict)
+{
+	return c != AL_V_RECOVERED || strict;
+}
+
+/* ---- files and their headers ---------------------------------------------- */
+
+struct vfile {
+	const char *path;
+	const char *base;
+	uint64_t size;
+	bool has_header;
+	char chain_id[33];
+	bool has_prev;
+	bool sealed_prev; /* reason io-error: the predecessor counts up to prev_size only */
+	char prev_name[1025];
+	uint64_t prev_seq, prev_size;
+	uint8_t prev_hash[AL_HASH_LEN];
+	int chain;       /* index into chains */
+	int next;        /* first successor (index), -1 */
+	bool visited;
+	uint64_t limit;  /* bytes to verify (a sealed file: up to prev_size of its successor) */
+	/* where the walk ended */
+	bool have_last;
+	uint64_t last_seq;
+	uint8_t last_hash[AL_HASH_LEN];
+};
+
+struct vctx {
+	const struct al_vopts *o;
+	struct al_vresult *res;
+	struct vfile *files;
+	unsigned n;
+	uint8_t *dec, *work;
+	/* expect-head bookkeeping */
+	bool saw_expect;
+	bool expect_ok;
+};
+
+static void report(struct vctx *c, enum al_vclass cls, const char *file, uint64_t line, uint64_t off,
+		   bool has_seq, uint64_t seq, const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+
+static void report(struct vctx *c, enum al_vclass cls, const char *file, uint64_t line, uint64_t off,
+		   bool has_seq, uint64_t seq, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	c->res->findings[cls]++;
+	if (c->o->on_finding) {
+		struct al_finding f = {.cls = cls, .file = file, .line = line, .offset = off,
+				       .seq = seq, .has_seq = has_seq, .msg = msg};
+		c->o->on_finding(c->o->ctx, &f);
+	}
+}
+
+static int read_head(struct vctx *c, struct vfile *f)
+{
+	int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	uint8_t buf[AL_LINE_MAX];
+	ssize_t n;
+	struct al_parsed p;
+	size_t off;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		int r = errno ? -errno : -EINVAL;
+		close(fd);
+		return S_ISREG(st.st_mode) ? r : -EINVAL;
+	}
+	f->size = (uint64_t)st.st_size;
+	n = pread(fd, buf, sizeof(buf), 0);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	const uint8_t *nl = memchr(buf, '\n', (size_t)n);
+	if (!nl || al_parse(buf, (size_t)(nl - buf), c->dec, &p, &off) != AL_PERR_OK ||
+	    p.rec.type != AL_T_HEADER)
+		return 0; /* no valid header: the walk reports why */
+	f->has_header = true;
+	memcpy(f->chain_id, p.rec.f[AL_F_CHAIN_ID].p, 32);
+	if (p.rec.present & AL_BIT(AL_F_PREV_NAME)) {
+		f->has_prev = true;
+		f->sealed_prev = p.rec.f[AL_F_REASON].n == 8 &&
+				 memcmp(p.rec.f[AL_F_REASON].p, "io-error", 8) == 0;
+		snprintf(f->prev_name, sizeof(f->prev_name), "%.*s", (int)p.rec.f[AL_F_PREV_NAME].n,
+			 p.rec.f[AL_F_PREV_NAME].p);
+		f->prev_seq = p.rec.f[AL_F_PREV_SEQ].u;
+		f->prev_size = p.rec.f[AL_F_PREV_SIZE].u;
+		(void)al_unhex(p.rec.f[AL_F_PREV_HASH].p, 64, f->prev_hash);
+	}
+	return 0;
+}
+
+/* ---- walking one file -------------------------------------------------------- */
+
+#define RING 64
+
+struct walk {
+	struct vctx *c;
+	struct vfile *f;
+	struct al_vchain *ch;
+	bool have_prev;
+	uint8_t prev[AL_HASH_LEN];
+	uint64_t last_seq;
+	bool have_seq;
+	char last_ts[AL_TS_LEN];
+	bool have_ts;
+	unsigned last_version;
+	/* recent records, to tell a duplicate from an insertion */
+	uint64_t ring_seq[RING];
+	uint64_t ring_digest[RING]; /* FNV-1a of the line: same bytes or not */
+	unsigned ring_n;
+	uint64_t cur_digest;
+	/* a damaged region waiting for a recovery record that names it */
+	bool damage;
+	uint64_t damage_off, damage_line, damage_lines;
+	SHA256_CTX damage_sha;  /* the damaged bytes so far */
+	SHA256_CTX damage_nonl; /* the same without the last line's '\n' (the writer adds
+				 * one when the damage does not end in one) */
+	enum al_vclass damage_cls;
+	char damage_msg[160];
+	uint64_t absorbed; /* lines of the damage just reported: they held the seqs skipped next */
+};
+
+static uint64_t fnv1a(const uint8_t *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+static void remember(struct walk *w, uint64_t seq)
+{
+	unsigned i = w->ring_n++ % RING;
+	w->ring_seq[i] = seq;
+	w->ring_digest[i] = w->cur_digest;
+}
+
+static int seen(const struct walk *w, uint64_t seq)
+{
+	unsigned n = w->ring_n < RING ? w->ring_n : RING;
+	int r = 0;
+	for (unsigned i = 0; i < n; i++)
+		if (w->ring_seq[i] == seq)
+			r = w->ring_digest[i] == w->cur_digest ? 2 : 1;
+	return r; /* 0 never, 1 seq seen with other content, 2 the same line again */
+}
+
+static enum al_vclass classify_unparsed(const uint8_t *line, size_t len, enum al_perr e)
+{
+	json_error_t err;
+	json_t *j;
+
+	if (e == AL_PERR_VERSION)
+		return AL_V_VERSION;
+	j = json_loadb((const char *)line, len, JSON_REJECT_DUPLICATES | JSON_DISABLE_EOF_CHECK, &err);
+	if (!j) /* a duplicated key is JSON all the same, just never canonical */
+		return json_error_code(&err) == json_error_duplicate_key ? AL_V_NONCANONICAL
+									 : AL_V_UNPARSEABLE;
+	bool obj = json_is_object(j) && (size_t)err.position == len;
+	json_decref(j);
+	return obj ? AL_V_NONCANONICAL : AL_V_UNPARSEABLE;
+}
+
+static void flush_damage(struct walk *w)
+{
+	if (!w->damage)
+		return;
+	report(w->c, w->damage_cls, w->f->path, w->damage_line, w->damage_off, w->have_seq,
+	       w->have_seq ? w->last_seq + 1 : 0, "%s%s", w->damage_msg,
+	       w->damage_lines > 1 ? " (and the lines after it, up to the next valid record)" : "");
+	w->absorbed = w->damage_lines;
+	w->damage = false;
+}
+
+static void accept(struct walk *w, const struct al_parsed *p, const uint8_t h[AL_HASH_LEN])
+{
+	uint64_t seq = p->rec.f[AL_F_SEQ].u;
+	w->absorbed = 0;
+	memcpy(w->prev, h, AL_HASH_LEN);
+	w->have_prev = true;
+	w->last_seq = seq;
+	w->have_seq = true;
+	memcpy(w->last_ts, p->rec.f[AL_F_TIMESTAMP].p, AL_TS_LEN);
+	w->have_ts = true;
+	w->last_version = p->rec.version;
+	remember(w, seq);
+	struct al_vchain *ch = w->ch;
+	if (!ch->records) {
+		ch->first_seq = seq;
+		memcpy(ch->first_ts, p->rec.f[AL_F_TIMESTAMP].p, AL_TS_LEN);
+		ch->min_version = ch->max_version = p->rec.version;
+	}
+	ch->records++;
+	ch->events += p->rec.type == AL_T_EVENT;
+	ch->last_seq = seq;
+	memcpy(ch->head_hash, h, AL_HASH_LEN);
+	memcpy(ch->last_ts, p->rec.f[AL_F_TIMESTAMP].p, AL_TS_LEN);
+	if (p->rec.version < ch->min_version)
+		ch->min_version = p->rec.version;
+	if (p->rec.version > ch->max_version)
+		ch->max_version = p->rec.version;
+	w->c->res->records++;
+	if (w->c->o->has_expect_head && seq == w->c->o->expect_seq) {
+		w->c->saw_expect = true;
+		w->c->expect_ok = CRYPTO_memcmp(h, w->c->o->expect_hash, AL_HASH_LEN) == 0;
+	}
+}
+
+static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t lineno, uint64_t off)
+{
+	struct vctx *c = w->c;
+	const char *path = w->f->path;
+	struct al_parsed p;
+	size_t eoff;
+	uint8_t h[AL_HASH_LEN];
+	enum al_perr e = len + 1 > AL_LINE_MAX ? AL_PERR_TOO_LONG : al_parse(line, len, c->dec, &p, &eoff);
+
+	if (e != AL_PERR_OK) {
+		if (!w->damage) {
+			w->damage = true;
+			w->damage_off = off;
+			w->damage_line = lineno;
+			w->damage_lines = 0;
+			SHA256_Init(&w->damage_sha);
+			w->damage_cls = e == AL_PERR_TOO_LONG ? AL_V_UNPARSEABLE : classify_unparsed(line, len, e);
+			snprintf(w->damage_msg, sizeof(w->damage_msg), "%s at byte %zu of the line",
+				 e == AL_PERR_VERSION ? "unknown format version" :
+				 e == AL_PERR_TOO_LONG ? "line longer than 8192 bytes" :
+				 w->damage_cls == AL_V_NONCANONICAL ? "JSON, but not the canonical line" :
+								     "not a record",
+				 e == AL_PERR_TOO_LONG ? (size_t)AL_LINE_MAX : eoff);
+		}
+		w->damage_lines++;
+		SHA256_Update(&w->damage_sha, line, len);
+		w->damage_nonl = w->damage_sha;
+		SHA256_Update(&w->damage_sha, "\n", 1);
+		return;
+	}
+	uint64_t seq = p.rec.f[AL_F_SEQ].u;
+	w->cur_digest = fnv1a(line, len);
+	bool chains = w->have_prev && al_check_hash(&p, line, w->prev, c->work, h);
+	if (!w->have_prev)
+		(void)al_check_hash(&p, line, w->prev, c->work, h);
+	memcpy(h, p.hash, AL_HASH_LEN); /* the line's own hash carries the chain on */
+
+	if (w->damage) {
+		if (p.rec.type == AL_T_RECOVERY && p.rec.f[AL_F_DAMAGE_OFFSET].u == w->damage_off &&
+		    w->have_seq && p.rec.f[AL_F_LAST_SEQ].u == w->last_seq && chains) {
+			uint8_t md[AL_HASH_LEN], want[AL_HASH_LEN];
+			uint64_t dl = p.rec.f[AL_F_DAMAGE_LENGTH].u, span = off - w->damage_off;
+			bool len_ok = dl == span || dl + 1 == span;
+			SHA256_Final(md, dl == span ? &w->damage_sha : &w->damage_nonl);
+			(void)al_unhex(p.rec.f[AL_F_DAMAGE_SHA256].p, 64, want);
+			bool sha_ok = CRYPTO_memcmp(md, want, AL_HASH_LEN) == 0;
+			if (len_ok && sha_ok) {
+				w->damage = false;
+				report(c, AL_V_RECOVERED, path, w->damage_line, w->damage_off, true, seq,
+				       "crash damage of %llu bytes repaired by the writer (recovery record "
+				       "at line %llu)",
+				       (unsigned long long)dl, (unsigned long long)lineno);
+				accept(w, &p, h);
+				return;
+			}
+		}
+		flush_damage(w);
+	}
+
+	if (w->have_ts && memcmp(p.rec.f[AL_F_TIMESTAMP].p, w->last_ts, AL_TS_LEN) < 0)
+		report(c, AL_V_REORDERED, path, lineno, off, true, seq, "timestamp goes back");
+	if (p.rec.version < w->last_version)
+		report(c, AL_V_VERSION, path, lineno, off, true, seq, "format version decreases from %u to %u",
+		       w->last_version, p.rec.version);
+	else if (p.rec.version < c->o->min_version)
+		report(c, AL_V_VERSION, path, lineno, off, true, seq, "format version %u is below --min-version %u",
+		       p.rec.version, c->o->min_version);
+	if (lineno > 1 && p.rec.type == AL_T_HEADER) {
+		report(c, AL_V_INSERTED, path, lineno, off, true, seq, "a header in the middle of a file");
+		return;
+	}
+	if (!w->have_seq) {
+		accept(w, &p, h);
+		return;
+	}
+	if (seq == w->last_seq + 1) {
+		if (!chains)
+			report(c, AL_V_MODIFIED, path, lineno, off, true, seq,
+			       "hash does not follow from the previous record");
+		accept(w, &p, h);
+		return;
+	}
+	if (seq > w->last_seq + 1 && seq - w->last_seq - 1 <= w->absorbed) {
+		/* the lines just reported as damaged held these seqs: no second finding */
+		accept(w, &p, h);
+		return;
+	}
+	if (seq > w->last_seq + 1) {
+		report(c, AL_V_DELETED, path, lineno, off, true, seq,
+		       "seq jumps from %llu to %llu: %llu record(s) missing",
+		       (unsigned long long)w->last_seq, (unsigned long long)seq,
+		       (unsigned long long)(seq - w->last_seq - 1));
+		accept(w, &p, h);
+		return;
+	}
+	int s = seen(w, seq);
+	if (s == 2)
+		report(c, AL_V_DUPLICATED, path, lineno, off, true, seq, "record seq %llu appears again",
+		       (unsigned long long)seq);
+	else if (s == 1)
+		report(c, AL_V_INSERTED, path, lineno, off, true, seq,
+		       "a second, different record with seq %llu", (unsigned long long)seq);
+	else
+		report(c, AL_V_REORDERED, path, lineno, off, true, seq, "seq goes back from %llu to %llu",
+		       (unsigned long long)w->last_seq, (unsigned long long)seq);
+	/* the chain state stays where it was: the next record should follow it */
+}
+
+/* Walk f up to f->limit bytes. */
+static int walk_file(struct vctx *c, struct vfile *f, struct walk *w)
+{
+	int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+	size_t cap = 1u << 20, have = 0;
+	uint8_t *buf = malloc(cap + AL_LINE_MAX);
+	uint64_t off = 0, lineno = 0;
+	int r = 0;
+
+	if (fd < 0 || !buf) {
+		r = fd < 0 ? -errno : -ENOMEM;
+		goto out;
+	}
+	w->f = f;
+	bool eof = false;
+	while (!eof || have) {
+		if (!eof && have < cap) {
+			uint64_t left = f->limit - off - have;
+			size_t want = cap - have < left ? cap - have : (size_t)left;
+			ssize_t n = want ? pread(fd, buf + have, want, (off_t)(off + have)) : 0;
+			if (n < 0) {
+				r = -errno;
+				goto out;
+			}
+			have += (size_t)n;
+			eof = n == 0 || off + have >= f->limit;
+		}
+		uint8_t *nl = memchr(buf, '\n', have);
+		if (!nl) {
+			if (!eof && have < cap)
+				continue;
+			if (!eof) { /* a line longer than the buffer: garbage */
+				check_line(w, buf, AL_LINE_MAX, ++lineno, off);
+				off += have;
+				have = 0;
+				continue;
+			}
+			/* a last line without its '\n' */
+			lineno++;
+			flush_damage(w);
+			report(c, AL_V_TRUNCATED, f->path, lineno, off, false, 0,
+			       "the file ends inside a line (%zu bytes without a newline)", have);
+			off += have;
+			have = 0;
+			break;
+		}
+		size_t len = (size_t)(nl - buf);
+		check_line(w, buf, len, ++lineno, off);
+		off += len + 1;
+		memmove(buf, nl + 1, have - len - 1);
+		have -= len + 1;
+	}
+	flush_damage(w);
+	c->res->bytes += off;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return r;
+}
+
+/* ---- chains ------------------------------------------------------------------- */
+
+static int find_chain(struct al_vresult *res, const char *id)
+{
+	for (unsigned i = 0; i < res->chains; i++)
+		if (strcmp(res->chain[i].chain_id, id) == 0)
+			return (int)i;
+	return -1;
+}
+
+int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, struct al_vresult *res)
+{
+	struct vctx c = {.o = o, .res = res, .n = n};
+	int r = 0;
+
+	memset(res, 0, sizeof(*res));
+	c.files = calloc(n ? n : 1, sizeof(*c.files));
+	c.dec = malloc(AL_LINE_MAX);
+	c.work = malloc(AL_HASH_LEN + AL_BODY_MAX);
+	res->chain = calloc(n ? n : 1, sizeof(*res->chain));
+	if (!c.files || !c.dec || !c.work || !res->chain) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct vfile *f = &c.files[i];
+		f->path = paths[i];
+		const char *sl = strrchr(paths[i], '/');
+		f->base = sl ? sl + 1 : paths[i];
+		f->next = -1;
+		r = read_head(&c, f);
+		if (r < 0)
+			goto out;
+		f->limit = f->size;
+		const char *id = f->has_header ? f->chain_id : "";
+		f->chain = find_chain(res, id);
+		if (f->chain < 0) {
+			f->chain = (int)res->chains++;
+			snprintf(res->chain[f->chain].chain_id, sizeof(res->chain[0].chain_id), "%s", id);
+		}
+		res->chain[f->chain].files++;
+		res->files++;
+	}
+	/* links: successor of a file = the file whose header names it as prev */
+	for (unsigned i = 0; i < n; i++) {
+		struct vfile *g = &c.files[i];
+		if (!g->has_prev)
+			continue;
+		int found = -1;
+		for (unsigned k = 0; k < n; k++)
+			if (k != i && c.files[k].chain == g->chain && strcmp(c.files[k].base, g->prev_name) == 0)
+				found = (int)k;
+		if (found < 0) {
+			report(&c, AL_V_MISSING_FILE, g->path, 1, 0, true, g->prev_seq + 1,
+			       "continues %s (up to seq %llu), which is not among the inputs", g->prev_name,
+			       (unsigned long long)g->prev_seq);
+			continue;
+		}
+		struct vfile *f = &c.files[found];
+		if (f->next >= 0) {
+			report(&c, AL_V_FORKED, g->path, 1, 0, true, g->prev_seq + 1,
+			       "continues %s, which %s continues too", f->path, c.files[f->next].path);
+			continue;
+		}
+		f->next = (int)i;
+		if (g->sealed_prev && g->prev_size <= f->size)
+			f->limit = g->prev_size; /* beyond it: a sealed file's unacknowledged tail */
+		else if (g->prev_size != f->size)
+			report(&c, AL_V_MODIFIED, f->path, 0, f->size, true, g->prev_seq,
+			       "the file is %llu bytes long, but %s recorded %llu when it continued it",
+			       (unsigned long long)f->size, g->path, (unsigned long long)g->prev_size);
+	}
+	/* walk each chain from its start(s) */
+	for (unsigned i = 0; i < n; i++) {
+		struct vfile *start = &c.files[i];
+		bool is_start = !start->has_prev;
+		if (start->has_prev) { /* its predecessor missing: walk from here too */
+			is_start = true;
+			for (unsigned k = 0; k < n; k++)
+				if (c.files[k].next == (int)i)
+					is_start = false;
+		}
+		if (!is_start || start->visited)
+			continue;
+		struct walk *w = calloc(1, sizeof(*w));
+		if (!w) {
+			r = -ENOMEM;
+			goto out;
+		}
+		w->c = &c;
+		w->ch = &res->chain[start->chain];
+		for (int cur = (int)i; cur >= 0 && !c.files[cur].visited; cur = c.files[cur].next) {
+			struct vfile *f = &c.files[cur];
+			f->visited = true;
+			if (f->has_prev && w->have_seq && f->prev_seq > w->last_seq)
+				report(&c, AL_V_TRUNCATED, f->path, 1, 0, true, f->prev_seq + 1,
+				       "continues %s from seq %llu, but that file ends at seq %llu",
+				       f->prev_name, (unsigned long long)f->prev_seq,
+				       (unsigned long long)w->last_seq);
+			else if (f->has_prev && w->have_seq && f->prev_seq < w->last_seq)
+				report(&c, AL_V_INSERTED, f->path, 1, 0, true, f->prev_seq + 1,
+				       "continues %s from seq %llu, but that file goes on to seq %llu",
+				       f->prev_name, (unsigned long long)f->prev_seq,
+				       (unsigned long long)w->last_seq);
+			else if (f->has_prev && w->have_seq &&
+				 memcmp(f->prev_hash, w->prev, AL_HASH_LEN) != 0)
+				report(&c, AL_V_MODIFIED, f->path, 1, 0, true, f->prev_seq + 1,
+				       "its header names seq %llu of %s with another hash than that file ends with",
+				       (unsigned long long)f->prev_seq, f->prev_name);
+			if (f->has_prev && w->have_seq) {
+				/* carry on from the header's link, as the writer did */
+				memcpy(w->prev, f->prev_hash, AL_HASH_LEN);
+				w->last_seq = f->prev_seq;
+			}
+			if (f->has_prev && !w->have_seq) {
+				/* the first file we have continues one we lack: start from its link */
+				memcpy(w->prev, f->prev_hash, AL_HASH_LEN);
+				w->have_prev = true;
+				w->last_seq = f->prev_seq;
+				w->have_seq = true;
+			} else if (!f->has_prev) {
+				memset(w->prev, 0, AL_HASH_LEN);
+				w->have_prev = true;
+			}
+			r = walk_file(&c, f, w);
+			if (r < 0) {
+				free(w);
+				goto out;
+			}
+		}
+		free(w);
+	}
+	/* files not reached from any start (a cycle of links): walk them alone */
+	for (unsigned i = 0; i < n; i++) {
+		if (c.files[i].visited)
+			continue;
+		struct walk *w = calloc(1, sizeof(*w));
+		if (!w) {
+			r = -ENOMEM;
+			goto out;
+		}
+		w->c = &c;
+		w->ch = &res->chain[c.files[i].chain];
+		c.files[i].visited = true;
+		r = walk_file(&c, &c.files[i], w);
+		free(w);
+		if (r < 0)
+			goto out;
+	}
+	if (o->has_expect_head) {
+		if (!c.saw_expect)
+			report(&c, AL_V_TRUNCATED, n ? paths[n - 1] : "", 0, 0, true, o->expect_seq,
+			       "no record with seq %llu: the log ends before the expected head",
+			       (unsigned long long)o->expect_seq);
+		else if (!c.expect_ok)
+			report(&c, AL_V_MODIFIED, n ? paths[n - 1] : "", 0, 0, true, o->expect_seq,
+			       "the record with seq %llu does not have the expected hash: the chain was "
+			       "rewritten", (unsigned long long)o->expect_seq);
+	}
+out:
+	free(c.files);
+	free(c.dec);
+	free(c.work);
+	return r;
+}
+
+void al_vresult_free(struct al_vresult *res)
+{
+	if (!res)
+		return;
+	free(res->chain);
+	res->chain = NULL;
+}

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The verification engine (first step of issue 3): walks log files written by
+ * libauditlog, groups them into chains by chain_id, orders each chain by its
+ * headers' links, and reports every problem with file, line, byte offset and
+ * seq. Streams each file (constant memory in the log's size, except the
+ * bounded look-ahead a damaged region needs). Internal for now: used by
+ * auditlog-verify and the tests; the public API comes with the next step.
+ */
+#ifndef AUDITLOG_VERIFY_H
+#define AUDITLOG_VERIFY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format.h"
+
+/* docs/format.md section 11 has the decision table. */
+enum al_vclass {
+	AL_V_MODIFIED,     /* a record's hash does not follow from its predecessor */
+	AL_V_INSERTED,     /* a record that cannot belong where it is (a second record
+			    * with a seq already seen, a header inside a file) */
+	AL_V_DELETED,      /* seq gap: records missing */
+	AL_V_DUPLICATED,   /* a record seen before, again */
+	AL_V_REORDERED,    /* seq or timestamp goes backwards */
+	AL_V_NONCANONICAL, /* valid JSON, not the canonical line */
+	AL_V_UNPARSEABLE,  /* not a JSON object line at all */
+	AL_V_VERSION,      /* unknown version, a version decrease, or below --min-version */
+	AL_V_MISSING_FILE, /* a file the chain needs is not among the inputs */
+	AL_V_FORKED,       /* two files continue the same record */
+	AL_V_TRUNCATED,    /* a file or the chain ends before what something names */
+	AL_V_RECOVERED,    /* crash damage named by a recovery record (informational) */
+	AL_V__MAX
+};
+
+const char *al_vclass_name(enum al_vclass c);
+/* Exit-code weight: true when the class is an integrity finding (exit 1). */
+bool al_vclass_is_integrity(enum al_vclass c, bool strict);
+
+struct al_finding {
+	enum al_vclass cls;
+	const char *file;  /* path as given */
+	uint64_t line;     /* 1-based, 0 when not about one line */
+	uint64_t offset;   /* byte offset in the file */
+	uint64_t seq;
+	bool has_seq;
+	const char *msg;   /* what exactly, in words */
+};
+
+struct al_vopts {
+	unsigned min_version;
+	bool has_expect_head;
+	uint64_t expect_seq;
+	uint8_t expect_hash[AL_HASH_LEN];
+	void (*on_finding)(void *ctx, const struct al_finding *f);
+	void *ctx;
+};
+
+struct al_vchain {
+	char chain_id[33];
+	unsigned files;
+	uint64_t records, events;
+	uint64_t first_seq, last_seq;
+	uint8_t head_hash[AL_HASH_LEN];
+	char first_ts[AL_TS_LEN + 1], last_ts[AL_TS_LEN + 1];
+	unsigned min_version, max_version;
+};
+
+struct al_vresult {
+	unsigned files, chains;
+	uint64_t records, bytes;
+	uint64_t findings[AL_V__MAX];
+	struct al_vchain *chain; /* chains[] in the order found; freed by al_vresult_free */
+};
+
+/* Verify the given files (already expanded from directories). Returns 0 when
+ * it ran (findings are in *res and went to on_finding), or -errno when it
+ * could not read an input (res then says how far it got). */
+int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, struct al_vresult *res);
+void al_vresult_free(struct al_vresult *res);
+
+#endif
