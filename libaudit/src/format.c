@@ -132,26 +132,31 @@ void al_hex(const uint8_t *in, size_t n, char *out)
 		memcpy(out + 2 * i, hexpairs + 2 * in[i], 2);
 }
 
+/* lowercase hex digit values + 1; 0 for everything else */
+#define HX(c, v) [c] = v + 1
+static const uint8_t hexv1[256] = {
+	HX('0', 0), HX('1', 1), HX('2', 2), HX('3', 3), HX('4', 4), HX('5', 5), HX('6', 6),
+	HX('7', 7), HX('8', 8), HX('9', 9), HX('a', 10), HX('b', 11), HX('c', 12), HX('d', 13),
+	HX('e', 14), HX('f', 15),
+};
+
 static int lhex(uint8_t c)
 {
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
+	return (int)hexv1[c] - 1;
 }
 
 int al_unhex(const uint8_t *in, size_t n2, uint8_t *out)
 {
+	uint8_t bad = 0;
+
 	if (n2 & 1)
 		return -EINVAL;
 	for (size_t i = 0; i < n2; i += 2) {
-		int h = lhex(in[i]), l = lhex(in[i + 1]);
-		if (h < 0 || l < 0)
-			return -EINVAL;
-		out[i / 2] = (uint8_t)(h << 4 | l);
+		uint8_t h = (uint8_t)(hexv1[in[i]] - 1), l = (uint8_t)(hexv1[in[i + 1]] - 1);
+		bad |= h | l;
+		out[i / 2] = (uint8_t)(h << 4 | (l & 15));
 	}
-	return 0;
+	return bad & 0xf0 ? -EINVAL : 0;
 }
 
 /* Howard Hinnant's days-from-civil and its inverse (proleptic Gregorian). */
@@ -799,6 +804,15 @@ static bool parse_string(struct pcur *c, struct al_val *v, size_t *esc_len)
 			c->i += 2;
 			continue;
 		}
+		if (plain_ascii(ch)) {
+			size_t j = c->i + 1;
+			while (j < c->n && plain_ascii(c->s[j]))
+				j++;
+			memcpy(o, c->s + c->i, j - c->i);
+			o += j - c->i;
+			c->i = j;
+			continue;
+		}
 		if (ch < 0x80) {
 			*o++ = ch;
 			c->i++;
@@ -947,26 +961,26 @@ enum al_perr al_parse(const uint8_t *line, size_t len, uint8_t *dec, struct al_p
 		size_t kstart = c.i;
 		if (!lit(&c, ",\"", 2))
 			goto err;
-		size_t k0 = c.i;
-		while (c.i < c.n && c.s[c.i] != '"')
-			c.i++;
-		size_t klen = c.i - k0;
-		if (!lit(&c, "\":", 2))
-			goto err;
-		if (klen == 4 && memcmp(line + k0, "hash", 4) == 0) {
+		if (c.n - c.i >= 6 && memcmp(line + c.i, "hash\":", 6) == 0) {
+			c.i += 6;
 			out->hash_member_off = kstart;
 			break;
 		}
+		/* the next key must be one of the remaining members, in order */
 		unsigned j = pos;
-		while (j < t->n && !(F[t->order[j]].keylen == klen &&
-				     memcmp(F[t->order[j]].key, line + k0, klen) == 0))
-			j++;
+		for (; j < t->n; j++) {
+			const struct fdesc *d = &F[t->order[j]];
+			if (c.n - c.i > (size_t)d->keylen + 1 && line[c.i + d->keylen] == '"' &&
+			    line[c.i + d->keylen + 1] == ':' && memcmp(line + c.i, d->key, d->keylen) == 0)
+				break;
+		}
 		if (j == t->n) { /* unknown, repeated or out-of-order key */
 			c.i = kstart;
 			fail(&c, AL_PERR_SYNTAX);
 			goto err;
 		}
 		int f = t->order[j];
+		c.i += F[f].keylen + 2;
 		if (!parse_value(&c, f, &r->f[f]))
 			goto err;
 		r->present |= AL_BIT(f);
