@@ -73,13 +73,11 @@ static void wake_worker(struct auditlog *l)
 
 /* ---- record formatting ---------------------------------------------------- */
 
-static long append_common(struct auditlog *l, struct al_record *dec, uint64_t ts_ns, uint8_t *out,
-			  char *ts)
+static long append_common(struct auditlog *l, struct al_record *dec, uint64_t ts_ns, uint8_t *out)
 {
 	struct al_emit_out eo;
 	long n;
 
-	(void)ts;
 	dec->version = (uint8_t)l->cfg.version;
 	dec->f[AL_F_SEQ].u = l->tail.empty ? 0 : l->tail.seq + 1;
 	dec->present |= AL_BIT(AL_F_TIMESTAMP) | AL_BIT(AL_F_SEQ);
@@ -115,7 +113,7 @@ long al_chain_append(struct auditlog *l, struct al_record *raw, uint64_t ts_ns, 
 	r = al_record_decode(raw, raw, l->dec, DEC_CAP); /* in place */
 	if (r < 0)
 		return r;
-	return append_common(l, raw, ts_ns, out, ts);
+	return append_common(l, raw, ts_ns, out);
 }
 
 long al_chain_append_decoded(struct auditlog *l, struct al_record *dec, uint64_t ts_ns,
@@ -127,7 +125,7 @@ long al_chain_append_decoded(struct auditlog *l, struct al_record *dec, uint64_t
 	al_format_ts_cached(&l->ts_cache, ts_ns, ts);
 	dec->f[AL_F_TIMESTAMP].p = (const uint8_t *)ts;
 	dec->f[AL_F_TIMESTAMP].n = AL_TS_LEN;
-	return append_common(l, dec, ts_ns, out, ts);
+	return append_common(l, dec, ts_ns, out);
 }
 
 long al_format_header(struct auditlog *l, uint8_t *out)
