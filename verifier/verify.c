@@ -430,6 +430,50 @@ out:
 	return r;
 }
 
+/* Walk the files linked from `first` on, as one chain. */
+static int walk_from(struct vctx *c, int first)
+{
+	struct walk *w = calloc(1, sizeof(*w));
+	int r = 0;
+
+	if (!w)
+		return -ENOMEM;
+	w->c = c;
+	w->ch = &c->res->chain[c->files[first].chain];
+	for (int cur = first; cur >= 0 && !c->files[cur].visited; cur = c->files[cur].next) {
+		struct vfile *f = &c->files[cur];
+		f->visited = true;
+		if (f->has_prev && w->have_seq && f->prev_seq > w->last_seq)
+			report(c, AL_V_TRUNCATED, f->path, 1, 0, true, f->prev_seq + 1,
+			       "continues %s from seq %llu, but that file ends at seq %llu", f->prev_name,
+			       (unsigned long long)f->prev_seq, (unsigned long long)w->last_seq);
+		else if (f->has_prev && w->have_seq && f->prev_seq < w->last_seq)
+			report(c, AL_V_INSERTED, f->path, 1, 0, true, f->prev_seq + 1,
+			       "continues %s from seq %llu, but that file goes on to seq %llu",
+			       f->prev_name, (unsigned long long)f->prev_seq,
+			       (unsigned long long)w->last_seq);
+		else if (f->has_prev && w->have_seq && memcmp(f->prev_hash, w->prev, AL_HASH_LEN) != 0)
+			report(c, AL_V_MODIFIED, f->path, 1, 0, true, f->prev_seq + 1,
+			       "its header names seq %llu of %s with another hash than that file ends with",
+			       (unsigned long long)f->prev_seq, f->prev_name);
+		/* go on from the header's link, as the writer did (also when the file
+		 * it names is missing); a chain's first file starts from zeros */
+		if (f->has_prev) {
+			memcpy(w->prev, f->prev_hash, AL_HASH_LEN);
+			w->last_seq = f->prev_seq;
+			w->have_seq = true;
+		} else {
+			memset(w->prev, 0, AL_HASH_LEN);
+		}
+		w->have_prev = true;
+		r = walk_file(c, f, w);
+		if (r < 0)
+			break;
+	}
+	free(w);
+	return r;
+}
+
 /* ---- chains ------------------------------------------------------------------- */
 
 static int find_chain(struct al_vresult *res, const char *id)
@@ -502,82 +546,20 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 			       "the file is %llu bytes long, but %s recorded %llu when it continued it",
 			       (unsigned long long)f->size, g->path, (unsigned long long)g->prev_size);
 	}
-	/* walk each chain from its start(s) */
-	for (unsigned i = 0; i < n; i++) {
-		struct vfile *start = &c.files[i];
-		bool is_start = !start->has_prev;
-		if (start->has_prev) { /* its predecessor missing: walk from here too */
-			is_start = true;
-			for (unsigned k = 0; k < n; k++)
+	/* walk each chain from its start(s): files without a predecessor among
+	 * the inputs; then whatever no start reached (a cycle of links) */
+	for (int pass = 0; pass < 2; pass++) {
+		for (unsigned i = 0; i < n; i++) {
+			bool is_start = true;
+			for (unsigned k = 0; k < n && pass == 0; k++)
 				if (c.files[k].next == (int)i)
 					is_start = false;
-		}
-		if (!is_start || start->visited)
-			continue;
-		struct walk *w = calloc(1, sizeof(*w));
-		if (!w) {
-			r = -ENOMEM;
-			goto out;
-		}
-		w->c = &c;
-		w->ch = &res->chain[start->chain];
-		for (int cur = (int)i; cur >= 0 && !c.files[cur].visited; cur = c.files[cur].next) {
-			struct vfile *f = &c.files[cur];
-			f->visited = true;
-			if (f->has_prev && w->have_seq && f->prev_seq > w->last_seq)
-				report(&c, AL_V_TRUNCATED, f->path, 1, 0, true, f->prev_seq + 1,
-				       "continues %s from seq %llu, but that file ends at seq %llu",
-				       f->prev_name, (unsigned long long)f->prev_seq,
-				       (unsigned long long)w->last_seq);
-			else if (f->has_prev && w->have_seq && f->prev_seq < w->last_seq)
-				report(&c, AL_V_INSERTED, f->path, 1, 0, true, f->prev_seq + 1,
-				       "continues %s from seq %llu, but that file goes on to seq %llu",
-				       f->prev_name, (unsigned long long)f->prev_seq,
-				       (unsigned long long)w->last_seq);
-			else if (f->has_prev && w->have_seq &&
-				 memcmp(f->prev_hash, w->prev, AL_HASH_LEN) != 0)
-				report(&c, AL_V_MODIFIED, f->path, 1, 0, true, f->prev_seq + 1,
-				       "its header names seq %llu of %s with another hash than that file ends with",
-				       (unsigned long long)f->prev_seq, f->prev_name);
-			if (f->has_prev && w->have_seq) {
-				/* carry on from the header's link, as the writer did */
-				memcpy(w->prev, f->prev_hash, AL_HASH_LEN);
-				w->last_seq = f->prev_seq;
-			}
-			if (f->has_prev && !w->have_seq) {
-				/* the first file we have continues one we lack: start from its link */
-				memcpy(w->prev, f->prev_hash, AL_HASH_LEN);
-				w->have_prev = true;
-				w->last_seq = f->prev_seq;
-				w->have_seq = true;
-			} else if (!f->has_prev) {
-				memset(w->prev, 0, AL_HASH_LEN);
-				w->have_prev = true;
-			}
-			r = walk_file(&c, f, w);
-			if (r < 0) {
-				free(w);
+			if (!is_start || c.files[i].visited)
+				continue;
+			r = walk_from(&c, (int)i);
+			if (r < 0)
 				goto out;
-			}
 		}
-		free(w);
-	}
-	/* files not reached from any start (a cycle of links): walk them alone */
-	for (unsigned i = 0; i < n; i++) {
-		if (c.files[i].visited)
-			continue;
-		struct walk *w = calloc(1, sizeof(*w));
-		if (!w) {
-			r = -ENOMEM;
-			goto out;
-		}
-		w->c = &c;
-		w->ch = &res->chain[c.files[i].chain];
-		c.files[i].visited = true;
-		r = walk_file(&c, &c.files[i], w);
-		free(w);
-		if (r < 0)
-			goto out;
 	}
 	if (o->has_expect_head) {
 		if (!c.saw_expect)
