@@ -12,6 +12,8 @@
 #ifndef AUDITLOG_FORMAT_H
 #define AUDITLOG_FORMAT_H
 
+#include "symbols.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

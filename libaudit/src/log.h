@@ -3,6 +3,8 @@
 #ifndef AUDITLOG_LOG_H
 #define AUDITLOG_LOG_H
 
+#include "symbols.h"
+
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #ifndef AUDITLOG_P11NAMES_H
 #define AUDITLOG_P11NAMES_H
+
+#include "symbols.h"
 #include <stddef.h>
 #include <stdint.h>
 
