@@ -25,12 +25,22 @@ head=$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["chains"][0];
 	fail "--json report"
 expect 0 "$VERIFY" --expect-head "$head" "$d/log"
 
+# --emit: exactly the records written, in order; the report on stderr
+expect 0 "$VERIFY" --emit "$d/log"
+cmp -s "$d/out" "$d/log/audit.log" || fail "--emit output differs from the log"
+grep -q '^intact' "$d/err" || fail "--emit: the report is not on stderr"
+expect 2 "$VERIFY" --emit --json "$d/log"
+
 # a deleted line: exit 1, with file, line, offset and seq
 sed -i '5d' "$d/log/audit.log"
 expect 1 "$VERIFY" "$d/log"
 grep -q 'audit.log:5: offset [0-9]*, seq 5: deleted: seq jumps from 3 to 5' "$d/out" || fail "finding: $(cat "$d/out")"
 expect 1 "$VERIFY" -q "$d/log"
 [ -s "$d/out" ] && fail "--quiet printed"
+# --emit passes on every verified line and holds back what did not verify
+expect 1 "$VERIFY" --emit "$d/log"
+[ "$(wc -l <"$d/out")" -eq "$(($(wc -l <"$d/log/audit.log") - 1))" ] || fail "--emit after a deletion"
+if grep -q '"seq":5,' "$d/out"; then fail "--emit passed the record after the gap"; fi
 
 # usage and I/O errors: exit 2
 expect 2 "$VERIFY"

@@ -178,6 +178,30 @@ static void test_mutations(void **state)
 	mutation("truncate -s -200 \"$F\"", AL_V_TRUNCATED, false);
 }
 
+/* A chain's first file: its header must hash from the zero start. */
+static void test_first_header(void **state)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	struct got g;
+	size_t len;
+
+	write_log(path, 1, 100, 0);
+	uint8_t *buf = tu_read_file(path, &len);
+	uint8_t *id = (uint8_t *)strstr((char *)buf, "\"file_id\":\"") + 11;
+	*id = *id == '0' ? '1' : '0'; /* still canonical hex: only the hash tells */
+	FILE *out = fopen(path, "w");
+	assert_int_equal(fwrite(buf, 1, len, out), len);
+	fclose(out);
+	free(buf);
+	struct al_vresult res = run_verify(dir, &g, NULL);
+	assert_int_equal(g.n[AL_V_MODIFIED], 1);
+	assert_int_equal(g.first_line[AL_V_MODIFIED], 1);
+	al_vresult_free(&res);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 /* Every single-bit flip of a record is found. */
 static void test_bit_flips(void **state)
 {
@@ -321,7 +345,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_clean_logs),   cmocka_unit_test(test_mutations),
 		cmocka_unit_test(test_bit_flips),    cmocka_unit_test(test_expect_head),
-		cmocka_unit_test(test_recovered),
+		cmocka_unit_test(test_recovered),    cmocka_unit_test(test_first_header),
 	};
 	tu_filter();
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -25,6 +25,8 @@ static const char usage[] =
 	"\n"
 	"  --json                 print a machine report (every finding) on stdout\n"
 	"  -q, --quiet            print nothing; only the exit code\n"
+	"  --emit                 write every line that verified to stdout (the report goes\n"
+	"                         to stderr), so a pipeline ingests only verified records\n"
 	"  --expect-head SEQ:HASH the record SEQ must exist with this hash (a head exported\n"
 	"                         elsewhere: catches a cut tail or a recomputed chain)\n"
 	"  --min-version N        report records below format version N\n"
@@ -65,7 +67,8 @@ static void put_safe(FILE *out, const char *s)
 }
 
 struct report {
-	bool json, quiet, strict;
+	bool json, quiet, strict, emit;
+	FILE *out; /* the human report: stdout, or stderr with --emit */
 	json_t *findings;
 	unsigned long shown;
 };
@@ -87,14 +90,21 @@ static void on_finding(void *ctx, const struct al_finding *f)
 	}
 	if (r->quiet)
 		return;
-	put_safe(stdout, f->file);
-	printf(":%" PRIu64 ": offset %" PRIu64, f->line, f->offset);
+	put_safe(r->out, f->file);
+	fprintf(r->out, ":%" PRIu64 ": offset %" PRIu64, f->line, f->offset);
 	if (f->has_seq)
-		printf(", seq %" PRIu64, f->seq);
-	printf(": %s: ", al_vclass_name(f->cls));
-	put_safe(stdout, f->msg);
-	putchar('\n');
+		fprintf(r->out, ", seq %" PRIu64, f->seq);
+	fprintf(r->out, ": %s: ", al_vclass_name(f->cls));
+	put_safe(r->out, f->msg);
+	fputc('\n', r->out);
 	r->shown++;
+}
+
+static void on_record(void *ctx, const uint8_t *line, size_t len)
+{
+	(void)ctx;
+	fwrite(line, 1, len, stdout);
+	putchar('\n');
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -160,6 +170,7 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"json", no_argument, NULL, 'j'},       {"quiet", no_argument, NULL, 'q'},
+		{"emit", no_argument, NULL, 'E'},
 		{"expect-head", required_argument, NULL, 'e'},
 		{"min-version", required_argument, NULL, 'm'},
 		{"strict", no_argument, NULL, 's'},     {"help", no_argument, NULL, 'h'},
@@ -175,6 +186,7 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'j': rep.json = true; break;
 		case 'q': rep.quiet = true; break;
+		case 'E': rep.emit = true; break;
 		case 's': rep.strict = true; break;
 		case 'e':
 			if (parse_head(optarg, &o) < 0) {
@@ -200,6 +212,13 @@ int main(int argc, char **argv)
 		fputs(usage, stderr);
 		return 2;
 	}
+	if (rep.emit && rep.json) {
+		fprintf(stderr, "auditlog-verify: --emit and --json both want stdout\n");
+		return 2;
+	}
+	rep.out = rep.emit ? stderr : stdout;
+	if (rep.emit)
+		o.on_record = on_record;
 	for (int i = optind; i < argc; i++) {
 		r = add_path(argv[i], &paths, &n, &cap);
 		if (r < 0) {
@@ -256,26 +275,26 @@ int main(int argc, char **argv)
 		putchar('\n');
 		json_decref(j);
 	} else if (!rep.quiet) {
-		printf("%s: %u file(s), %u chain(s), %" PRIu64 " records, %" PRIu64 " bytes\n", verdict,
+		fprintf(rep.out, "%s: %u file(s), %u chain(s), %" PRIu64 " records, %" PRIu64 " bytes\n", verdict,
 		       res.files, res.chains, res.records, res.bytes);
 		for (unsigned i = 0; i < res.chains; i++) {
 			struct al_vchain *ch = &res.chain[i];
 			char hex[65] = {0};
 			al_hex(ch->head_hash, AL_HASH_LEN, hex);
-			printf("chain %s: %u file(s), seq %" PRIu64 "..%" PRIu64 ", %s .. %s, v%u..v%u\n",
+			fprintf(rep.out, "chain %s: %u file(s), seq %" PRIu64 "..%" PRIu64 ", %s .. %s, v%u..v%u\n",
 			       ch->chain_id[0] ? ch->chain_id : "(no header)", ch->files, ch->first_seq,
 			       ch->last_seq, ch->first_ts, ch->last_ts, ch->min_version, ch->max_version);
-			printf("  head %" PRIu64 ":%s\n", ch->last_seq, hex);
+			fprintf(rep.out, "  head %" PRIu64 ":%s\n", ch->last_seq, hex);
 		}
 		if (total) {
-			printf("findings:");
+			fprintf(rep.out, "findings:");
 			for (int k = 0; k < AL_V__MAX; k++)
 				if (res.findings[k])
-					printf(" %s %" PRIu64, al_vclass_name((enum al_vclass)k), res.findings[k]);
-			putchar('\n');
+					fprintf(rep.out, " %s %" PRIu64, al_vclass_name((enum al_vclass)k), res.findings[k]);
+			fputc('\n', rep.out);
 		}
 		if (!o.has_expect_head)
-			printf("note: %s\n", threat_note);
+			fprintf(rep.out, "note: %s\n", threat_note);
 	}
 	al_vresult_free(&res);
 	for (unsigned i = 0; i < n; i++)

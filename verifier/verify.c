@@ -225,8 +225,11 @@ static void flush_damage(struct walk *w)
 	w->damage = false;
 }
 
-static void accept(struct walk *w, const struct al_parsed *p, const uint8_t h[AL_HASH_LEN])
+static void accept(struct walk *w, const struct al_parsed *p, const uint8_t h[AL_HASH_LEN],
+		   const uint8_t *line, size_t len, bool clean)
 {
+	if (clean && w->c->o->on_record)
+		w->c->o->on_record(w->c->o->ctx, line, len);
 	uint64_t seq = p->rec.f[AL_F_SEQ].u;
 	w->absorbed = 0;
 	memcpy(w->prev, h, AL_HASH_LEN);
@@ -311,15 +314,20 @@ static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t
 				       "crash damage of %llu bytes repaired by the writer (recovery record "
 				       "at line %llu)",
 				       (unsigned long long)dl, (unsigned long long)lineno);
-				accept(w, &p, h);
+				accept(w, &p, h, line, len, true);
 				return;
 			}
 		}
 		flush_damage(w);
 	}
 
-	if (w->have_ts && memcmp(p.rec.f[AL_F_TIMESTAMP].p, w->last_ts, AL_TS_LEN) < 0)
+	bool clean = true; /* no finding on this line: --emit passes it on */
+	if (w->have_ts && memcmp(p.rec.f[AL_F_TIMESTAMP].p, w->last_ts, AL_TS_LEN) < 0) {
 		report(c, AL_V_REORDERED, path, lineno, off, true, seq, "timestamp goes back");
+		clean = false;
+	}
+	if (p.rec.version < w->last_version || p.rec.version < c->o->min_version)
+		clean = false;
 	if (p.rec.version < w->last_version)
 		report(c, AL_V_VERSION, path, lineno, off, true, seq, "format version decreases from %u to %u",
 		       w->last_version, p.rec.version);
@@ -330,20 +338,31 @@ static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t
 		report(c, AL_V_INSERTED, path, lineno, off, true, seq, "a header in the middle of a file");
 		return;
 	}
-	if (!w->have_seq) {
-		accept(w, &p, h);
+	if (!w->have_seq) { /* the first record of a chain: it starts from 32 zero bytes */
+		bool start = seq == 0 || p.rec.type == AL_T_HEADER;
+		if (p.rec.type == AL_T_HEADER && seq != 0) {
+			report(c, AL_V_MODIFIED, path, lineno, off, true, seq,
+			       "a chain's first header must have seq 0");
+			clean = false;
+		} else if (start && !chains) {
+			report(c, AL_V_MODIFIED, path, lineno, off, true, seq,
+			       "the chain's first record does not hash from the zero start");
+			clean = false;
+		}
+		/* (a record after reported damage in a file without a header is an anchor) */
+		accept(w, &p, h, line, len, clean && start && chains);
 		return;
 	}
 	if (seq == w->last_seq + 1) {
 		if (!chains)
 			report(c, AL_V_MODIFIED, path, lineno, off, true, seq,
 			       "hash does not follow from the previous record");
-		accept(w, &p, h);
+		accept(w, &p, h, line, len, clean && chains);
 		return;
 	}
 	if (seq > w->last_seq + 1 && seq - w->last_seq - 1 <= w->absorbed) {
 		/* the lines just reported as damaged held these seqs: no second finding */
-		accept(w, &p, h);
+		accept(w, &p, h, line, len, false);
 		return;
 	}
 	if (seq > w->last_seq + 1) {
@@ -351,7 +370,7 @@ static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t
 		       "seq jumps from %llu to %llu: %llu record(s) missing",
 		       (unsigned long long)w->last_seq, (unsigned long long)seq,
 		       (unsigned long long)(seq - w->last_seq - 1));
-		accept(w, &p, h);
+		accept(w, &p, h, line, len, false);
 		return;
 	}
 	int s = seen(w, seq);

@@ -54,6 +54,9 @@ struct al_vopts {
 	uint64_t expect_seq;
 	uint8_t expect_hash[AL_HASH_LEN];
 	void (*on_finding)(void *ctx, const struct al_finding *f);
+	/* Each line that verified, in chain order, without its '\n' (--emit): a
+	 * record that chains from the one before it; never a line with a finding. */
+	void (*on_record)(void *ctx, const uint8_t *line, size_t len);
 	void *ctx;
 };
 
