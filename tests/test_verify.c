@@ -178,6 +178,62 @@ static void test_mutations(void **state)
 	mutation("truncate -s -200 \"$F\"", AL_V_TRUNCATED, false);
 }
 
+struct at_seq {
+	uint64_t seq;
+	uint8_t hash[AL_HASH_LEN];
+	bool found;
+};
+
+static void grab(void *ctx, const struct al_parsed *p)
+{
+	struct at_seq *a = ctx;
+	if (p->rec.f[AL_F_SEQ].u == a->seq) {
+		memcpy(a->hash, p->hash, AL_HASH_LEN);
+		a->found = true;
+	}
+}
+
+/* --from: a daily job verifies only what is new. */
+static void test_from_checkpoint(void **state)
+{
+	char *dir = tu_mkdtemp();
+	char *mid = fixture(dir); /* ~2000 events in >= 5 files; mid is the third */
+	struct at_seq a = {.seq = 1500};
+	struct got g;
+
+	tu_walk_chain(dir, "audit.log", grab, &a);
+	assert_true(a.found);
+	struct al_vopts o = {.has_from = true, .from_seq = a.seq};
+	memcpy(o.from_hash, a.hash, AL_HASH_LEN);
+	struct al_vresult res = run_verify(dir, &g, &o);
+	assert_int_equal(total(&g), 0);
+	assert_true(res.records < 600); /* only what follows the checkpoint */
+	al_vresult_free(&res);
+
+	/* damage before the checkpoint is not looked at again */
+	shell("sed -i '10s/.*/garbage/' \"$F\"", mid);
+	res = run_verify(dir, &g, &o);
+	assert_int_equal(total(&g), 0);
+	al_vresult_free(&res);
+	/* ...but it is without --from */
+	res = run_verify(dir, &g, NULL);
+	assert_int_equal(g.n[AL_V_UNPARSEABLE], 1);
+	al_vresult_free(&res);
+
+	/* a wrong checkpoint hash, a checkpoint beyond the log */
+	o.from_hash[0] ^= 1;
+	res = run_verify(dir, &g, &o);
+	assert_int_equal(g.n[AL_V_MODIFIED], 1);
+	al_vresult_free(&res);
+	o.from_seq = 1u << 30;
+	res = run_verify(dir, &g, &o);
+	assert_int_equal(g.n[AL_V_TRUNCATED], 1);
+	al_vresult_free(&res);
+	free(mid);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 /* A chain's first file: its header must hash from the zero start. */
 static void test_first_header(void **state)
 {
@@ -346,6 +402,7 @@ int main(void)
 		cmocka_unit_test(test_clean_logs),   cmocka_unit_test(test_mutations),
 		cmocka_unit_test(test_bit_flips),    cmocka_unit_test(test_expect_head),
 		cmocka_unit_test(test_recovered),    cmocka_unit_test(test_first_header),
+		cmocka_unit_test(test_from_checkpoint),
 	};
 	tu_filter();
 	return cmocka_run_group_tests(tests, NULL, NULL);

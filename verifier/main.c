@@ -29,6 +29,8 @@ static const char usage[] =
 	"                         to stderr), so a pipeline ingests only verified records\n"
 	"  --expect-head SEQ:HASH the record SEQ must exist with this hash (a head exported\n"
 	"                         elsewhere: catches a cut tail or a recomputed chain)\n"
+	"  --from SEQ:HASH        start at a record verified before (a checkpoint): files\n"
+	"                         wholly before it are not read, records before it not checked\n"
 	"  --min-version N        report records below format version N\n"
 	"  --strict               count repaired crash damage as a finding\n"
 	"  -h, --help             this text\n"
@@ -153,16 +155,16 @@ static int add_path(const char *path, char ***list, unsigned *n, unsigned *cap)
 	return 0;
 }
 
-static int parse_head(const char *s, struct al_vopts *o)
+/* SEQ:HASH */
+static int parse_seq_hash(const char *s, uint64_t *ret_seq, uint8_t ret_hash[AL_HASH_LEN])
 {
 	char *end;
 	errno = 0;
 	unsigned long long seq = strtoull(s, &end, 10);
 	if (errno || end == s || *end != ':' || strlen(end + 1) != 64 ||
-	    al_unhex((const uint8_t *)end + 1, 64, o->expect_hash) < 0)
+	    al_unhex((const uint8_t *)end + 1, 64, ret_hash) < 0)
 		return -EINVAL;
-	o->expect_seq = seq;
-	o->has_expect_head = true;
+	*ret_seq = seq;
 	return 0;
 }
 
@@ -173,6 +175,7 @@ int main(int argc, char **argv)
 		{"emit", no_argument, NULL, 'E'},
 		{"expect-head", required_argument, NULL, 'e'},
 		{"min-version", required_argument, NULL, 'm'},
+		{"from", required_argument, NULL, 'f'},
 		{"strict", no_argument, NULL, 's'},     {"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -189,10 +192,18 @@ int main(int argc, char **argv)
 		case 'E': rep.emit = true; break;
 		case 's': rep.strict = true; break;
 		case 'e':
-			if (parse_head(optarg, &o) < 0) {
+			if (parse_seq_hash(optarg, &o.expect_seq, o.expect_hash) < 0) {
 				fprintf(stderr, "auditlog-verify: --expect-head wants SEQ:HASH (64 hex digits)\n");
 				return 2;
 			}
+			o.has_expect_head = true;
+			break;
+		case 'f':
+			if (parse_seq_hash(optarg, &o.from_seq, o.from_hash) < 0) {
+				fprintf(stderr, "auditlog-verify: --from wants SEQ:HASH (64 hex digits)\n");
+				return 2;
+			}
+			o.has_from = true;
 			break;
 		case 'm': {
 			char *end;

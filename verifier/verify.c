@@ -52,6 +52,8 @@ struct vfile {
 	char prev_name[1025];
 	uint64_t prev_seq, prev_size;
 	uint8_t prev_hash[AL_HASH_LEN];
+	uint64_t first_seq; /* the header's seq */
+	bool skip;       /* wholly before --from: not read */
 	int chain;       /* index into chains */
 	int next;        /* first successor (index), -1 */
 	bool visited;
@@ -68,9 +70,11 @@ struct vctx {
 	struct vfile *files;
 	unsigned n;
 	uint8_t *dec, *work;
-	/* expect-head bookkeeping */
+	/* expect-head and from bookkeeping */
 	bool saw_expect;
 	bool expect_ok;
+	bool saw_from;
+	bool past_from; /* a record at or after --from was seen */
 };
 
 static void report(struct vctx *c, enum al_vclass cls, const char *file, uint64_t line, uint64_t off,
@@ -118,6 +122,7 @@ static int read_head(struct vctx *c, struct vfile *f)
 	    p.rec.type != AL_T_HEADER)
 		return 0; /* no valid header: the walk reports why */
 	f->has_header = true;
+	f->first_seq = p.rec.f[AL_F_SEQ].u;
 	memcpy(f->chain_id, p.rec.f[AL_F_CHAIN_ID].p, 32);
 	if (p.rec.present & AL_BIT(AL_F_PREV_NAME)) {
 		f->has_prev = true;
@@ -218,6 +223,10 @@ static void flush_damage(struct walk *w)
 {
 	if (!w->damage)
 		return;
+	if (w->c->o->has_from && !w->c->past_from) { /* before the checkpoint: verified then */
+		w->damage = false;
+		return;
+	}
 	report(w->c, w->damage_cls, w->f->path, w->damage_line, w->damage_off, w->have_seq,
 	       w->have_seq ? w->last_seq + 1 : 0, "%s%s", w->damage_msg,
 	       w->damage_lines > 1 ? " (and the lines after it, up to the next valid record)" : "");
@@ -293,6 +302,32 @@ static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t
 		return;
 	}
 	uint64_t seq = p.rec.f[AL_F_SEQ].u;
+	if (c->o->has_from && !c->past_from) {
+		if (seq < c->o->from_seq) { /* verified before: only keep the state */
+			w->damage = false;
+			memcpy(w->prev, p.hash, AL_HASH_LEN);
+			w->have_prev = w->have_seq = true;
+			w->last_seq = seq;
+			memcpy(w->last_ts, p.rec.f[AL_F_TIMESTAMP].p, AL_TS_LEN);
+			w->have_ts = true;
+			w->last_version = p.rec.version;
+			return;
+		}
+		c->past_from = true;
+		if (seq == c->o->from_seq) {
+			bool same = CRYPTO_memcmp(p.hash, c->o->from_hash, AL_HASH_LEN) == 0;
+			c->saw_from = true;
+			if (!same)
+				report(c, AL_V_MODIFIED, path, lineno, off, true, seq,
+				       "the checkpoint's record has another hash than --from says");
+			w->damage = false;
+			w->cur_digest = digest(line, len);
+			/* go on from the trusted hash (on a mismatch, from the line's own, so
+			 * that one wrong checkpoint is one finding) */
+			accept(w, &p, same ? c->o->from_hash : p.hash, line, len, same);
+			return;
+		}
+	}
 	w->cur_digest = digest(line, len);
 	bool chains = w->have_prev && al_check_hash(&p, line, w->prev, c->work, h);
 	if (!w->have_prev)
@@ -462,6 +497,8 @@ static int walk_from(struct vctx *c, int first)
 	for (int cur = first; cur >= 0 && !c->files[cur].visited; cur = c->files[cur].next) {
 		struct vfile *f = &c->files[cur];
 		f->visited = true;
+		if (f->skip)
+			continue; /* the next file starts from its header's link */
 		if (f->has_prev && w->have_seq && f->prev_seq > w->last_seq)
 			report(c, AL_V_TRUNCATED, f->path, 1, 0, true, f->prev_seq + 1,
 			       "continues %s from seq %llu, but that file ends at seq %llu", f->prev_name,
@@ -558,6 +595,10 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 			continue;
 		}
 		f->next = (int)i;
+		if (o->has_from && g->prev_seq < o->from_seq) {
+			f->skip = true; /* every record of f is before the checkpoint */
+			continue;
+		}
 		if (g->sealed_prev && g->prev_size <= f->size)
 			f->limit = g->prev_size; /* beyond it: a sealed file's unacknowledged tail */
 		else if (g->prev_size != f->size)
@@ -580,6 +621,10 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 				goto out;
 		}
 	}
+	if (o->has_from && !c.saw_from)
+		report(&c, AL_V_TRUNCATED, n ? paths[n - 1] : "", 0, 0, true, o->from_seq,
+		       "no record with seq %llu (the --from checkpoint) among the inputs",
+		       (unsigned long long)o->from_seq);
 	if (o->has_expect_head) {
 		if (!c.saw_expect)
 			report(&c, AL_V_TRUNCATED, n ? paths[n - 1] : "", 0, 0, true, o->expect_seq,

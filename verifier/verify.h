@@ -50,6 +50,12 @@ struct al_finding {
 
 struct al_vopts {
 	unsigned min_version;
+	/* --from SEQ:HASH: a record verified before (a daily job's checkpoint).
+	 * Files wholly before it are not read; records before it are not
+	 * checked; the record itself must carry this hash. */
+	bool has_from;
+	uint64_t from_seq;
+	uint8_t from_hash[AL_HASH_LEN];
 	bool has_expect_head;
 	uint64_t expect_seq;
 	uint8_t expect_hash[AL_HASH_LEN];
