@@ -210,7 +210,8 @@ static enum al_vclass classify_unparsed(const uint8_t *line, size_t len, enum al
 
 	if (e == AL_PERR_VERSION)
 		return AL_V_VERSION;
-	j = json_loadb((const char *)line, len, JSON_REJECT_DUPLICATES | JSON_DISABLE_EOF_CHECK, &err);
+	j = json_loadb((const char *)line, len,
+		       JSON_REJECT_DUPLICATES | JSON_DISABLE_EOF_CHECK | JSON_ALLOW_NUL, &err);
 	if (!j) /* a duplicated key is JSON all the same, just never canonical */
 		return json_error_code(&err) == json_error_duplicate_key ? AL_V_NONCANONICAL
 									 : AL_V_UNPARSEABLE;
