@@ -145,7 +145,6 @@ struct walk {
 	struct vctx *c;
 	struct vfile *f;
 	struct al_vchain *ch;
-	bool have_prev;
 	uint8_t prev[AL_HASH_LEN];
 	uint64_t last_seq;
 	bool have_seq;
@@ -235,6 +234,17 @@ static void flush_damage(struct walk *w)
 	w->damage = false;
 }
 
+/* The chain goes on from record p with hash h. */
+static void follow(struct walk *w, const struct al_parsed *p, const uint8_t h[AL_HASH_LEN])
+{
+	memcpy(w->prev, h, AL_HASH_LEN);
+	w->last_seq = p->rec.f[AL_F_SEQ].u;
+	w->have_seq = true;
+	memcpy(w->last_ts, p->rec.f[AL_F_TIMESTAMP].p, AL_TS_LEN);
+	w->have_ts = true;
+	w->last_version = p->rec.version;
+}
+
 static void accept(struct walk *w, const struct al_parsed *p, const uint8_t h[AL_HASH_LEN],
 		   const uint8_t *line, size_t len, bool clean)
 {
@@ -242,13 +252,7 @@ static void accept(struct walk *w, const struct al_parsed *p, const uint8_t h[AL
 		w->c->o->on_record(w->c->o->ctx, line, len);
 	uint64_t seq = p->rec.f[AL_F_SEQ].u;
 	w->absorbed = 0;
-	memcpy(w->prev, h, AL_HASH_LEN);
-	w->have_prev = true;
-	w->last_seq = seq;
-	w->have_seq = true;
-	memcpy(w->last_ts, p->rec.f[AL_F_TIMESTAMP].p, AL_TS_LEN);
-	w->have_ts = true;
-	w->last_version = p->rec.version;
+	follow(w, p, h);
 	remember(w, seq);
 	struct al_vchain *ch = w->ch;
 	if (!ch->records) {
@@ -306,12 +310,7 @@ static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t
 	if (c->o->has_from && !c->past_from) {
 		if (seq < c->o->from_seq) { /* verified before: only keep the state */
 			w->damage = false;
-			memcpy(w->prev, p.hash, AL_HASH_LEN);
-			w->have_prev = w->have_seq = true;
-			w->last_seq = seq;
-			memcpy(w->last_ts, p.rec.f[AL_F_TIMESTAMP].p, AL_TS_LEN);
-			w->have_ts = true;
-			w->last_version = p.rec.version;
+			follow(w, &p, p.hash);
 			return;
 		}
 		c->past_from = true;
@@ -330,9 +329,8 @@ static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t
 		}
 	}
 	w->cur_digest = digest(line, len);
-	bool chains = w->have_prev && al_check_hash(&p, line, w->prev, c->work, h);
-	if (!w->have_prev)
-		(void)al_check_hash(&p, line, w->prev, c->work, h);
+	/* w->prev is always set: the link of the file's header, or the zero start */
+	bool chains = al_check_hash(&p, line, w->prev, c->work, h);
 	memcpy(h, p.hash, AL_HASH_LEN); /* the line's own hash carries the chain on */
 
 	if (w->damage) {
@@ -522,7 +520,6 @@ static int walk_from(struct vctx *c, int first)
 		} else {
 			memset(w->prev, 0, AL_HASH_LEN);
 		}
-		w->have_prev = true;
 		r = walk_file(c, f, w);
 		if (r < 0)
 			break;

@@ -362,6 +362,13 @@ static int enqueue(struct auditlog *l, const struct auditlog_event *ev, uint8_t 
 	return 0;
 }
 
+/* The log fails closed with err, unless it already has: the first error stays. */
+static void fail_closed(struct auditlog *l, int err)
+{
+	int32_t expected = 0;
+	atomic_compare_exchange_strong(&l->error, &expected, (int32_t)err);
+}
+
 /* ---- I/O submission and completion ---------------------------------------- */
 
 static unsigned inflight_batches(struct auditlog *l);
@@ -475,8 +482,7 @@ static void handle_enospc(struct auditlog *l, struct batch *b)
 		b->enospc_since_ns = now;
 	if (now - b->enospc_since_ns >= l->cfg.enospc_deadline_ms * 1000000u) {
 		/* fail closed: the disk stays full; no new file would fare better */
-		int32_t expected = 0;
-		atomic_compare_exchange_strong(&l->error, &expected, -ENOSPC);
+		fail_closed(l, -ENOSPC);
 		fail_inflight_from(l, b, -ENOSPC);
 		return;
 	}
@@ -738,14 +744,12 @@ static void failover(struct auditlog *l)
 		return; /* failed closed (ENOSPC past its deadline) */
 	atomic_fetch_add(&l->st.failovers, 1);
 	if (++l->consecutive_failovers > 3) {
-		int32_t expected = 0;
-		atomic_compare_exchange_strong(&l->error, &expected, err);
+		fail_closed(l, err);
 		return;
 	}
 	r = al_file_switch(l, "io-error");
 	if (r < 0) {
-		int32_t expected = 0;
-		atomic_compare_exchange_strong(&l->error, &expected, err);
+		fail_closed(l, err);
 		return;
 	}
 	snprintf(l->header_detail, sizeof(l->header_detail),
@@ -904,8 +908,7 @@ static bool fill_and_submit(struct auditlog *l)
 	if (l->need_header && !atomic_load(&l->error)) {
 		long n = al_format_header(l, b->buf);
 		if (n < 0) {
-			int32_t expected = 0;
-			atomic_compare_exchange_strong(&l->error, &expected, (int32_t)n);
+			fail_closed(l, (int32_t)n);
 		} else {
 			b->len += (size_t)n;
 			note_record(b, l, false);
@@ -1011,8 +1014,7 @@ static void *worker_main(void *arg)
 			int r = al_file_switch(l, "rotate");
 			l->rotate_pending = false;
 			if (r < 0) {
-				int32_t expected = 0;
-				atomic_compare_exchange_strong(&l->error, &expected, r);
+				fail_closed(l, r);
 			} else {
 				atomic_fetch_add(&l->st.rotations, 1);
 			}
