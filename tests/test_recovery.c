@@ -107,6 +107,27 @@ static void test_torn_tail(void **state)
 	free(dir);
 }
 
+/* A crash between a line's bytes and its '\n': the record is whole and
+ * chains on, so it is kept and ended, not called damage (a recovery record
+ * naming a valid record would repeat its seq). */
+static void test_missing_newline(void **state)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	struct auditlog_stats st;
+	struct tu_walk w;
+
+	assert_int_equal(write_events(path, 100, NULL), 0);
+	assert_int_equal(truncate(path, (off_t)(tu_file_size(path) - 1)), 0);
+	assert_int_equal(write_events(path, 10, &st), 0);
+	assert_int_equal(st.recoveries, 0);
+	walk_ok(path, &w);
+	assert_int_equal(w.events, 110);
+	assert_int_equal(w.recoveries, 0);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 /* Zero the bytes of lines [from, to) of the file's last lines: a batch lost
  * while a later one reached the disk. */
 static void punch_lines(const char *path, unsigned from_end, unsigned count)
@@ -379,6 +400,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_reopen_continues),
 		cmocka_unit_test(test_torn_tail),
+		cmocka_unit_test(test_missing_newline),
 		cmocka_unit_test(test_nul_hole),
 		cmocka_unit_test(test_damage_beyond_bound),
 		cmocka_unit_test(test_damage_within_bound),

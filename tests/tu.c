@@ -59,6 +59,14 @@ char *tu_path(const char *dir, const char *name)
 	return p;
 }
 
+uint64_t tu_file_size(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		fail_msg("stat %s: %s", path, strerror(errno));
+	return (uint64_t)st.st_size;
+}
+
 uint8_t *tu_read_file(const char *path, size_t *ret_len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);

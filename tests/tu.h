@@ -19,6 +19,7 @@ void tu_rmtree(const char *dir);
 /* Whole file into memory (NUL-terminated); NULL on error. */
 uint8_t *tu_read_file(const char *path, size_t *ret_len);
 char *tu_path(const char *dir, const char *name); /* malloc'ed dir/name */
+uint64_t tu_file_size(const char *path);
 
 /* What tu_walk found in one file. */
 struct tu_walk {

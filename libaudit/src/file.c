@@ -185,11 +185,11 @@ static void head_from(struct head *h, const struct al_parsed *p)
  * the file offset just past the last trusted record (whose state is in *h).
  */
 static int scan_tail(struct auditlog *l, const uint8_t *buf, size_t win, uint64_t start,
-		     struct head *h, uint64_t *ret_good_end)
+		     struct head *h, uint64_t *ret_good_end, bool *ret_unterminated)
 {
 	struct al_parsed p;
 	size_t err_off, pos = 0;
-	bool have = false;
+	bool have = false, damaged = false;
 	uint64_t good_end = 0, anchor_off = 0;
 
 	if (start > 0) {
@@ -249,14 +249,27 @@ static int scan_tail(struct auditlog *l, const uint8_t *buf, size_t win, uint64_
 				}
 				q = (size_t)(nl2 - buf) + 1;
 			}
-			if (!bridged)
+			if (!bridged) {
+				damaged = true;
 				break;
+			}
 		}
 		good_end = start + (size_t)(nl - buf) + 1;
 		pos = (size_t)(nl - buf) + 1;
 	}
 	if (!have)
 		return -EBADMSG;
+	/* A last line that lacks only its '\n' (the crash fell between its bytes
+	 * and the newline) is a whole record that chains on: keep it, and let
+	 * the caller end it, rather than call a valid record damage. */
+	*ret_unterminated = false;
+	if (!damaged && pos < win &&
+	    al_parse(buf + pos, win - pos, l->dec, &p, &err_off) == AL_PERR_OK &&
+	    chains(h, &p, buf + pos, l->work)) {
+		head_from(h, &p);
+		good_end = start + win;
+		*ret_unterminated = true;
+	}
 	*ret_good_end = good_end;
 	return 0;
 }
@@ -550,7 +563,8 @@ int al_file_open(struct auditlog *l)
 	r = al_read_hooked(l, buf, win, size - win);
 	if (r < 0)
 		goto out;
-	r = scan_tail(l, buf, win, size - win, &l->tail, &good_end);
+	bool unterminated;
+	r = scan_tail(l, buf, win, size - win, &l->tail, &good_end, &unterminated);
 	if (r < 0)
 		goto out;
 	if (l->tail.version > l->cfg.version) {
@@ -579,6 +593,11 @@ int al_file_open(struct auditlog *l)
 			goto out;
 		l->durable = l->tail;
 		l->durable_size = l->file_off;
+	} else if (unterminated) {
+		r = al_write_sync(l, "\n", 1, size);
+		if (r < 0)
+			goto out;
+		l->file_off = l->durable_size = size + 1;
 	}
 	r = 0;
 out:
