@@ -89,4 +89,8 @@ struct al_vresult {
 int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, struct al_vresult *res);
 void al_vresult_free(struct al_vresult *res);
 
+/* Append PATH to *list (n used, cap allocated): a file as given, or a
+ * directory's regular files (not dot files), in directory order. 0 or -errno. */
+int al_verify_add_path(const char *path, char ***list, unsigned *n, unsigned *cap);
+
 #endif

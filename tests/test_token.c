@@ -1,0 +1,767 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libsofttoken.so through its PKCS#11 interface (dlopen + C_GetFunctionList),
+ * as an application sees it: initialisation and configuration errors, slots,
+ * tokens, PINs and their lockout, sessions and login states, objects and
+ * their attribute rules, find, persistence, the operation state machine and
+ * buffer rules, the audit trail record by record, and fail-closed.
+ *
+ * argv[1] (or $SOFTTOKEN_MODULE) is the module to load.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <p11-kit/pkcs11.h>
+
+#include "tu.h"
+#include "verify.h"
+
+static const char *module_path;
+static void *dl;
+static CK_FUNCTION_LIST *f;
+static char *dir, *conf, *audit_dir, *token_dir;
+
+#define SO_PIN "so-secret-1234"
+#define USER_PIN "user-secret-5678"
+#define PIN(s) (CK_UTF8CHAR_PTR)(s), (CK_ULONG)strlen(s)
+
+static void write_conf(const char *extra)
+{
+	FILE *fp = fopen(conf, "w");
+
+	assert_non_null(fp);
+	fprintf(fp, "# test configuration\ntoken_dir = %s\naudit_dir = %s\npbkdf2_iterations = 1000\n"
+		    "slots = 2\nmax_pin_failures = 3\n%s",
+		token_dir, audit_dir, extra ? extra : "");
+	fclose(fp);
+}
+
+static int setup(void **state)
+{
+	dir = tu_mkdtemp();
+	conf = tu_path(dir, "softtoken.conf");
+	audit_dir = tu_path(dir, "audit");
+	token_dir = tu_path(dir, "tokens");
+	write_conf(NULL);
+	setenv("SOFTTOKEN_CONF", conf, 1);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	if (f)
+		(void)f->C_Finalize(NULL);
+	tu_rmtree(dir);
+	free(dir);
+	free(conf);
+	free(audit_dir);
+	free(token_dir);
+	return 0;
+}
+
+static void init(void)
+{
+	assert_int_equal(f->C_Initialize(NULL), CKR_OK);
+}
+
+static void fini(void)
+{
+	assert_int_equal(f->C_Finalize(NULL), CKR_OK);
+}
+
+static void init_token(CK_SLOT_ID slot, const char *label)
+{
+	CK_UTF8CHAR lab[32];
+	CK_SESSION_HANDLE h;
+	size_t n = strlen(label);
+
+	memset(lab, ' ', sizeof(lab));
+	memcpy(lab, label, n);
+	assert_int_equal(f->C_InitToken(slot, PIN(SO_PIN), lab), CKR_OK);
+	assert_int_equal(f->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &h), CKR_OK);
+	assert_int_equal(f->C_Login(h, CKU_SO, PIN(SO_PIN)), CKR_OK);
+	assert_int_equal(f->C_InitPIN(h, PIN(USER_PIN)), CKR_OK);
+	assert_int_equal(f->C_Logout(h), CKR_OK);
+	assert_int_equal(f->C_CloseSession(h), CKR_OK);
+}
+
+static CK_SESSION_HANDLE open_rw(CK_SLOT_ID slot)
+{
+	CK_SESSION_HANDLE h;
+
+	assert_int_equal(f->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &h), CKR_OK);
+	return h;
+}
+
+/* ---- the audit log, read independently (jansson, not our parser) ---------- */
+
+struct rec {
+	char action[40], outcome[16], rv[48], mechanism[48], key_label[64], key_id[64], actor[16];
+	char detail[128];
+	long long slot, session;
+};
+
+static size_t read_events(struct rec *out, size_t cap)
+{
+	char *path = tu_path(audit_dir, "softtoken-0.log");
+	size_t len, n = 0;
+	char *buf = (char *)tu_read_file(path, &len), *line, *save = NULL;
+
+	assert_non_null(buf);
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		json_error_t e;
+		json_t *j = json_loads(line, JSON_REJECT_DUPLICATES, &e);
+		const char *s;
+		assert_non_null(j);
+		s = json_string_value(json_object_get(j, "type"));
+		assert_non_null(s);
+		if (strcmp(s, "event") == 0) {
+			struct rec *r = &out[n];
+			assert_true(n < cap);
+			memset(r, 0, sizeof(*r));
+#define STR(k) do { const char *v = json_string_value(json_object_get(j, #k)); \
+		if (v) snprintf(r->k, sizeof(r->k), "%s", v); } while (0)
+			STR(action); STR(outcome); STR(rv); STR(mechanism); STR(key_label);
+			STR(key_id); STR(actor); STR(detail);
+#undef STR
+			r->slot = json_object_get(j, "slot") ? json_integer_value(json_object_get(j, "slot")) : -1;
+			r->session = json_object_get(j, "session") ? json_integer_value(json_object_get(j, "session")) : -1;
+			n++;
+		}
+		json_decref(j);
+	}
+	free(buf);
+	free(path);
+	return n;
+}
+
+static void assert_no_pin_in_audit(void)
+{
+	char *path = tu_path(audit_dir, "softtoken-0.log");
+	size_t len;
+	char *buf = (char *)tu_read_file(path, &len);
+
+	assert_non_null(buf);
+	assert_null(memmem(buf, len, SO_PIN, strlen(SO_PIN)));
+	assert_null(memmem(buf, len, USER_PIN, strlen(USER_PIN)));
+	assert_null(memmem(buf, len, "wrong-pin", 9));
+	free(buf);
+	free(path);
+}
+
+static void assert_audit_verifies(void)
+{
+	char *path = tu_path(audit_dir, "softtoken-0.log");
+	struct al_vopts o = { 0 };
+	struct al_vresult res = { 0 };
+
+	assert_int_equal(al_verify_files(&path, 1, &o, &res), 0);
+	for (int c = 0; c < AL_V__MAX; c++)
+		if (al_vclass_is_integrity(c, true) && res.findings[c])
+			fail_msg("audit finding %s", al_vclass_name(c));
+	al_vresult_free(&res);
+	free(path);
+}
+
+static const struct rec *find_rec(const struct rec *r, size_t n, const char *action, size_t nth)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(r[i].action, action) && nth-- == 0)
+			return &r[i];
+	return NULL;
+}
+
+static size_t count_rec(const struct rec *r, size_t n, const char *action)
+{
+	size_t c = 0;
+
+	for (size_t i = 0; i < n; i++)
+		c += !strcmp(r[i].action, action);
+	return c;
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+static void test_initialize_args(void **state)
+{
+	CK_C_INITIALIZE_ARGS a = { 0 };
+	CK_INFO info;
+	CK_ULONG n;
+	int dummy;
+
+	assert_int_equal(f->C_GetInfo(&info), CKR_CRYPTOKI_NOT_INITIALIZED);
+	assert_int_equal(f->C_GetSlotList(CK_FALSE, NULL, &n), CKR_CRYPTOKI_NOT_INITIALIZED);
+	assert_int_equal(f->C_Finalize(NULL), CKR_CRYPTOKI_NOT_INITIALIZED);
+	a.pReserved = &dummy;
+	assert_int_equal(f->C_Initialize(&a), CKR_ARGUMENTS_BAD);
+	a.pReserved = NULL;
+	a.CreateMutex = (CK_CREATEMUTEX)(void (*)(void))setup; /* one of four */
+	assert_int_equal(f->C_Initialize(&a), CKR_ARGUMENTS_BAD);
+	a.CreateMutex = NULL;
+	a.flags = CKF_LIBRARY_CANT_CREATE_OS_THREADS;
+	assert_int_equal(f->C_Initialize(&a), CKR_NEED_TO_CREATE_THREADS);
+	a.flags = CKF_OS_LOCKING_OK;
+	assert_int_equal(f->C_Initialize(&a), CKR_OK);
+	assert_int_equal(f->C_Initialize(NULL), CKR_CRYPTOKI_ALREADY_INITIALIZED);
+	assert_int_equal(f->C_GetInfo(&info), CKR_OK);
+	assert_int_equal(info.cryptokiVersion.major, 2);
+	assert_int_equal(f->C_GetInfo(NULL), CKR_ARGUMENTS_BAD);
+	assert_int_equal(f->C_Finalize(&dummy), CKR_ARGUMENTS_BAD);
+	fini();
+}
+
+static void test_bad_config(void **state)
+{
+	static const char *const bad[] = {
+		"colour = blue\n",            /* unknown key */
+		"audit_queue_capacity = 0\n", /* out of range */
+		"audit_rotate_bytes = 2x\n",  /* not a number */
+		"audit_sync = sometimes\n",   /* not an enum value */
+		"audit_dir = relative/path\n",/* relative path: refused */
+		"just words\n",               /* no '=' */
+		"max_pin_failures = 3\n",     /* given twice (write_conf sets it) */
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		write_conf(bad[i]);
+		assert_int_equal(f->C_Initialize(NULL), CKR_ARGUMENTS_BAD);
+	}
+	setenv("SOFTTOKEN_CONF", "/nonexistent/softtoken.conf", 1);
+	assert_int_equal(f->C_Initialize(NULL), CKR_GENERAL_ERROR);
+	setenv("SOFTTOKEN_CONF", conf, 1);
+	write_conf(NULL);
+	init();
+	fini();
+}
+
+static void test_slots_and_token_init(void **state)
+{
+	CK_SLOT_ID slots[4];
+	CK_ULONG n = 0;
+	CK_TOKEN_INFO ti;
+	CK_SESSION_HANDLE h;
+	CK_UTF8CHAR lab[32];
+
+	init();
+	assert_int_equal(f->C_GetSlotList(CK_TRUE, NULL, &n), CKR_OK);
+	assert_int_equal(n, 2);
+	n = 1;
+	assert_int_equal(f->C_GetSlotList(CK_TRUE, slots, &n), CKR_BUFFER_TOO_SMALL);
+	assert_int_equal(n, 2);
+	assert_int_equal(f->C_GetSlotList(CK_TRUE, slots, &n), CKR_OK);
+	assert_int_equal(slots[1], 1);
+	assert_int_equal(f->C_GetTokenInfo(7, &ti), CKR_SLOT_ID_INVALID);
+	assert_int_equal(f->C_GetTokenInfo(0, &ti), CKR_OK);
+	assert_false(ti.flags & CKF_TOKEN_INITIALIZED);
+	assert_int_equal(f->C_OpenSession(0, CKF_SERIAL_SESSION, NULL, NULL, &h), CKR_TOKEN_NOT_RECOGNIZED);
+	memset(lab, ' ', sizeof(lab));
+	assert_int_equal(f->C_InitToken(0, PIN("123"), lab), CKR_PIN_LEN_RANGE);
+	init_token(0, "first");
+	assert_int_equal(f->C_GetTokenInfo(0, &ti), CKR_OK);
+	assert_true(ti.flags & CKF_TOKEN_INITIALIZED);
+	assert_true(ti.flags & CKF_USER_PIN_INITIALIZED);
+	assert_memory_equal(ti.label, "first   ", 8);
+	/* Re-initialising needs the SO PIN and no open session. */
+	h = open_rw(0);
+	assert_int_equal(f->C_InitToken(0, PIN(SO_PIN), lab), CKR_SESSION_EXISTS);
+	assert_int_equal(f->C_CloseSession(h), CKR_OK);
+	assert_int_equal(f->C_InitToken(0, PIN("wrong-pin"), lab), CKR_PIN_INCORRECT);
+	fini();
+
+	/* Persisted: label and PINs survive C_Finalize/C_Initialize. */
+	init();
+	assert_int_equal(f->C_GetTokenInfo(0, &ti), CKR_OK);
+	assert_true(ti.flags & CKF_USER_PIN_INITIALIZED);
+	assert_true(ti.flags & CKF_SO_PIN_COUNT_LOW); /* the wrong SO PIN above counted */
+	h = open_rw(0);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	assert_int_equal(f->C_Logout(h), CKR_OK);
+	fini();
+}
+
+static void test_login_states(void **state)
+{
+	CK_SESSION_HANDLE rw, ro;
+	CK_SESSION_INFO si;
+
+	init();
+	init_token(0, "login");
+	rw = open_rw(0);
+	assert_int_equal(f->C_OpenSession(0, CKF_SERIAL_SESSION, NULL, NULL, &ro), CKR_OK);
+	assert_int_equal(f->C_OpenSession(0, 0, NULL, NULL, &ro + 0), CKR_SESSION_PARALLEL_NOT_SUPPORTED);
+	assert_int_equal(f->C_GetSessionInfo(ro, &si), CKR_OK);
+	assert_int_equal(si.state, CKS_RO_PUBLIC_SESSION);
+	assert_int_equal(f->C_Login(rw, CKU_SO, PIN(SO_PIN)), CKR_SESSION_READ_ONLY_EXISTS);
+	assert_int_equal(f->C_Login(rw, 42, PIN(USER_PIN)), CKR_USER_TYPE_INVALID);
+	assert_int_equal(f->C_Logout(rw), CKR_USER_NOT_LOGGED_IN);
+	assert_int_equal(f->C_Login(rw, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	assert_int_equal(f->C_Login(ro, CKU_USER, PIN(USER_PIN)), CKR_USER_ALREADY_LOGGED_IN);
+	assert_int_equal(f->C_Login(rw, CKU_SO, PIN(SO_PIN)), CKR_USER_ANOTHER_ALREADY_LOGGED_IN);
+	assert_int_equal(f->C_GetSessionInfo(ro, &si), CKR_OK);
+	assert_int_equal(si.state, CKS_RO_USER_FUNCTIONS); /* login is per token */
+	assert_int_equal(f->C_GetSessionInfo(rw, &si), CKR_OK);
+	assert_int_equal(si.state, CKS_RW_USER_FUNCTIONS);
+	assert_int_equal(f->C_InitPIN(rw, PIN("newpin-000")), CKR_USER_NOT_LOGGED_IN); /* SO only */
+	assert_int_equal(f->C_SetPIN(ro, PIN(USER_PIN), PIN("newpin-000")), CKR_SESSION_READ_ONLY);
+	assert_int_equal(f->C_Logout(rw), CKR_OK);
+	assert_int_equal(f->C_CloseSession(ro), CKR_OK);
+	assert_int_equal(f->C_CloseSession(ro), CKR_SESSION_HANDLE_INVALID);
+	assert_int_equal(f->C_Login(rw, CKU_SO, PIN(SO_PIN)), CKR_OK);
+	assert_int_equal(f->C_GetSessionInfo(rw, &si), CKR_OK);
+	assert_int_equal(si.state, CKS_RW_SO_FUNCTIONS);
+	assert_int_equal(f->C_OpenSession(0, CKF_SERIAL_SESSION, NULL, NULL, &ro), CKR_SESSION_READ_WRITE_SO_EXISTS);
+	/* Closing the last session ends the login. */
+	assert_int_equal(f->C_CloseAllSessions(0), CKR_OK);
+	assert_int_equal(f->C_GetSessionInfo(rw, &si), CKR_SESSION_HANDLE_INVALID);
+	rw = open_rw(0);
+	assert_int_equal(f->C_GetSessionInfo(rw, &si), CKR_OK);
+	assert_int_equal(si.state, CKS_RW_PUBLIC_SESSION);
+	fini();
+}
+
+static void test_pin_lockout_and_change(void **state)
+{
+	CK_SESSION_HANDLE h;
+	CK_TOKEN_INFO ti;
+
+	init();
+	init_token(0, "pins");
+	h = open_rw(0);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN("wrong-pin")), CKR_PIN_INCORRECT);
+	assert_int_equal(f->C_GetTokenInfo(0, &ti), CKR_OK);
+	assert_true(ti.flags & CKF_USER_PIN_COUNT_LOW);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN("wrong-pin")), CKR_PIN_INCORRECT);
+	assert_int_equal(f->C_GetTokenInfo(0, &ti), CKR_OK);
+	assert_true(ti.flags & CKF_USER_PIN_FINAL_TRY);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN("wrong-pin")), CKR_PIN_LOCKED);
+	/* Locked: even the right PIN is refused, across a restart. */
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_PIN_LOCKED);
+	fini();
+	init();
+	assert_int_equal(f->C_GetTokenInfo(0, &ti), CKR_OK);
+	assert_true(ti.flags & CKF_USER_PIN_LOCKED);
+	h = open_rw(0);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_PIN_LOCKED);
+	/* The SO sets a new user PIN: unlocked. */
+	assert_int_equal(f->C_Login(h, CKU_SO, PIN(SO_PIN)), CKR_OK);
+	assert_int_equal(f->C_InitPIN(h, PIN("fresh-pin-1")), CKR_OK);
+	assert_int_equal(f->C_Logout(h), CKR_OK);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN("fresh-pin-1")), CKR_OK);
+	assert_int_equal(f->C_SetPIN(h, PIN("wrong-pin"), PIN("second-pin")), CKR_PIN_INCORRECT);
+	assert_int_equal(f->C_SetPIN(h, PIN("fresh-pin-1"), PIN("ab")), CKR_PIN_LEN_RANGE);
+	assert_int_equal(f->C_SetPIN(h, PIN("fresh-pin-1"), PIN("second-pin")), CKR_OK);
+	assert_int_equal(f->C_Logout(h), CKR_OK);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN("fresh-pin-1")), CKR_PIN_INCORRECT);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN("second-pin")), CKR_OK);
+	fini();
+	assert_no_pin_in_audit();
+	assert_audit_verifies();
+}
+
+static CK_OBJECT_HANDLE make_aes(CK_SESSION_HANDLE h, const char *label, bool token, bool sensitive)
+{
+	static CK_BYTE value[32] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+				     17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32 };
+	CK_OBJECT_CLASS cls = CKO_SECRET_KEY;
+	CK_KEY_TYPE kt = CKK_AES;
+	CK_BBOOL tok = token, sens = sensitive, yes = CK_TRUE;
+	CK_BYTE id[2] = { 0xab, 0x01 };
+	CK_ATTRIBUTE t[] = {
+		{ CKA_CLASS, &cls, sizeof(cls) }, { CKA_KEY_TYPE, &kt, sizeof(kt) },
+		{ CKA_TOKEN, &tok, sizeof(tok) }, { CKA_SENSITIVE, &sens, sizeof(sens) },
+		{ CKA_LABEL, (void *)label, strlen(label) }, { CKA_ID, id, sizeof(id) },
+		{ CKA_ENCRYPT, &yes, sizeof(yes) }, { CKA_VALUE, value, sizeof(value) },
+	};
+	CK_OBJECT_HANDLE o;
+
+	assert_int_equal(f->C_CreateObject(h, t, sizeof(t) / sizeof(t[0]), &o), CKR_OK);
+	return o;
+}
+
+static CK_ULONG find_count(CK_SESSION_HANDLE h, CK_ATTRIBUTE *t, CK_ULONG n)
+{
+	CK_OBJECT_HANDLE found[600];
+	CK_ULONG got = 0, total = 0;
+
+	assert_int_equal(f->C_FindObjectsInit(h, t, n), CKR_OK);
+	assert_int_equal(f->C_FindObjectsInit(h, t, n), CKR_OPERATION_ACTIVE);
+	do {
+		assert_int_equal(f->C_FindObjects(h, found, 7, &got), CKR_OK);
+		total += got;
+	} while (got);
+	assert_int_equal(f->C_FindObjectsFinal(h), CKR_OK);
+	assert_int_equal(f->C_FindObjectsFinal(h), CKR_OPERATION_NOT_INITIALIZED);
+	return total;
+}
+
+static void test_objects(void **state)
+{
+	CK_SESSION_HANDLE h, ro;
+	CK_OBJECT_HANDLE sk, pk, data, copy;
+	CK_OBJECT_CLASS cls_data = CKO_DATA, cls_sk = CKO_SECRET_KEY;
+	CK_BBOOL yes = CK_TRUE, no = CK_FALSE;
+	CK_BYTE buf[64];
+	CK_ULONG size;
+	char app[] = "tests";
+	CK_ATTRIBUTE dt[] = { { CKA_CLASS, &cls_data, sizeof(cls_data) },
+			      { CKA_TOKEN, &yes, sizeof(yes) },
+			      { CKA_APPLICATION, app, sizeof(app) - 1 },
+			      { CKA_VALUE, "public data", 11 } };
+	CK_ATTRIBUTE by_class[] = { { CKA_CLASS, &cls_sk, sizeof(cls_sk) } };
+	CK_ATTRIBUTE get[] = { { CKA_VALUE, buf, sizeof(buf) } };
+
+	init();
+	init_token(0, "objects");
+	h = open_rw(0);
+	assert_int_equal(f->C_OpenSession(0, CKF_SERIAL_SESSION, NULL, NULL, &ro), CKR_OK);
+	/* A public data object needs no login, a token object a R/W session. */
+	assert_int_equal(f->C_CreateObject(ro, dt, 4, &data), CKR_SESSION_READ_ONLY);
+	assert_int_equal(f->C_CreateObject(h, dt, 4, &data), CKR_OK);
+	/* Keys need a login. */
+	{
+		CK_KEY_TYPE kt = CKK_AES;
+		CK_ATTRIBUTE kt_t[] = { { CKA_CLASS, &cls_sk, sizeof(cls_sk) }, { CKA_KEY_TYPE, &kt, sizeof(kt) },
+					{ CKA_VALUE, buf, 16 } };
+		assert_int_equal(f->C_CreateObject(h, kt_t, 3, &sk), CKR_USER_NOT_LOGGED_IN);
+		assert_int_equal(f->C_CreateObject(h, kt_t, 1, &sk), CKR_TEMPLATE_INCOMPLETE);
+	}
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	sk = make_aes(h, "sensitive-key", true, true);
+	pk = make_aes(h, "plain-key", false, false);
+	/* Sensitive values never leave; others do, and that is audited. */
+	assert_int_equal(f->C_GetAttributeValue(h, sk, get, 1), CKR_ATTRIBUTE_SENSITIVE);
+	assert_int_equal(get[0].ulValueLen, CK_UNAVAILABLE_INFORMATION);
+	get[0].ulValueLen = sizeof(buf);
+	assert_int_equal(f->C_GetAttributeValue(h, pk, get, 1), CKR_OK);
+	assert_int_equal(get[0].ulValueLen, 32);
+	assert_int_equal(buf[31], 32);
+	get[0].pValue = NULL;
+	assert_int_equal(f->C_GetAttributeValue(h, data, get, 1), CKR_OK);
+	assert_int_equal(get[0].ulValueLen, 11);
+	get[0].pValue = buf;
+	get[0].ulValueLen = 3;
+	assert_int_equal(f->C_GetAttributeValue(h, data, get, 1), CKR_BUFFER_TOO_SMALL);
+	{
+		CK_ATTRIBUTE modulus = { CKA_MODULUS, NULL, 0 };
+		assert_int_equal(f->C_GetAttributeValue(h, data, &modulus, 1), CKR_ATTRIBUTE_TYPE_INVALID);
+		assert_int_equal(f->C_GetAttributeValue(h, 0xdead, &modulus, 1), CKR_OBJECT_HANDLE_INVALID);
+	}
+	assert_int_equal(f->C_GetObjectSize(h, sk, &size), CKR_OK);
+	assert_true(size > 32);
+	/* Set: label yes, value and class no; sensitive only one way. */
+	{
+		CK_ATTRIBUTE lab = { CKA_LABEL, "renamed", 7 };
+		CK_ATTRIBUTE cls = { CKA_CLASS, &cls_data, sizeof(cls_data) };
+		CK_ATTRIBUTE unsens = { CKA_SENSITIVE, &no, sizeof(no) };
+		assert_int_equal(f->C_SetAttributeValue(h, sk, &lab, 1), CKR_OK);
+		assert_int_equal(f->C_SetAttributeValue(h, sk, &cls, 1), CKR_ATTRIBUTE_READ_ONLY);
+		assert_int_equal(f->C_SetAttributeValue(h, sk, &unsens, 1), CKR_ATTRIBUTE_READ_ONLY);
+		assert_int_equal(f->C_SetAttributeValue(ro, sk, &lab, 1), CKR_SESSION_READ_ONLY);
+	}
+	/* Copy, then destroy the copy. */
+	{
+		CK_ATTRIBUTE ct = { CKA_LABEL, "copied", 6 };
+		CK_ATTRIBUTE bad = { CKA_VALUE, buf, 16 };
+		assert_int_equal(f->C_CopyObject(h, pk, &bad, 1, &copy), CKR_ATTRIBUTE_READ_ONLY);
+		assert_int_equal(f->C_CopyObject(h, pk, &ct, 1, &copy), CKR_OK);
+		assert_int_equal(find_count(h, by_class, 1), 3);
+		assert_int_equal(f->C_DestroyObject(h, copy), CKR_OK);
+		assert_int_equal(f->C_DestroyObject(h, copy), CKR_OBJECT_HANDLE_INVALID);
+	}
+	assert_int_equal(find_count(h, by_class, 1), 2);
+	assert_int_equal(find_count(h, NULL, 0), 3);
+	/* Private objects vanish at logout; the session key is private too. */
+	assert_int_equal(f->C_Logout(h), CKR_OK);
+	assert_int_equal(find_count(h, NULL, 0), 1);
+	assert_int_equal(f->C_GetAttributeValue(h, sk, get, 1), CKR_OBJECT_HANDLE_INVALID);
+	fini();
+
+	/* Token objects persist; the sealed key comes back only with a login. */
+	init();
+	h = open_rw(0);
+	assert_int_equal(find_count(h, NULL, 0), 1);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	{
+		CK_ATTRIBUTE lab = { CKA_LABEL, "renamed", 7 };
+		assert_int_equal(find_count(h, &lab, 1), 1);
+	}
+	assert_int_equal(find_count(h, NULL, 0), 2); /* the session key is gone */
+	fini();
+
+	/* Field by field: the records of this test. */
+	{
+		static struct rec r[200];
+		size_t n = read_events(r, 200);
+		const struct rec *x = find_rec(r, n, "C_GetAttributeValue", 0);
+		assert_non_null(x); /* the plain key's value left the token */
+		assert_string_equal(x->outcome, "success");
+		assert_string_equal(x->key_label, "plain-key");
+		assert_string_equal(x->key_id, "ab01");
+		assert_string_equal(x->detail, "CKA_VALUE");
+		assert_string_equal(x->actor, "user");
+		assert_int_equal(count_rec(r, n, "C_GetAttributeValue"), 1); /* not for public reads */
+		x = find_rec(r, n, "C_CreateObject", 0);
+		assert_string_equal(x->rv, "CKR_SESSION_READ_ONLY");
+		assert_string_equal(x->outcome, "failure");
+		assert_int_equal(x->slot, 0);
+		x = find_rec(r, n, "C_CreateObject", 5);
+		assert_non_null(x);
+		assert_string_equal(x->key_label, "plain-key");
+		assert_int_equal(count_rec(r, n, "C_CopyObject"), 2);
+		assert_int_equal(count_rec(r, n, "C_DestroyObject"), 2);
+		assert_int_equal(count_rec(r, n, "C_SetAttributeValue"), 4);
+		assert_int_equal(count_rec(r, n, "C_FindObjectsFinal"), 7);
+		x = find_rec(r, n, "C_FindObjectsFinal", 0);
+		assert_string_equal(x->detail, "matched=3");
+	}
+	assert_audit_verifies();
+}
+
+static void test_find_many(void **state)
+{
+	CK_SESSION_HANDLE h;
+	CK_OBJECT_CLASS cls = CKO_SECRET_KEY;
+	CK_ATTRIBUTE by_class = { CKA_CLASS, &cls, sizeof(cls) };
+	char label[32];
+
+	init();
+	init_token(1, "many");
+	h = open_rw(1);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	for (int i = 0; i < 257; i++) {
+		snprintf(label, sizeof(label), "key-%03d", i);
+		make_aes(h, label, false, true);
+	}
+	assert_int_equal(find_count(h, &by_class, 1), 257);
+	{
+		CK_ATTRIBUTE one = { CKA_LABEL, "key-200", 7 };
+		CK_ATTRIBUTE none = { CKA_LABEL, "key-2000", 8 };
+		assert_int_equal(find_count(h, &one, 1), 1);
+		assert_int_equal(find_count(h, &none, 1), 0);
+	}
+	fini();
+}
+
+/* Tamper found at open: audited calls answer CKR_DEVICE_ERROR and do nothing;
+ * queries still work. */
+static void test_fail_closed_on_tamper(void **state)
+{
+	char *path = tu_path(audit_dir, "softtoken-0.log");
+	CK_SESSION_HANDLE h;
+	CK_TOKEN_INFO ti;
+	size_t len;
+	uint8_t *buf;
+	int fd;
+
+	init();
+	init_token(0, "tamper");
+	fini();
+	/* Change one byte of a record in the middle: full verification at
+	 * C_Initialize finds it. */
+	write_conf("audit_verify = full\n");
+	buf = tu_read_file(path, &len);
+	assert_non_null(buf);
+	{
+		char *p = memmem(buf, len, "\"C_InitToken\"", 13);
+		assert_non_null(p);
+		fd = open(path, O_WRONLY);
+		assert_true(fd >= 0);
+		assert_int_equal(pwrite(fd, "X", 1, (p - (char *)buf) + 3), 1);
+		close(fd);
+	}
+	free(buf);
+	init();
+	assert_int_equal(f->C_GetTokenInfo(0, &ti), CKR_OK);
+	assert_int_equal(f->C_OpenSession(0, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &h),
+			 CKR_DEVICE_ERROR);
+	fini();
+	/* Without full verification the O(1) open check sees an intact tail:
+	 * the module runs (the damage is the verifier's to report). */
+	write_conf(NULL);
+	init();
+	h = open_rw(0);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	fini();
+	free(path);
+}
+
+/* Damage at the tail beyond the writer's repair bound: the log refuses to
+ * open, the module fails closed. */
+static void test_fail_closed_on_damaged_tail(void **state)
+{
+	char *path = tu_path(audit_dir, "softtoken-0.log");
+	CK_SESSION_HANDLE h;
+	CK_INFO info;
+	FILE *fp;
+
+	init();
+	init_token(0, "tail");
+	fini();
+	fp = fopen(path, "a");
+	assert_non_null(fp);
+	for (int i = 0; i < 300000; i++)
+		fputs("garbage garbage garbage garbage ", fp);
+	fclose(fp);
+	init();
+	assert_int_equal(f->C_GetInfo(&info), CKR_OK);
+	assert_int_equal(f->C_OpenSession(0, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &h),
+			 CKR_DEVICE_ERROR);
+	fini();
+	/* With audit_fail_closed = false the module runs without a trail. */
+	write_conf("audit_fail_closed = false\n");
+	init();
+	h = open_rw(0);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	fini();
+	free(path);
+}
+
+static void test_audit_records(void **state)
+{
+	static struct rec r[100];
+	CK_SESSION_HANDLE h;
+	CK_BYTE rnd[16];
+	size_t n;
+
+	init();
+	init_token(0, "records");
+	h = open_rw(0);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN("wrong-pin")), CKR_PIN_INCORRECT);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	assert_int_equal(f->C_GenerateRandom(h, rnd, sizeof(rnd)), CKR_OK);
+	assert_int_equal(f->C_SeedRandom(h, rnd, sizeof(rnd)), CKR_OK);
+	assert_int_equal(f->C_DeriveKey(h, &(CK_MECHANISM){ CKM_ECDH1_DERIVE, NULL, 0 }, 1, NULL, 0, NULL),
+			 CKR_MECHANISM_INVALID);
+	assert_int_equal(f->C_Logout(h), CKR_OK);
+	assert_int_equal(f->C_CloseSession(h), CKR_OK);
+	fini();
+
+	n = read_events(r, 100);
+	{
+		static const char *const want[] = {
+			"C_Initialize", "C_InitToken", "C_OpenSession", "C_Login", "C_InitPIN",
+			"C_Logout", "C_CloseSession", "C_OpenSession", "C_Login", "C_Login",
+			"C_GenerateRandom", "C_SeedRandom", "C_DeriveKey", "C_Logout",
+			"C_CloseSession", "C_Finalize",
+		};
+		assert_int_equal(n, sizeof(want) / sizeof(want[0]));
+		for (size_t i = 0; i < n; i++)
+			assert_string_equal(r[i].action, want[i]);
+	}
+	assert_string_equal(r[1].actor, "so");
+	assert_string_equal(r[1].key_label, "records"); /* the token's label */
+	assert_string_equal(r[3].actor, "so");
+	assert_string_equal(r[8].rv, "CKR_PIN_INCORRECT");
+	assert_string_equal(r[8].outcome, "failure");
+	assert_string_equal(r[8].actor, "user");
+	assert_string_equal(r[9].rv, "CKR_OK");
+	assert_int_equal(r[9].session, r[7].session);
+	assert_int_equal(r[9].slot, 0);
+	assert_string_equal(r[10].detail, "bytes=16");
+	assert_string_equal(r[12].mechanism, "CKM_ECDH1_DERIVE");
+	assert_string_equal(r[12].rv, "CKR_MECHANISM_INVALID");
+	assert_no_pin_in_audit();
+	assert_audit_verifies();
+}
+
+/* Operation state and buffer rules through the module (the engine's own
+ * tests cover each mechanism). */
+static void test_operation_rules(void **state)
+{
+	static struct rec r[100];
+	CK_SESSION_HANDLE h;
+	CK_OBJECT_HANDLE k;
+	CK_BYTE iv[16] = { 0 }, in[32] = { 1 }, out[64];
+	CK_ULONG olen;
+	CK_MECHANISM cbc = { CKM_AES_CBC, iv, sizeof(iv) };
+	CK_MECHANISM sha = { CKM_SHA256, NULL, 0 };
+	size_t n;
+
+	init();
+	init_token(0, "ops");
+	h = open_rw(0);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	k = make_aes(h, "op-key", false, true);
+	assert_int_equal(f->C_Encrypt(h, in, sizeof(in), out, &olen), CKR_OPERATION_NOT_INITIALIZED);
+	assert_int_equal(f->C_EncryptInit(h, &cbc, 0xbad), CKR_KEY_HANDLE_INVALID);
+	assert_int_equal(f->C_EncryptInit(h, &cbc, k), CKR_OK);
+	assert_int_equal(f->C_EncryptInit(h, &cbc, k), CKR_OPERATION_ACTIVE);
+	assert_int_equal(f->C_Encrypt(h, in, sizeof(in), NULL, &olen), CKR_OK);   /* length query */
+	assert_int_equal(olen, 32);
+	olen = 8;
+	assert_int_equal(f->C_Encrypt(h, in, sizeof(in), out, &olen), CKR_BUFFER_TOO_SMALL);
+	assert_int_equal(olen, 32);
+	olen = sizeof(out);
+	assert_int_equal(f->C_Encrypt(h, in, sizeof(in), out, &olen), CKR_OK);    /* still active */
+	assert_int_equal(olen, 32);
+	assert_int_equal(f->C_Encrypt(h, in, sizeof(in), out, &olen), CKR_OPERATION_NOT_INITIALIZED);
+	/* Digests work and are not audited. */
+	assert_int_equal(f->C_DigestInit(h, &sha), CKR_OK);
+	olen = sizeof(out);
+	assert_int_equal(f->C_Digest(h, (CK_BYTE_PTR)"abc", 3, out, &olen), CKR_OK);
+	assert_int_equal(olen, 32);
+	assert_int_equal(out[0], 0xba); /* SHA-256("abc") = ba7816bf... */
+	assert_int_equal(out[1], 0x78);
+	/* A key without CKA_DECRYPT... has it by default; a mechanism it can't do: */
+	assert_int_equal(f->C_SignInit(h, &(CK_MECHANISM){ CKM_ECDSA, NULL, 0 }, k),
+			 CKR_KEY_TYPE_INCONSISTENT);
+	fini();
+	n = read_events(r, 100);
+	assert_int_equal(count_rec(r, n, "C_Encrypt"), 1);       /* one record for the operation */
+	assert_int_equal(count_rec(r, n, "C_EncryptInit"), 1);   /* the failed init */
+	assert_int_equal(count_rec(r, n, "C_SignInit"), 1);
+	assert_int_equal(count_rec(r, n, "C_Digest"), 0);
+	{
+		const struct rec *x = find_rec(r, n, "C_Encrypt", 0);
+		assert_string_equal(x->mechanism, "CKM_AES_CBC");
+		assert_string_equal(x->key_label, "op-key");
+		assert_string_equal(x->outcome, "success");
+	}
+	assert_audit_verifies();
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_initialize_args, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_config, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_slots_and_token_init, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_login_states, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pin_lockout_and_change, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_objects, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_find_many, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_audit_records, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_operation_rules, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fail_closed_on_tamper, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fail_closed_on_damaged_tail, setup, teardown),
+	};
+	CK_C_GetFunctionList getfl;
+
+	module_path = argc > 1 ? argv[1] : getenv("SOFTTOKEN_MODULE");
+	if (!module_path) {
+		fprintf(stderr, "usage: test_token MODULE (or $SOFTTOKEN_MODULE)\n");
+		return 2;
+	}
+	dl = dlopen(module_path, RTLD_NOW | RTLD_LOCAL);
+	if (!dl) {
+		fprintf(stderr, "cannot load %s: %s\n", module_path, dlerror());
+		return 1;
+	}
+	getfl = (CK_C_GetFunctionList)dlsym(dl, "C_GetFunctionList");
+	if (!getfl || getfl(&f) != CKR_OK)
+		return 1;
+	/* Only the two entry points leave the module. */
+	if (!dlsym(dl, "C_GetInterfaceList") || dlsym(dl, "C_Initialize") || dlsym(dl, "auditlog_open")) {
+		fprintf(stderr, "the module exports more (or less) than its two entry points\n");
+		return 1;
+	}
+	tu_filter();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

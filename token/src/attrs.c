@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: MIT */
+/* Attribute sets: an object is its attributes (token.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "token.h"
+
+static void attr_clear(struct tok_attr *a)
+{
+	if (a->value) {
+		OPENSSL_cleanse(a->value, a->len);
+		free(a->value);
+	}
+	a->value = NULL;
+	a->len = 0;
+}
+
+void tok_attrs_free(struct tok_attrs *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n; i++)
+		attr_clear(&s->a[i]);
+	free(s->a);
+	s->a = NULL;
+	s->n = s->cap = 0;
+}
+
+const struct tok_attr *tok_attrs_get(const struct tok_attrs *s, CK_ATTRIBUTE_TYPE t)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->a[i].type == t)
+			return &s->a[i];
+	return NULL;
+}
+
+CK_RV tok_attrs_set(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, const void *value, CK_ULONG len)
+{
+	uint8_t *copy = NULL;
+
+	if (len) {
+		copy = malloc(len);
+		if (!copy)
+			return CKR_HOST_MEMORY;
+		memcpy(copy, value, len);
+	}
+	for (size_t i = 0; i < s->n; i++) {
+		if (s->a[i].type == t) {
+			attr_clear(&s->a[i]);
+			s->a[i].value = copy;
+			s->a[i].len = len;
+			return CKR_OK;
+		}
+	}
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 16;
+		struct tok_attr *a = realloc(s->a, cap * sizeof(*a));
+		if (!a) {
+			free(copy);
+			return CKR_HOST_MEMORY;
+		}
+		s->a = a;
+		s->cap = cap;
+	}
+	s->a[s->n++] = (struct tok_attr){ .type = t, .len = len, .value = copy };
+	return CKR_OK;
+}
+
+CK_RV tok_attrs_set_ulong(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, CK_ULONG v)
+{
+	return tok_attrs_set(s, t, &v, sizeof(v));
+}
+
+CK_RV tok_attrs_set_bool(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, bool v)
+{
+	CK_BBOOL b = v ? CK_TRUE : CK_FALSE;
+
+	return tok_attrs_set(s, t, &b, sizeof(b));
+}
+
+void tok_attrs_del(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		if (s->a[i].type == t) {
+			attr_clear(&s->a[i]);
+			s->a[i] = s->a[--s->n];
+			return;
+		}
+	}
+}
+
+bool tok_attrs_ulong(const struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, CK_ULONG *ret)
+{
+	const struct tok_attr *a = tok_attrs_get(s, t);
+
+	if (!a || a->len != sizeof(CK_ULONG))
+		return false;
+	memcpy(ret, a->value, sizeof(CK_ULONG));
+	return true;
+}
+
+bool tok_attrs_bool(const struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, bool dflt)
+{
+	const struct tok_attr *a = tok_attrs_get(s, t);
+
+	if (!a || a->len != sizeof(CK_BBOOL))
+		return dflt;
+	return a->value[0] != CK_FALSE;
+}
+
+/* Attributes whose value is a CK_ULONG or a CK_BBOOL: a template giving them
+ * another length is refused at the door, so the rest of the module can read
+ * them with tok_attrs_ulong/bool without a second check. */
+static CK_ULONG typed_len(CK_ATTRIBUTE_TYPE t)
+{
+	switch (t) {
+	case CKA_CLASS: case CKA_KEY_TYPE: case CKA_CERTIFICATE_TYPE:
+	case CKA_VALUE_LEN: case CKA_MODULUS_BITS: case CKA_KEY_GEN_MECHANISM:
+		return sizeof(CK_ULONG);
+	case CKA_TOKEN: case CKA_PRIVATE: case CKA_MODIFIABLE: case CKA_COPYABLE:
+	case CKA_DESTROYABLE: case CKA_SENSITIVE: case CKA_EXTRACTABLE:
+	case CKA_ALWAYS_SENSITIVE: case CKA_NEVER_EXTRACTABLE: case CKA_LOCAL:
+	case CKA_ENCRYPT: case CKA_DECRYPT: case CKA_SIGN: case CKA_VERIFY:
+	case CKA_SIGN_RECOVER: case CKA_VERIFY_RECOVER: case CKA_WRAP: case CKA_UNWRAP:
+	case CKA_DERIVE: case CKA_TRUSTED: case CKA_WRAP_WITH_TRUSTED:
+	case CKA_ALWAYS_AUTHENTICATE:
+		return sizeof(CK_BBOOL);
+	default:
+		return 0;
+	}
+}
+
+CK_RV tok_attrs_from_template(struct tok_attrs *s, const CK_ATTRIBUTE *t, CK_ULONG n)
+{
+	if (n && !t)
+		return CKR_ARGUMENTS_BAD;
+	for (CK_ULONG i = 0; i < n; i++) {
+		CK_ULONG want = typed_len(t[i].type);
+		CK_RV rv;
+
+		if (t[i].ulValueLen && !t[i].pValue)
+			return CKR_ARGUMENTS_BAD;
+		if (want && t[i].ulValueLen != want)
+			return CKR_ATTRIBUTE_VALUE_INVALID;
+		if (tok_attrs_get(s, t[i].type))
+			return CKR_TEMPLATE_INCONSISTENT;
+		rv = tok_attrs_set(s, t[i].type, t[i].pValue, t[i].ulValueLen);
+		if (rv != CKR_OK)
+			return rv;
+	}
+	return CKR_OK;
+}
+
+CK_RV tok_attrs_copy(struct tok_attrs *dst, const struct tok_attrs *src)
+{
+	for (size_t i = 0; i < src->n; i++) {
+		CK_RV rv = tok_attrs_set(dst, src->a[i].type, src->a[i].value, src->a[i].len);
+		if (rv != CKR_OK)
+			return rv;
+	}
+	return CKR_OK;
+}

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The token's audit trail (docs/token.md "Audit"). One record per audited
+ * call, written where the call ends, success or failure, with the CKR value.
+ *
+ * Chain naming: each process that loads the module writes its own chain in
+ * audit_dir, in the first of softtoken-0.log, softtoken-1.log, ... whose lock
+ * it can take. A process that exits releases its file; the next process to
+ * take it continues that file's chain. auditlog-verify checks the whole
+ * directory.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core.h"
+
+#define TOK_MAX_CHAINS 256
+
+CK_RV tok_audit_open(char *err, size_t errlen)
+{
+	struct tok_config *c = &tok_g.cfg;
+	struct auditlog_config *ac = NULL;
+	CK_RV rv = CKR_GENERAL_ERROR;
+	int r = 0;
+
+	if (!c->audit_enabled)
+		return CKR_OK;
+	if (mkdir(c->audit_dir, 0700) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cannot create audit_dir %s: %s", c->audit_dir, strerror(errno));
+		return CKR_GENERAL_ERROR;
+	}
+	if (auditlog_config_new(&ac) < 0)
+		return CKR_HOST_MEMORY;
+	if (auditlog_config_set_format_version(ac, c->audit_format_version) < 0 ||
+	    auditlog_config_set_queue_capacity(ac, c->audit_queue_capacity) < 0 ||
+	    auditlog_config_set_rotate_bytes(ac, c->audit_rotate_bytes) < 0 ||
+	    auditlog_config_set_rotate_age_s(ac, c->audit_rotate_age_s) < 0 ||
+	    auditlog_config_set_enospc_deadline_ms(ac, c->audit_enospc_deadline_ms) < 0) {
+		snprintf(err, errlen, "%s: an audit setting is out of range", c->path);
+		rv = CKR_ARGUMENTS_BAD;
+		goto out;
+	}
+	for (unsigned i = 0; i < TOK_MAX_CHAINS; i++) {
+		char *path;
+		if (asprintf(&path, "%s/softtoken-%u.log", c->audit_dir, i) < 0) {
+			rv = CKR_HOST_MEMORY;
+			goto out;
+		}
+		r = auditlog_config_set_path(ac, path);
+		if (r == 0)
+			r = auditlog_open(ac, &tok_g.log);
+		if (r == 0) {
+			tok_g.log_path = path;
+			rv = CKR_OK;
+			goto out;
+		}
+		free(path);
+		if (r != -EBUSY)
+			break;
+	}
+	if (r == -EBUSY)
+		snprintf(err, errlen, "all %u audit chains in %s are in use", TOK_MAX_CHAINS, c->audit_dir);
+	else
+		snprintf(err, errlen, "cannot open the audit log in %s: %s%s", c->audit_dir, strerror(-r),
+			 r == -EBADMSG ? " (damage beyond the repair bound: run auditlog-verify)" : "");
+	if (!c->audit_fail_closed) {
+		/* Said, counted, and the module runs without a trail. */
+		atomic_fetch_add(&tok_g.audit_errors, 1);
+		rv = CKR_OK;
+	} else if (r == -EBADMSG) {
+		/* Tamper or damage found at open: the module runs, every
+		 * audited call answers CKR_DEVICE_ERROR. */
+		atomic_store(&tok_g.audit_failed, true);
+		rv = CKR_OK;
+	}
+out:
+	auditlog_config_free(ac);
+	return rv;
+}
+
+CK_RV tok_audit_close(void)
+{
+	int r = auditlog_close(tok_g.log);
+
+	tok_g.log = NULL;
+	free(tok_g.log_path);
+	tok_g.log_path = NULL;
+	return r < 0 ? CKR_DEVICE_ERROR : CKR_OK;
+}
+
+CK_RV tok_audit_gate(void)
+{
+	if (atomic_load_explicit(&tok_g.audit_failed, memory_order_relaxed))
+		return CKR_DEVICE_ERROR;
+	return CKR_OK;
+}
+
+static const char *actor_of(const struct tok_token *t)
+{
+	switch (t ? t->login : TOK_PUBLIC) {
+	case TOK_USER:
+		return "user";
+	case TOK_SO:
+		return "so";
+	default:
+		return "public";
+	}
+}
+
+CK_RV tok_audit_write(const struct tok_audit *a)
+{
+	const struct tok_token *t = a->s ? a->s->tok : a->tok;
+	struct auditlog_event ev = {
+		.flags = AUDITLOG_EV_RV,
+		.outcome = a->rv == CKR_OK ? AUDITLOG_OUTCOME_SUCCESS : AUDITLOG_OUTCOME_FAILURE,
+		.rv = a->rv,
+		.action = a->action,
+		.action_len = strlen(a->action),
+		.key_label = a->key_label,
+		.key_label_len = a->key_label_len,
+		.key_id = a->key_id,
+		.key_id_len = a->key_id_len,
+		.detail = a->detail,
+		.detail_len = a->detail ? strlen(a->detail) : 0,
+	};
+	bool sync;
+	int r;
+
+	if (!tok_g.log) {
+		/* Audit off, or the log could not open and we fail closed. */
+		return tok_g.cfg.audit_enabled ? tok_audit_gate() : CKR_OK;
+	}
+	ev.actor = a->actor ? a->actor : actor_of(t);
+	ev.actor_len = strlen(ev.actor);
+	if (t) {
+		ev.flags |= AUDITLOG_EV_SLOT;
+		ev.slot = t->id;
+	}
+	if (a->s) {
+		ev.flags |= AUDITLOG_EV_SESSION;
+		ev.session = a->s->handle;
+	}
+	if (a->has_mech) {
+		ev.flags |= AUDITLOG_EV_MECHANISM;
+		ev.mechanism = a->mech;
+	}
+	switch (tok_g.cfg.audit_sync) {
+	case TOK_SYNC_ALL:
+		sync = true;
+		break;
+	case TOK_SYNC_NONE:
+		sync = false;
+		break;
+	default:
+		sync = a->kind == TOK_AUD_SENSITIVE;
+	}
+	r = sync ? auditlog_record_sync(tok_g.log, &ev) : auditlog_record(tok_g.log, &ev);
+	if (r == 0)
+		return CKR_OK;
+	atomic_fetch_add(&tok_g.audit_errors, 1);
+	if (!tok_g.cfg.audit_fail_closed)
+		return CKR_OK;
+	atomic_store(&tok_g.audit_failed, true);
+	return CKR_DEVICE_ERROR;
+}
+
+CK_RV tok_audit_obj(struct tok_audit *a, struct tok_object *o)
+{
+	const struct tok_attr *l, *id;
+	char label[256];
+	uint8_t kid[256];
+	CK_RV rv;
+
+	if (!o)
+		return tok_audit_write(a);
+	pthread_mutex_lock(&o->mu);
+	l = tok_attrs_get(&o->attrs, CKA_LABEL);
+	id = tok_attrs_get(&o->attrs, CKA_ID);
+	a->key_label_len = l ? (l->len < sizeof(label) ? l->len : sizeof(label)) : 0;
+	a->key_id_len = id ? (id->len < sizeof(kid) ? id->len : sizeof(kid)) : 0;
+	if (a->key_label_len)
+		memcpy(label, l->value, a->key_label_len);
+	if (a->key_id_len)
+		memcpy(kid, id->value, a->key_id_len);
+	pthread_mutex_unlock(&o->mu);
+	a->key_label = label;
+	a->key_id = kid;
+	rv = tok_audit_write(a);
+	a->key_label = NULL;
+	a->key_id = NULL;
+	return rv;
+}

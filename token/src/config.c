@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The configuration file (docs/token.md): lines of `key = value`, `#`
+ * comments, blank lines. Unknown keys, repeated keys and bad values are
+ * errors naming the file and the line; nothing is silently ignored.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+static void say(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static bool parse_u64(const char *v, uint64_t lo, uint64_t hi, uint64_t *ret)
+{
+	char *end;
+	unsigned long long x;
+
+	if (!isdigit((unsigned char)v[0]))
+		return false;
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (errno || *end || x < lo || x > hi)
+		return false;
+	*ret = x;
+	return true;
+}
+
+static bool parse_bool(const char *v, bool *ret)
+{
+	if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on") || !strcmp(v, "1"))
+		*ret = true;
+	else if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "off") || !strcmp(v, "0"))
+		*ret = false;
+	else
+		return false;
+	return true;
+}
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+enum key {
+	K_TOKEN_DIR, K_AUDIT_DIR, K_AUDIT_ENABLED, K_AUDIT_SYNC, K_AUDIT_FAIL_CLOSED,
+	K_AUDIT_VERIFY, K_AUDIT_FORMAT, K_AUDIT_QUEUE, K_AUDIT_ROTATE_BYTES, K_AUDIT_ROTATE_AGE,
+	K_AUDIT_ENOSPC, K_PBKDF2, K_MAX_PIN_FAILURES, K_SLOTS, K__MAX
+};
+
+static const char *const key_names[K__MAX] = {
+	[K_TOKEN_DIR] = "token_dir",
+	[K_AUDIT_DIR] = "audit_dir",
+	[K_AUDIT_ENABLED] = "audit_enabled",
+	[K_AUDIT_SYNC] = "audit_sync",
+	[K_AUDIT_FAIL_CLOSED] = "audit_fail_closed",
+	[K_AUDIT_VERIFY] = "audit_verify",
+	[K_AUDIT_FORMAT] = "audit_format_version",
+	[K_AUDIT_QUEUE] = "audit_queue_capacity",
+	[K_AUDIT_ROTATE_BYTES] = "audit_rotate_bytes",
+	[K_AUDIT_ROTATE_AGE] = "audit_rotate_age_s",
+	[K_AUDIT_ENOSPC] = "audit_enospc_deadline_ms",
+	[K_PBKDF2] = "pbkdf2_iterations",
+	[K_MAX_PIN_FAILURES] = "max_pin_failures",
+	[K_SLOTS] = "slots",
+};
+
+static bool set_key(struct tok_config *c, enum key k, const char *v)
+{
+	uint64_t u;
+
+	switch (k) {
+	case K_TOKEN_DIR:
+	case K_AUDIT_DIR:
+		if (v[0] != '/')
+			return false; /* relative paths would depend on the caller's cwd */
+		free(k == K_TOKEN_DIR ? c->token_dir : c->audit_dir);
+		if (k == K_TOKEN_DIR)
+			c->token_dir = strdup(v);
+		else
+			c->audit_dir = strdup(v);
+		return (k == K_TOKEN_DIR ? c->token_dir : c->audit_dir) != NULL;
+	case K_AUDIT_ENABLED:
+		return parse_bool(v, &c->audit_enabled);
+	case K_AUDIT_FAIL_CLOSED:
+		return parse_bool(v, &c->audit_fail_closed);
+	case K_AUDIT_SYNC:
+		if (!strcmp(v, "sensitive"))
+			c->audit_sync = TOK_SYNC_SENSITIVE;
+		else if (!strcmp(v, "all"))
+			c->audit_sync = TOK_SYNC_ALL;
+		else if (!strcmp(v, "none"))
+			c->audit_sync = TOK_SYNC_NONE;
+		else
+			return false;
+		return true;
+	case K_AUDIT_VERIFY:
+		if (!strcmp(v, "tail"))
+			c->audit_verify = TOK_VERIFY_TAIL;
+		else if (!strcmp(v, "full"))
+			c->audit_verify = TOK_VERIFY_FULL;
+		else
+			return false;
+		return true;
+	case K_AUDIT_FORMAT:
+		if (!parse_u64(v, 0, 1, &u))
+			return false;
+		c->audit_format_version = (unsigned)u;
+		return true;
+	case K_AUDIT_QUEUE:
+		return parse_u64(v, 64, 1u << 24, &c->audit_queue_capacity);
+	case K_AUDIT_ROTATE_BYTES:
+		return parse_u64(v, 0, UINT64_MAX, &c->audit_rotate_bytes);
+	case K_AUDIT_ROTATE_AGE:
+		return parse_u64(v, 0, UINT64_MAX, &c->audit_rotate_age_s);
+	case K_AUDIT_ENOSPC:
+		return parse_u64(v, 0, UINT64_MAX, &c->audit_enospc_deadline_ms);
+	case K_PBKDF2:
+		return parse_u64(v, 1000, 100000000, &c->pbkdf2_iterations);
+	case K_MAX_PIN_FAILURES:
+		return parse_u64(v, 1, 1000, &c->max_pin_failures);
+	case K_SLOTS:
+		return parse_u64(v, 1, TOK_MAX_SLOTS, &c->slots);
+	default:
+		return false;
+	}
+}
+
+static const char *const key_hint[K__MAX] = {
+	[K_TOKEN_DIR] = "an absolute path",
+	[K_AUDIT_DIR] = "an absolute path",
+	[K_AUDIT_ENABLED] = "true or false",
+	[K_AUDIT_SYNC] = "sensitive, all or none",
+	[K_AUDIT_FAIL_CLOSED] = "true or false",
+	[K_AUDIT_VERIFY] = "tail or full",
+	[K_AUDIT_FORMAT] = "0 or 1",
+	[K_AUDIT_QUEUE] = "64..16777216",
+	[K_AUDIT_ROTATE_BYTES] = "bytes, 0 = never",
+	[K_AUDIT_ROTATE_AGE] = "seconds, 0 = never",
+	[K_AUDIT_ENOSPC] = "milliseconds",
+	[K_PBKDF2] = "1000..100000000",
+	[K_MAX_PIN_FAILURES] = "1..1000",
+	[K_SLOTS] = "1..64",
+};
+
+CK_RV tok_config_load(struct tok_config *c, char *err, size_t errlen)
+{
+	const char *path = getenv("SOFTTOKEN_CONF");
+	bool seen[K__MAX] = { false };
+	char *line = NULL;
+	size_t cap = 0;
+	unsigned lineno = 0;
+	CK_RV rv = CKR_ARGUMENTS_BAD;
+	FILE *f;
+
+	*c = (struct tok_config){
+		.audit_enabled = true,
+		.audit_sync = TOK_SYNC_SENSITIVE,
+		.audit_fail_closed = true,
+		.audit_verify = TOK_VERIFY_TAIL,
+		.audit_format_version = 1,
+		.audit_queue_capacity = 16384,
+		.pbkdf2_iterations = 600000,
+		.max_pin_failures = 10,
+		.slots = 4,
+	};
+	if (!path || !*path)
+		path = TOK_DEFAULT_CONF;
+	c->path = strdup(path);
+	if (!c->path)
+		return CKR_HOST_MEMORY;
+	f = fopen(path, "re");
+	if (!f) {
+		say(err, errlen, "cannot read the configuration %s: %s (set SOFTTOKEN_CONF)", path,
+		    strerror(errno));
+		rv = CKR_GENERAL_ERROR;
+		goto fail;
+	}
+	while (getline(&line, &cap, f) >= 0) {
+		char *s, *eq, *k, *v;
+		int key;
+
+		lineno++;
+		if (strlen(line) > 4096) {
+			say(err, errlen, "%s:%u: line too long", path, lineno);
+			goto fail;
+		}
+		s = strchr(line, '#');
+		if (s)
+			*s = '\0';
+		s = trim(line);
+		if (!*s)
+			continue;
+		eq = strchr(s, '=');
+		if (!eq) {
+			say(err, errlen, "%s:%u: expected `key = value`", path, lineno);
+			goto fail;
+		}
+		*eq = '\0';
+		k = trim(s);
+		v = trim(eq + 1);
+		for (key = 0; key < K__MAX; key++)
+			if (!strcmp(k, key_names[key]))
+				break;
+		if (key == K__MAX) {
+			say(err, errlen, "%s:%u: unknown key '%.64s'", path, lineno, k);
+			goto fail;
+		}
+		if (seen[key]) {
+			say(err, errlen, "%s:%u: '%s' given twice", path, lineno, k);
+			goto fail;
+		}
+		seen[key] = true;
+		if (!set_key(c, (enum key)key, v)) {
+			if (errno == ENOMEM) {
+				rv = CKR_HOST_MEMORY;
+				goto fail;
+			}
+			say(err, errlen, "%s:%u: bad value '%.64s' for %s (want %s)", path, lineno, v, k,
+			    key_hint[key]);
+			goto fail;
+		}
+	}
+	if (ferror(f)) {
+		say(err, errlen, "cannot read the configuration %s: %s", path, strerror(errno));
+		rv = CKR_GENERAL_ERROR;
+		goto fail;
+	}
+	if (!c->token_dir) {
+		say(err, errlen, "%s: token_dir is required", path);
+		goto fail;
+	}
+	if (!c->audit_dir && asprintf(&c->audit_dir, "%s/audit", c->token_dir) < 0) {
+		c->audit_dir = NULL;
+		rv = CKR_HOST_MEMORY;
+		goto fail;
+	}
+	free(line);
+	fclose(f);
+	return CKR_OK;
+fail:
+	free(line);
+	if (f)
+		fclose(f);
+	tok_config_free(c);
+	return rv;
+}
+
+void tok_config_free(struct tok_config *c)
+{
+	free(c->path);
+	free(c->token_dir);
+	free(c->audit_dir);
+	c->path = c->token_dir = c->audit_dir = NULL;
+}
+
+/* Here rather than in module.c: softtoken-util shares this file. */
+void tok_pad(unsigned char *dst, size_t n, const char *src)
+{
+	size_t l = src ? strlen(src) : 0;
+
+	memset(dst, ' ', n);
+	memcpy(dst, src, l < n ? l : n);
+}

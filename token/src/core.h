@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The module core: configuration, slots and tokens, sessions, the persistent
+ * store and the audit trail. PKCS#11 forces one module-global state; it is
+ * the one struct tok_module below (STYLE.md habit 9).
+ */
+#ifndef TOK_CORE_H
+#define TOK_CORE_H
+
+#include <stdio.h>
+
+#include <auditlog.h>
+
+#include "token.h"
+
+#define TOK_MAX_SLOTS 64
+#define TOK_MIN_PIN 4
+#define TOK_MAX_PIN 255
+#define TOK_HASH 32
+
+/* ---- configuration (config.c) --------------------------------------------- */
+enum tok_sync { TOK_SYNC_SENSITIVE, TOK_SYNC_ALL, TOK_SYNC_NONE };
+enum tok_verify { TOK_VERIFY_TAIL, TOK_VERIFY_FULL };
+
+struct tok_config {
+	char *path;      /* the file read, for messages */
+	char *token_dir;
+	char *audit_dir; /* default: <token_dir>/audit */
+	bool audit_enabled;
+	enum tok_sync audit_sync;
+	bool audit_fail_closed;
+	enum tok_verify audit_verify;
+	unsigned audit_format_version;
+	uint64_t audit_queue_capacity;
+	uint64_t audit_rotate_bytes;
+	uint64_t audit_rotate_age_s;
+	uint64_t audit_enospc_deadline_ms;
+	uint64_t pbkdf2_iterations;
+	uint64_t max_pin_failures;
+	uint64_t slots;
+};
+
+#define TOK_DEFAULT_CONF "/etc/softtoken/softtoken.conf"
+
+/* Read the file SOFTTOKEN_CONF names (TOK_DEFAULT_CONF otherwise). On error,
+ * writes one line naming the file, the line and the problem into err and
+ * returns CKR_ARGUMENTS_BAD (a bad value) or CKR_GENERAL_ERROR (unreadable). */
+CK_RV tok_config_load(struct tok_config *cfg, char *err, size_t errlen);
+void tok_config_free(struct tok_config *cfg);
+
+/* ---- PIN records and the token master key (store.c) ------------------------ */
+struct tok_pin {
+	bool set;
+	uint64_t iterations;
+	uint8_t salt[16];
+	uint8_t check[TOK_HASH]; /* HMAC(PBKDF2(pin), "check"): compared in constant time */
+	uint8_t nonce[12];
+	uint8_t wrapped_mk[32 + 16]; /* AES-256-GCM(KEK = HMAC(PBKDF2(pin), "kek"), mk) + tag */
+	uint64_t failures;           /* consecutive failed logins */
+};
+
+enum tok_login { TOK_PUBLIC, TOK_USER, TOK_SO };
+
+struct tok_session;
+
+struct tok_token {
+	CK_SLOT_ID id;
+	char *dir; /* <token_dir>/slot<N> */
+	pthread_mutex_t mu; /* guards the fields below up to the objects */
+	bool initialized;
+	char label[32];  /* blank padded, as in CK_TOKEN_INFO */
+	char serial[16];
+	struct tok_pin so, user;
+	atomic_int login; /* enum tok_login; written under mu, read anywhere */
+	uint8_t mk[32]; /* valid while logged in (user or SO) */
+	unsigned sessions, rw_sessions;
+
+	/* Objects: token objects (loaded from the store; private ones only
+	 * while the user is logged in) and session objects. Slot i holds the
+	 * object whose handle's low 24 bits are i + 1. */
+	pthread_rwlock_t olock;
+	struct tok_object **objs;
+	size_t nobjs; /* slots used (some NULL) */
+	size_t cap;
+};
+
+/* ---- sessions ------------------------------------------------------------- */
+enum tok_opslot { TOK_SLOT_ENCRYPT, TOK_SLOT_DECRYPT, TOK_SLOT_SIGN, TOK_SLOT_VERIFY,
+		  TOK_SLOT_DIGEST, TOK_SLOT__MAX };
+
+struct tok_active {
+	struct tok_op *op;
+	CK_MECHANISM_TYPE mech;
+	bool multipart; /* an Update was called: single-part calls refused */
+	char *key_label; /* copies for the audit record at the end */
+	size_t key_label_len;
+	uint8_t *key_id;
+	size_t key_id_len;
+};
+
+/* End an operation: free its state (crypto.c). */
+void tok_active_end(struct tok_active *a);
+
+struct tok_session {
+	CK_SESSION_HANDLE handle;
+	atomic_uint refs;
+	struct tok_token *tok;
+	CK_FLAGS flags;
+	pthread_mutex_t mu; /* one call at a time on this session's state */
+	struct tok_active act[TOK_SLOT__MAX];
+	bool find_active;
+	CK_OBJECT_HANDLE *found;
+	size_t nfound, found_pos;
+	bool closed;
+};
+
+struct tok_module {
+	pthread_mutex_t mu; /* serialises C_Initialize/C_Finalize */
+	pthread_rwlock_t slock; /* guards sessions[] */
+	bool initialized;
+	struct tok_config cfg;
+	struct tok_token *tokens;
+	size_t ntokens;
+
+	struct tok_session **sessions;
+	size_t nsessions, session_cap;
+	uint64_t session_gen;
+	atomic_uint_fast64_t object_gen;
+
+	struct auditlog *log;
+	char *log_path;
+	atomic_bool audit_failed; /* fail-closed tripped: audited calls answer CKR_DEVICE_ERROR */
+	atomic_uint_fast64_t audit_errors;
+	pid_t pid;
+};
+
+extern struct tok_module tok_g;
+
+/* ---- audit (audit.c) ------------------------------------------------------
+ * One record per audited call, written where the call ends.
+ */
+enum tok_audit_kind { TOK_AUD_SENSITIVE, TOK_AUD_CRYPTO };
+
+struct tok_audit {
+	const char *action;
+	CK_RV rv;
+	enum tok_audit_kind kind;
+	struct tok_session *s;  /* may be NULL */
+	const struct tok_token *tok; /* slot, when no session */
+	CK_MECHANISM_TYPE mech;
+	bool has_mech;
+	const char *key_label;
+	size_t key_label_len;
+	const uint8_t *key_id;
+	size_t key_id_len;
+	const char *detail;
+	const char *actor; /* NULL: from the token's login state */
+};
+
+/* Open the audit log (the per-process naming rule in docs/token.md). */
+CK_RV tok_audit_open(char *err, size_t errlen);
+CK_RV tok_audit_close(void);
+/* Gate for every audited call: CKR_DEVICE_ERROR once fail-closed tripped. */
+CK_RV tok_audit_gate(void);
+/* Write the record; returns CKR_OK, or CKR_DEVICE_ERROR when the trail could
+ * not take it and the module fails closed (the caller then undoes what it can
+ * and answers CKR_DEVICE_ERROR). */
+CK_RV tok_audit_write(const struct tok_audit *a);
+/* Same, with the label and id of an object (taken under its lock). */
+CK_RV tok_audit_obj(struct tok_audit *a, struct tok_object *o);
+
+/* ---- store (store.c) ------------------------------------------------------ */
+CK_RV tok_store_load_token(struct tok_token *t);           /* token.json, if any */
+CK_RV tok_store_save_token(const struct tok_token *t);     /* atomic */
+CK_RV tok_store_init_token(struct tok_token *t, const uint8_t *so_pin, size_t so_len,
+			   const char label[32]);          /* wipes objects and user PIN */
+/* Verify a PIN against rec: CKR_OK (and mk unwrapped into ret_mk when not
+ * NULL) or CKR_PIN_INCORRECT. */
+CK_RV tok_pin_check(const struct tok_pin *rec, const uint8_t *pin, size_t len, uint8_t ret_mk[32]);
+/* Fill rec for pin, wrapping mk. */
+CK_RV tok_pin_make(struct tok_pin *rec, const uint8_t *pin, size_t len, const uint8_t mk[32],
+		   uint64_t iterations);
+/* Token objects: public ones at C_Initialize, private ones (encrypted under
+ * the master key) at login. */
+CK_RV tok_store_load_objects(struct tok_token *t, bool private_ones);
+CK_RV tok_store_save_object(struct tok_token *t, struct tok_object *o);
+CK_RV tok_store_delete_object(struct tok_token *t, const struct tok_object *o);
+
+/* ---- objects (object.c) --------------------------------------------------- */
+/* Take a reference to the object behind h, visible to s (private objects need
+ * a login). CKR_OBJECT_HANDLE_INVALID otherwise. */
+CK_RV tok_obj_get(struct tok_session *s, CK_OBJECT_HANDLE h, struct tok_object **ret);
+void tok_obj_put(struct tok_object *o);
+/* Make an object from complete attributes and publish it in t (handle set). */
+CK_RV tok_obj_publish(struct tok_token *t, struct tok_attrs *attrs, CK_SESSION_HANDLE owner,
+		      struct tok_object **ret);
+void tok_obj_unpublish(struct tok_token *t, struct tok_object *o);
+/* Drop objects at logout (private token objects) / session close (its
+ * session objects) / last session close (all session objects). */
+void tok_obj_drop_private(struct tok_token *t);
+void tok_obj_drop_session(struct tok_token *t, CK_SESSION_HANDLE owner);
+void tok_obj_drop_all(struct tok_token *t);
+/* Stored encrypted, loaded only at login: private objects and key material. */
+bool tok_obj_sealed(const struct tok_object *o);
+/* Publish attrs as a new object of s's token (taking them), persist a token
+ * object, write the audit record a (its rv is set here); on any failure the
+ * object is gone again. ret_o, when not NULL, receives a reference. */
+CK_RV tok_obj_create(struct tok_session *s, struct tok_attrs *attrs, struct tok_audit *a,
+		     CK_OBJECT_HANDLE *ret_h, struct tok_object **ret_o);
+/* Defaults and checks for a new object from a caller's template (create,
+ * generate, unwrap): class, key type, CKA_TOKEN etc. */
+CK_RV tok_obj_complete(struct tok_session *s, struct tok_attrs *a, CK_OBJECT_CLASS cls,
+		       CK_KEY_TYPE kt, bool local);
+/* C_* object calls live in object.c, the crypto ones in crypto.c. */
+
+/* ---- sessions (module.c) -------------------------------------------------- */
+CK_RV tok_session_get(CK_SESSION_HANDLE h, struct tok_session **ret);
+void tok_session_put(struct tok_session *s);
+bool tok_session_rw(const struct tok_session *s);
+enum tok_login tok_login_state(struct tok_token *t);
+
+/* Fixed-width text fields of the PKCS#11 info structs. */
+void tok_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void tok_pad(unsigned char *dst, size_t n, const char *src);
+
+#endif

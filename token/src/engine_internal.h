@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to the crypto engine (mech.c, keys.c): the algorithms fetched once
+ * at tok_crypto_init, and the prepared key kept in struct tok_object.cache.
+ */
+#ifndef TOK_ENGINE_INTERNAL_H
+#define TOK_ENGINE_INTERNAL_H
+
+#include <openssl/evp.h>
+
+#include "token.h"
+
+enum tok_aes_mode { TOK_AES_ECB, TOK_AES_CBC, TOK_AES_GCM, TOK_AES_WRAP, TOK_AES_WRAP_PAD, TOK_AES_NMODES };
+enum tok_md { TOK_SHA1, TOK_SHA256, TOK_SHA384, TOK_SHA512, TOK_NMDS };
+
+/* Fetched by tok_crypto_init, read-only until tok_crypto_fini: the one piece
+ * of module-global state the engine has (PKCS#11 forces it). */
+struct tok_algs {
+	bool ready;
+	EVP_CIPHER *aes[TOK_AES_NMODES][3]; /* [mode][0: 128, 1: 192, 2: 256] */
+	EVP_MD *md[TOK_NMDS];
+	EVP_MAC *hmac;
+};
+extern struct tok_algs tok_algs;
+
+/* The AES cipher of a mode for a key length (16/24/32), NULL otherwise. */
+const EVP_CIPHER *tok_aes(enum tok_aes_mode mode, size_t key_len);
+/* CKM_SHA_1.. / CKG_MGF1_SHA1.. to the fetched EVP_MD, NULL when unsupported. */
+const EVP_MD *tok_md_of_mech(CK_MECHANISM_TYPE m);
+const EVP_MD *tok_md_of_mgf(CK_ULONG mgf);
+
+/* key->cache: built lazily by tok_key_cache_get under key->mu. */
+enum tok_pkey_use { TOK_USE_SIGN, TOK_USE_VERIFY, TOK_USE_ENCRYPT, TOK_USE_DECRYPT, TOK_NUSES };
+struct tok_keycache {
+	EVP_PKEY *pkey;                 /* EC, RSA, Ed25519 keys */
+	EVP_PKEY_CTX *tmpl[TOK_NUSES];  /* initialised for a use; operations get a dup
+					 * (EVP_PKEY_CTX_dup skips the per-init fetch) */
+	EVP_MAC_CTX *mac;               /* HMAC keys: keyed HMAC-SHA256, duplicated per op */
+};
+
+/* The prepared key of an asymmetric or HMAC key object (caller holds key->mu).
+ * CKR_KEY_TYPE_INCONSISTENT when its material does not make a key. */
+CK_RV tok_key_cache_get(struct tok_object *key, struct tok_keycache **ret);
+/* A fresh EVP_PKEY_CTX initialised for use on key's EVP_PKEY (caller frees). */
+CK_RV tok_key_pctx(struct tok_object *key, enum tok_pkey_use use, EVP_PKEY_CTX **ret);
+/* A fresh keyed HMAC-SHA256 context for a secret key (caller frees). */
+CK_RV tok_key_mac(struct tok_object *key, EVP_MAC_CTX **ret);
+
+/* OpenSSL failed: drop its thread-local error queue, answer CKR_DEVICE_ERROR. */
+CK_RV tok_ossl_fail(void);
+
+#endif

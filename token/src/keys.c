@@ -1,0 +1,1197 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The crypto engine's keys (token.h): prepared keys (key->cache), key checks
+ * for C_CreateObject / C_UnwrapKey, key generation, wrapping, randomness.
+ *
+ * Encodings (docs/token.md repeats them):
+ *  - CKA_EC_PARAMS: the DER OID of P-256 (1.2.840.10045.3.1.7), P-384
+ *    (1.3.132.0.34) or Ed25519 (1.3.101.112); for Ed25519 also the
+ *    PrintableString "edwards25519" (PKCS#11 3.0). Key generation copies the
+ *    caller's CKA_EC_PARAMS; unwrapping writes the OID form.
+ *  - CKA_EC_POINT is written as a DER OCTET STRING wrapping the uncompressed
+ *    point (EC) or the 32-byte key (Ed25519), as OpenSC and pkcs11-tool
+ *    expect; on input the raw point is accepted as well (and compressed
+ *    points for EC public keys). Private EC and Ed25519 keys carry
+ *    CKA_EC_POINT too (generated, unwrapped or completed by tok_key_check).
+ *  - Big integers (RSA parts) are unsigned big-endian without leading zeros.
+ *  - A wrapped private key is its PKCS#8 PrivateKeyInfo DER; with
+ *    CKM_AES_KEY_WRAP (RFC 3394) its length must be a multiple of 8, so use
+ *    CKM_AES_KEY_WRAP_PAD (RFC 5649) for private keys.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/bn.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/ec.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/obj_mac.h>
+#include <openssl/objects.h>
+#include <openssl/param_build.h>
+#include <openssl/rand.h>
+#include <openssl/x509.h>
+
+#include "engine_internal.h"
+
+#define RSA_IMPORT_MIN 1024
+#define RSA_IMPORT_MAX 16384
+#define RSA_GEN_MIN 2048
+#define RSA_GEN_MAX 4096
+#define SECRET_MAX 512
+
+/* ---- curves and DER --------------------------------------------------------- */
+
+struct curve {
+	const char *group;  /* OpenSSL group name; NULL for Ed25519 */
+	int nid;
+	const uint8_t *oid; /* DER OID, the form we write */
+	size_t oid_len;
+	size_t len;         /* bytes of a coordinate, the order, or an Ed25519 key */
+};
+
+static const uint8_t oid_p256[] = { 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07 };
+static const uint8_t oid_p384[] = { 0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x22 };
+static const uint8_t oid_ed25519[] = { 0x06, 0x03, 0x2b, 0x65, 0x70 };
+static const uint8_t str_ed25519[] = { 0x13, 0x0c, 'e', 'd', 'w', 'a', 'r', 'd', 's', '2', '5', '5', '1', '9' };
+
+static const struct curve curve_p256 = { "prime256v1", NID_X9_62_prime256v1, oid_p256, sizeof(oid_p256), 32 };
+static const struct curve curve_p384 = { "secp384r1", NID_secp384r1, oid_p384, sizeof(oid_p384), 48 };
+static const struct curve curve_ed25519 = { NULL, NID_ED25519, oid_ed25519, sizeof(oid_ed25519), 32 };
+
+static bool attr_is(const struct tok_attr *a, const uint8_t *v, size_t len)
+{
+	return a->len == len && memcmp(a->value, v, len) == 0;
+}
+
+/* The curve of CKA_EC_PARAMS for key type kt (CKK_EC or CKK_EC_EDWARDS).
+ * CKR_TEMPLATE_INCOMPLETE (absent), CKR_CURVE_NOT_SUPPORTED (a well-formed
+ * OID, name or explicit parameters we do not support),
+ * CKR_ATTRIBUTE_VALUE_INVALID (not DER). */
+static CK_RV curve_of(const struct tok_attr *a, CK_KEY_TYPE kt, const struct curve **ret)
+{
+	if (!a)
+		return CKR_TEMPLATE_INCOMPLETE;
+	if (kt == CKK_EC && attr_is(a, oid_p256, sizeof(oid_p256)))
+		*ret = &curve_p256;
+	else if (kt == CKK_EC && attr_is(a, oid_p384, sizeof(oid_p384)))
+		*ret = &curve_p384;
+	else if (kt == CKK_EC_EDWARDS && (attr_is(a, oid_ed25519, sizeof(oid_ed25519)) ||
+					  attr_is(a, str_ed25519, sizeof(str_ed25519))))
+		*ret = &curve_ed25519;
+	else if (a->len >= 2 && a->len < 128 && a->value[1] == a->len - 2 &&
+		 (a->value[0] == 0x06 || a->value[0] == 0x13 || a->value[0] == 0x30))
+		return CKR_CURVE_NOT_SUPPORTED;
+	else
+		return CKR_ATTRIBUTE_VALUE_INVALID;
+	return CKR_OK;
+}
+
+/* DER OCTET STRING of len bytes (len < 256) into out (len + 3 bytes). */
+static size_t der_octets(uint8_t *out, const uint8_t *v, size_t len)
+{
+	size_t h = 0;
+
+	out[h++] = 0x04;
+	if (len >= 128)
+		out[h++] = 0x81;
+	out[h++] = (uint8_t)len;
+	memcpy(out + h, v, len);
+	return h + len;
+}
+
+static bool point_len_ok(const struct curve *cv, size_t len, uint8_t first)
+{
+	if (!cv->group)
+		return len == 32;
+	return (len == 2 * cv->len + 1 && first == 0x04) ||
+	       (len == cv->len + 1 && (first == 0x02 || first == 0x03));
+}
+
+/* The point inside CKA_EC_POINT: its DER OCTET STRING form, or the raw point. */
+static bool ec_point_of(const struct curve *cv, const struct tok_attr *a, const uint8_t **p, size_t *len)
+{
+	if (!a || a->len < 2)
+		return false;
+	if (a->value[0] == 0x04) {
+		size_t h = 2, l = a->value[1];
+
+		if (l == 0x81 && a->len > 3) {
+			l = a->value[2];
+			h = 3;
+		}
+		if (l >= (h == 3 ? 128u : 0u) && l < 0x80 + (h == 3 ? 128u : 0u) && h + l == a->len &&
+		    point_len_ok(cv, l, a->value[h])) {
+			*p = a->value + h;
+			*len = l;
+			return true;
+		}
+	}
+	if (point_len_ok(cv, a->len, a->value[0])) {
+		*p = a->value;
+		*len = a->len;
+		return true;
+	}
+	return false;
+}
+
+static CK_RV set_bn(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, const BIGNUM *bn)
+{
+	uint8_t buf[RSA_IMPORT_MAX / 8 + 8];
+	int n = BN_num_bytes(bn);
+	CK_RV rv;
+
+	if (n < 0 || (size_t)n > sizeof(buf))
+		return CKR_ATTRIBUTE_VALUE_INVALID;
+	BN_bn2bin(bn, buf);
+	rv = tok_attrs_set(s, t, buf, (CK_ULONG)n);
+	OPENSSL_cleanse(buf, (size_t)n);
+	return rv;
+}
+
+static BIGNUM *bn_of(const struct tok_attrs *s, CK_ATTRIBUTE_TYPE t)
+{
+	const struct tok_attr *a = tok_attrs_get(s, t);
+
+	if (!a || !a->len)
+		return NULL;
+	return BN_bin2bn(a->value, (int)a->len, NULL);
+}
+
+/* ---- EC ------------------------------------------------------------------- */
+
+/* The uncompressed public point of scalar d (checked 1 <= d < order). */
+static CK_RV ec_derive(const struct curve *cv, const uint8_t *priv, size_t priv_len, uint8_t *out,
+		       size_t out_cap, size_t *out_len)
+{
+	EC_GROUP *g = NULL;
+	EC_POINT *pt = NULL;
+	BIGNUM *d = NULL;
+	CK_RV rv = CKR_ATTRIBUTE_VALUE_INVALID;
+
+	if (!priv_len || priv_len > cv->len)
+		return CKR_ATTRIBUTE_VALUE_INVALID;
+	if (!(g = EC_GROUP_new_by_curve_name(cv->nid)) || !(pt = EC_POINT_new(g)) ||
+	    !(d = BN_secure_new()) || !BN_bin2bn(priv, (int)priv_len, d)) {
+		rv = CKR_HOST_MEMORY;
+		goto out;
+	}
+	BN_set_flags(d, BN_FLG_CONSTTIME);
+	if (BN_is_zero(d) || BN_cmp(d, EC_GROUP_get0_order(g)) >= 0)
+		goto out;
+	if (!EC_POINT_mul(g, pt, d, NULL, NULL, NULL) ||
+	    !(*out_len = EC_POINT_point2oct(g, pt, POINT_CONVERSION_UNCOMPRESSED, out, out_cap, NULL))) {
+		rv = tok_ossl_fail();
+		goto out;
+	}
+	rv = CKR_OK;
+out:
+	BN_clear_free(d);
+	EC_POINT_free(pt);
+	EC_GROUP_free(g);
+	ERR_clear_error();
+	return rv;
+}
+
+/* A point on the curve (not at infinity), in uncompressed form into out. */
+static CK_RV ec_check_point(const struct curve *cv, const uint8_t *p, size_t len, uint8_t *out,
+			    size_t out_cap, size_t *out_len)
+{
+	EC_GROUP *g = EC_GROUP_new_by_curve_name(cv->nid);
+	EC_POINT *pt = g ? EC_POINT_new(g) : NULL;
+	CK_RV rv = CKR_ATTRIBUTE_VALUE_INVALID;
+
+	if (!pt)
+		rv = CKR_HOST_MEMORY;
+	else if (EC_POINT_oct2point(g, pt, p, len, NULL) && !EC_POINT_is_at_infinity(g, pt) &&
+		 EC_POINT_is_on_curve(g, pt, NULL) == 1 &&
+		 (*out_len = EC_POINT_point2oct(g, pt, POINT_CONVERSION_UNCOMPRESSED, out, out_cap, NULL)))
+		rv = CKR_OK;
+	EC_POINT_free(pt);
+	EC_GROUP_free(g);
+	ERR_clear_error();
+	return rv;
+}
+
+static CK_RV pkey_fromdata(const char *type, OSSL_PARAM_BLD *b, int selection, EVP_PKEY **ret)
+{
+	OSSL_PARAM *params = OSSL_PARAM_BLD_to_param(b);
+	EVP_PKEY_CTX *ctx = params ? EVP_PKEY_CTX_new_from_name(NULL, type, NULL) : NULL;
+	EVP_PKEY *pk = NULL;
+	CK_RV rv = CKR_KEY_TYPE_INCONSISTENT;
+
+	if (ctx && EVP_PKEY_fromdata_init(ctx) > 0 && EVP_PKEY_fromdata(ctx, &pk, selection, params) > 0) {
+		*ret = pk;
+		rv = CKR_OK;
+	}
+	EVP_PKEY_CTX_free(ctx);
+	OSSL_PARAM_free(params); /* cleanses: OSSL_PARAM_BLD copies secrets to secure memory */
+	ERR_clear_error();
+	return rv;
+}
+
+static CK_RV ec_pkey(const struct tok_object *key, EVP_PKEY **ret)
+{
+	const struct tok_attrs *s = &key->attrs;
+	bool priv = key->cls == CKO_PRIVATE_KEY;
+	const struct curve *cv;
+	const struct tok_attr *v = tok_attrs_get(s, CKA_VALUE);
+	uint8_t pt[133];
+	const uint8_t *p;
+	size_t len;
+	OSSL_PARAM_BLD *b = NULL;
+	BIGNUM *d = NULL;
+	CK_RV rv;
+
+	if ((rv = curve_of(tok_attrs_get(s, CKA_EC_PARAMS), CKK_EC, &cv)) != CKR_OK)
+		return CKR_KEY_TYPE_INCONSISTENT;
+	if (priv) {
+		if (!v)
+			return CKR_KEY_TYPE_INCONSISTENT;
+		if ((rv = ec_derive(cv, v->value, v->len, pt, sizeof(pt), &len)) != CKR_OK)
+			return rv == CKR_HOST_MEMORY ? rv : CKR_KEY_TYPE_INCONSISTENT;
+		p = pt;
+	} else if (!ec_point_of(cv, tok_attrs_get(s, CKA_EC_POINT), &p, &len)) {
+		return CKR_KEY_TYPE_INCONSISTENT;
+	}
+	rv = CKR_HOST_MEMORY;
+	if (!(b = OSSL_PARAM_BLD_new()) ||
+	    !OSSL_PARAM_BLD_push_utf8_string(b, OSSL_PKEY_PARAM_GROUP_NAME, cv->group, 0) ||
+	    !OSSL_PARAM_BLD_push_octet_string(b, OSSL_PKEY_PARAM_PUB_KEY, p, len))
+		goto out;
+	if (priv && (!(d = BN_secure_new()) || !BN_bin2bn(v->value, (int)v->len, d) ||
+		     !OSSL_PARAM_BLD_push_BN(b, OSSL_PKEY_PARAM_PRIV_KEY, d)))
+		goto out;
+	rv = pkey_fromdata("EC", b, priv ? EVP_PKEY_KEYPAIR : EVP_PKEY_PUBLIC_KEY, ret);
+out:
+	OSSL_PARAM_BLD_free(b);
+	BN_clear_free(d);
+	return rv;
+}
+
+/* ---- RSA ------------------------------------------------------------------ */
+
+static const CK_ATTRIBUTE_TYPE rsa_attr[8] = {
+	CKA_MODULUS, CKA_PUBLIC_EXPONENT, CKA_PRIVATE_EXPONENT, CKA_PRIME_1, CKA_PRIME_2,
+	CKA_EXPONENT_1, CKA_EXPONENT_2, CKA_COEFFICIENT,
+};
+static const char *const rsa_param[8] = {
+	OSSL_PKEY_PARAM_RSA_N, OSSL_PKEY_PARAM_RSA_E, OSSL_PKEY_PARAM_RSA_D,
+	OSSL_PKEY_PARAM_RSA_FACTOR1, OSSL_PKEY_PARAM_RSA_FACTOR2, OSSL_PKEY_PARAM_RSA_EXPONENT1,
+	OSSL_PKEY_PARAM_RSA_EXPONENT2, OSSL_PKEY_PARAM_RSA_COEFFICIENT1,
+};
+enum { RN, RE, RD, RP, RQ, RDP, RDQ, RQI };
+
+struct rsa_parts {
+	BIGNUM *bn[8];
+};
+
+static void rsa_parts_free(struct rsa_parts *r)
+{
+	for (int i = 0; i < 8; i++)
+		BN_clear_free(r->bn[i]);
+}
+
+static void rsa_parts_read(const struct tok_attrs *s, bool priv, struct rsa_parts *r)
+{
+	memset(r, 0, sizeof(*r));
+	for (int i = 0; i < (priv ? 8 : 2); i++) {
+		r->bn[i] = bn_of(s, rsa_attr[i]);
+		if (r->bn[i] && i >= RD)
+			BN_set_flags(r->bn[i], BN_FLG_CONSTTIME);
+	}
+}
+
+/* Fill the CRT parts from d, p, q when they are missing. */
+static bool rsa_complete_crt(struct rsa_parts *r, BN_CTX *bc)
+{
+	BIGNUM *t;
+	bool ok;
+
+	if (!r->bn[RD] || !r->bn[RP] || !r->bn[RQ] || (r->bn[RDP] && r->bn[RDQ] && r->bn[RQI]))
+		return true;
+	if (!(t = BN_new()))
+		return false;
+	for (int i = RDP; i <= RQI; i++) {
+		BN_clear_free(r->bn[i]);
+		if (!(r->bn[i] = BN_secure_new())) {
+			BN_free(t);
+			return false;
+		}
+		BN_set_flags(r->bn[i], BN_FLG_CONSTTIME);
+	}
+	ok = BN_sub(t, r->bn[RP], BN_value_one()) && BN_mod(r->bn[RDP], r->bn[RD], t, bc) &&
+	     BN_sub(t, r->bn[RQ], BN_value_one()) && BN_mod(r->bn[RDQ], r->bn[RD], t, bc) &&
+	     BN_mod_inverse(r->bn[RQI], r->bn[RQ], r->bn[RP], bc) != NULL;
+	BN_free(t);
+	return ok;
+}
+
+static CK_RV rsa_pkey_of(struct rsa_parts *r, bool priv, EVP_PKEY **ret)
+{
+	OSSL_PARAM_BLD *b = OSSL_PARAM_BLD_new();
+	BN_CTX *bc = BN_CTX_new();
+	CK_RV rv = CKR_HOST_MEMORY;
+	int n = 2;
+
+	if (!b || !bc)
+		goto out;
+	if (!r->bn[RN] || !r->bn[RE] || (priv && !r->bn[RD])) {
+		rv = CKR_KEY_TYPE_INCONSISTENT;
+		goto out;
+	}
+	if (priv) {
+		if (!rsa_complete_crt(r, bc)) {
+			rv = tok_ossl_fail();
+			goto out;
+		}
+		n = r->bn[RP] && r->bn[RQ] ? 8 : 3;
+	}
+	for (int i = 0; i < n; i++)
+		if (!OSSL_PARAM_BLD_push_BN(b, rsa_param[i], r->bn[i]))
+			goto out;
+	rv = pkey_fromdata("RSA", b, priv ? EVP_PKEY_KEYPAIR : EVP_PKEY_PUBLIC_KEY, ret);
+out:
+	BN_CTX_free(bc);
+	OSSL_PARAM_BLD_free(b);
+	return rv;
+}
+
+static CK_RV rsa_pkey(const struct tok_object *key, EVP_PKEY **ret)
+{
+	struct rsa_parts r;
+	CK_RV rv;
+
+	rsa_parts_read(&key->attrs, key->cls == CKO_PRIVATE_KEY, &r);
+	rv = rsa_pkey_of(&r, key->cls == CKO_PRIVATE_KEY, ret);
+	rsa_parts_free(&r);
+	return rv;
+}
+
+/* ---- Ed25519 -------------------------------------------------------------- */
+
+static CK_RV ed_pkey(const struct tok_object *key, EVP_PKEY **ret)
+{
+	const struct tok_attr *v = tok_attrs_get(&key->attrs, CKA_VALUE);
+	const uint8_t *p;
+	size_t len;
+	EVP_PKEY *pk;
+
+	if (key->cls == CKO_PRIVATE_KEY) {
+		if (!v || v->len != 32)
+			return CKR_KEY_TYPE_INCONSISTENT;
+		pk = EVP_PKEY_new_raw_private_key_ex(NULL, "ED25519", NULL, v->value, 32);
+	} else {
+		if (!ec_point_of(&curve_ed25519, tok_attrs_get(&key->attrs, CKA_EC_POINT), &p, &len))
+			return CKR_KEY_TYPE_INCONSISTENT;
+		pk = EVP_PKEY_new_raw_public_key_ex(NULL, "ED25519", NULL, p, len);
+	}
+	if (!pk)
+		return tok_ossl_fail();
+	*ret = pk;
+	return CKR_OK;
+}
+
+/* ---- the key cache -------------------------------------------------------- */
+
+void tok_key_cache_free(void *cache)
+{
+	struct tok_keycache *c = cache;
+
+	if (!c)
+		return;
+	EVP_PKEY_free(c->pkey);
+	for (int i = 0; i < TOK_NUSES; i++)
+		EVP_PKEY_CTX_free(c->tmpl[i]);
+	EVP_MAC_CTX_free(c->mac);
+	free(c);
+}
+
+CK_RV tok_key_cache_get(struct tok_object *key, struct tok_keycache **ret)
+{
+	struct tok_keycache *c = key->cache;
+	CK_RV rv = CKR_OK;
+
+	if (c) {
+		*ret = c;
+		return CKR_OK;
+	}
+	if (!(c = calloc(1, sizeof(*c))))
+		return CKR_HOST_MEMORY;
+	if (key->cls == CKO_PRIVATE_KEY || key->cls == CKO_PUBLIC_KEY) {
+		switch (key->key_type) {
+		case CKK_EC: rv = ec_pkey(key, &c->pkey); break;
+		case CKK_RSA: rv = rsa_pkey(key, &c->pkey); break;
+		case CKK_EC_EDWARDS: rv = ed_pkey(key, &c->pkey); break;
+		default: rv = CKR_KEY_TYPE_INCONSISTENT; break;
+		}
+	}
+	if (rv != CKR_OK) {
+		tok_key_cache_free(c);
+		return rv;
+	}
+	key->cache = c;
+	*ret = c;
+	return CKR_OK;
+}
+
+CK_RV tok_key_pctx(struct tok_object *key, enum tok_pkey_use use, EVP_PKEY_CTX **ret)
+{
+	struct tok_keycache *c;
+	EVP_PKEY_CTX *t;
+	CK_RV rv;
+	int ok;
+
+	if ((rv = tok_key_cache_get(key, &c)) != CKR_OK)
+		return rv;
+	if (!c->pkey)
+		return CKR_KEY_TYPE_INCONSISTENT;
+	if (!c->tmpl[use]) {
+		if (!(t = EVP_PKEY_CTX_new_from_pkey(NULL, c->pkey, NULL)))
+			return tok_ossl_fail();
+		switch (use) {
+		case TOK_USE_SIGN: ok = EVP_PKEY_sign_init(t); break;
+		case TOK_USE_VERIFY: ok = EVP_PKEY_verify_init(t); break;
+		case TOK_USE_ENCRYPT: ok = EVP_PKEY_encrypt_init(t); break;
+		default: ok = EVP_PKEY_decrypt_init(t); break;
+		}
+		if (ok <= 0) {
+			EVP_PKEY_CTX_free(t);
+			return tok_ossl_fail();
+		}
+		c->tmpl[use] = t;
+	}
+	if (!(*ret = EVP_PKEY_CTX_dup(c->tmpl[use])))
+		return tok_ossl_fail();
+	return CKR_OK;
+}
+
+CK_RV tok_key_mac(struct tok_object *key, EVP_MAC_CTX **ret)
+{
+	const struct tok_attr *v = tok_attrs_get(&key->attrs, CKA_VALUE);
+	struct tok_keycache *c;
+	CK_RV rv;
+
+	if (!v || !v->len)
+		return CKR_KEY_SIZE_RANGE;
+	if ((rv = tok_key_cache_get(key, &c)) != CKR_OK)
+		return rv;
+	if (!c->mac) {
+		OSSL_PARAM params[] = {
+			OSSL_PARAM_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA2-256", 0),
+			OSSL_PARAM_END,
+		};
+		EVP_MAC_CTX *m = EVP_MAC_CTX_new(tok_algs.hmac);
+
+		if (!m)
+			return CKR_HOST_MEMORY;
+		if (!EVP_MAC_init(m, v->value, v->len, params)) {
+			EVP_MAC_CTX_free(m);
+			return tok_ossl_fail();
+		}
+		c->mac = m;
+	}
+	if (!(*ret = EVP_MAC_CTX_dup(c->mac)))
+		return tok_ossl_fail();
+	return CKR_OK;
+}
+
+/* ---- tok_key_check -------------------------------------------------------- */
+
+static CK_RV check_secret(CK_KEY_TYPE kt, struct tok_attrs *s)
+{
+	const struct tok_attr *v = tok_attrs_get(s, CKA_VALUE);
+	CK_ULONG vl;
+
+	if (!v)
+		return CKR_TEMPLATE_INCOMPLETE;
+	switch (kt) {
+	case CKK_AES:
+		if (v->len != 16 && v->len != 24 && v->len != 32)
+			return CKR_ATTRIBUTE_VALUE_INVALID;
+		break;
+	case CKK_GENERIC_SECRET:
+	case CKK_SHA256_HMAC:
+		if (!v->len)
+			return CKR_ATTRIBUTE_VALUE_INVALID;
+		if (v->len > SECRET_MAX)
+			return CKR_KEY_SIZE_RANGE;
+		break;
+	default:
+		return CKR_ATTRIBUTE_VALUE_INVALID;
+	}
+	if (tok_attrs_ulong(s, CKA_VALUE_LEN, &vl) && vl != v->len)
+		return CKR_TEMPLATE_INCONSISTENT;
+	return tok_attrs_set_ulong(s, CKA_VALUE_LEN, v->len);
+}
+
+static CK_RV check_ec(CK_OBJECT_CLASS cls, struct tok_attrs *s)
+{
+	const struct curve *cv;
+	const struct tok_attr *v, *pa = tok_attrs_get(s, CKA_EC_POINT);
+	uint8_t pt[133], given[133], der[140];
+	const uint8_t *p;
+	size_t len, glen;
+	CK_RV rv;
+
+	if ((rv = curve_of(tok_attrs_get(s, CKA_EC_PARAMS), CKK_EC, &cv)) != CKR_OK)
+		return rv;
+	if (cls == CKO_PUBLIC_KEY) {
+		if (!pa)
+			return CKR_TEMPLATE_INCOMPLETE;
+		if (!ec_point_of(cv, pa, &p, &len))
+			return CKR_ATTRIBUTE_VALUE_INVALID;
+		return ec_check_point(cv, p, len, pt, sizeof(pt), &len);
+	}
+	if (!(v = tok_attrs_get(s, CKA_VALUE)))
+		return CKR_TEMPLATE_INCOMPLETE;
+	if ((rv = ec_derive(cv, v->value, v->len, pt, sizeof(pt), &len)) != CKR_OK)
+		return rv;
+	if (pa) {
+		if (!ec_point_of(cv, pa, &p, &glen) ||
+		    ec_check_point(cv, p, glen, given, sizeof(given), &glen) != CKR_OK ||
+		    glen != len || memcmp(given, pt, len) != 0)
+			return CKR_ATTRIBUTE_VALUE_INVALID;
+		return CKR_OK;
+	}
+	return tok_attrs_set(s, CKA_EC_POINT, der, der_octets(der, pt, len));
+}
+
+static CK_RV check_ed25519(CK_OBJECT_CLASS cls, struct tok_attrs *s)
+{
+	const struct curve *cv;
+	const struct tok_attr *v, *pa = tok_attrs_get(s, CKA_EC_POINT);
+	const uint8_t *p;
+	uint8_t pub[32], der[40];
+	size_t len = sizeof(pub);
+	EVP_PKEY *pk;
+	CK_RV rv;
+
+	if ((rv = curve_of(tok_attrs_get(s, CKA_EC_PARAMS), CKK_EC_EDWARDS, &cv)) != CKR_OK)
+		return rv;
+	if (cls == CKO_PUBLIC_KEY) {
+		if (!pa)
+			return CKR_TEMPLATE_INCOMPLETE;
+		return ec_point_of(cv, pa, &p, &len) ? CKR_OK : CKR_ATTRIBUTE_VALUE_INVALID;
+	}
+	if (!(v = tok_attrs_get(s, CKA_VALUE)))
+		return CKR_TEMPLATE_INCOMPLETE;
+	if (v->len != 32)
+		return CKR_ATTRIBUTE_VALUE_INVALID;
+	if (!(pk = EVP_PKEY_new_raw_private_key_ex(NULL, "ED25519", NULL, v->value, 32)))
+		return tok_ossl_fail();
+	if (!EVP_PKEY_get_raw_public_key(pk, pub, &len) || len != 32) {
+		EVP_PKEY_free(pk);
+		return tok_ossl_fail();
+	}
+	EVP_PKEY_free(pk);
+	if (pa) {
+		size_t gl;
+
+		if (!ec_point_of(cv, pa, &p, &gl) || gl != 32 || memcmp(p, pub, 32) != 0)
+			return CKR_ATTRIBUTE_VALUE_INVALID;
+		return CKR_OK;
+	}
+	return tok_attrs_set(s, CKA_EC_POINT, der, der_octets(der, pub, 32));
+}
+
+static CK_RV check_rsa(CK_OBJECT_CLASS cls, struct tok_attrs *s)
+{
+	bool priv = cls == CKO_PRIVATE_KEY;
+	struct rsa_parts r;
+	BN_CTX *bc = BN_CTX_new();
+	BIGNUM *t = BN_new(), *u = BN_new(), *m = BN_new();
+	CK_RV rv = CKR_HOST_MEMORY;
+	int bits;
+
+	rsa_parts_read(s, priv, &r);
+	if (!bc || !t || !u || !m)
+		goto out;
+	rv = CKR_TEMPLATE_INCOMPLETE;
+	if (priv) {
+		if (!r.bn[RD])
+			goto out;
+		if ((!r.bn[RP]) != (!r.bn[RQ])) /* one prime alone is no use */
+			goto out;
+		/* derivable public parts: n = p q, e = d^-1 mod lcm(p-1, q-1) */
+		if (!r.bn[RN] && r.bn[RP]) {
+			if (!(r.bn[RN] = BN_new()) || !BN_mul(r.bn[RN], r.bn[RP], r.bn[RQ], bc))
+				goto fail;
+			if ((rv = set_bn(s, CKA_MODULUS, r.bn[RN])) != CKR_OK)
+				goto out;
+		}
+		if (!r.bn[RE] && r.bn[RP]) {
+			BIGNUM *g = BN_new();
+			bool ok = g && BN_sub(t, r.bn[RP], BN_value_one()) &&
+				  BN_sub(u, r.bn[RQ], BN_value_one()) && BN_gcd(g, t, u, bc) &&
+				  BN_mul(m, t, u, bc) && BN_div(m, NULL, m, g, bc);
+
+			BN_free(g);
+			if (!ok || !(r.bn[RE] = BN_mod_inverse(NULL, r.bn[RD], m, bc))) {
+				rv = CKR_ATTRIBUTE_VALUE_INVALID;
+				goto out;
+			}
+			if ((rv = set_bn(s, CKA_PUBLIC_EXPONENT, r.bn[RE])) != CKR_OK)
+				goto out;
+		}
+		rv = CKR_TEMPLATE_INCOMPLETE;
+	}
+	if (!r.bn[RN] || !r.bn[RE])
+		goto out;
+	bits = BN_num_bits(r.bn[RN]);
+	rv = CKR_KEY_SIZE_RANGE;
+	if (bits < RSA_IMPORT_MIN || bits > RSA_IMPORT_MAX)
+		goto out;
+	rv = CKR_ATTRIBUTE_VALUE_INVALID;
+	if (!BN_is_odd(r.bn[RN]) || !BN_is_odd(r.bn[RE]) || BN_is_one(r.bn[RE]) ||
+	    BN_cmp(r.bn[RE], r.bn[RN]) >= 0)
+		goto out;
+	if (priv) {
+		if (BN_is_zero(r.bn[RD]) || BN_cmp(r.bn[RD], r.bn[RN]) >= 0)
+			goto out;
+		if (r.bn[RP]) {
+			if (!BN_mul(t, r.bn[RP], r.bn[RQ], bc))
+				goto fail;
+			if (BN_cmp(t, r.bn[RN]) != 0)
+				goto out;
+			if (r.bn[RDP] || r.bn[RDQ] || r.bn[RQI]) {
+				struct rsa_parts c = { { NULL, NULL, r.bn[RD], r.bn[RP], r.bn[RQ] } };
+				bool same;
+
+				/* given CRT parts must be the ones d, p, q make */
+				if (!r.bn[RDP] || !r.bn[RDQ] || !r.bn[RQI])
+					goto out;
+				if (!rsa_complete_crt(&c, bc)) {
+					c.bn[RD] = c.bn[RP] = c.bn[RQ] = NULL;
+					rsa_parts_free(&c);
+					goto fail;
+				}
+				same = !BN_cmp(c.bn[RDP], r.bn[RDP]) && !BN_cmp(c.bn[RDQ], r.bn[RDQ]) &&
+				       !BN_cmp(c.bn[RQI], r.bn[RQI]);
+				c.bn[RD] = c.bn[RP] = c.bn[RQ] = NULL;
+				rsa_parts_free(&c);
+				if (!same)
+					goto out;
+			}
+		}
+		/* e and d are inverse: (2^e)^d = 2 mod n */
+		if (!BN_set_word(m, 2) || !BN_mod_exp(t, m, r.bn[RE], r.bn[RN], bc) ||
+		    !BN_mod_exp_mont_consttime(u, t, r.bn[RD], r.bn[RN], bc, NULL))
+			goto fail;
+		if (BN_cmp(u, m) != 0)
+			goto out;
+	} else {
+		/* CKA_MODULUS_BITS is derived (PKCS#11: not given to C_CreateObject) */
+		CK_ULONG mb;
+
+		if (tok_attrs_ulong(s, CKA_MODULUS_BITS, &mb) && mb != (CK_ULONG)bits) {
+			rv = CKR_TEMPLATE_INCONSISTENT;
+			goto out;
+		}
+		if ((rv = tok_attrs_set_ulong(s, CKA_MODULUS_BITS, (CK_ULONG)bits)) != CKR_OK)
+			goto out;
+	}
+	rv = CKR_OK;
+	goto out;
+fail:
+	rv = tok_ossl_fail();
+out:
+	rsa_parts_free(&r);
+	BN_clear_free(t);
+	BN_clear_free(u);
+	BN_clear_free(m);
+	BN_CTX_free(bc);
+	ERR_clear_error();
+	return rv;
+}
+
+CK_RV tok_key_check(CK_OBJECT_CLASS cls, CK_KEY_TYPE kt, struct tok_attrs *attrs)
+{
+	if (!attrs)
+		return CKR_ARGUMENTS_BAD;
+	if (cls == CKO_SECRET_KEY)
+		return check_secret(kt, attrs);
+	if (cls != CKO_PUBLIC_KEY && cls != CKO_PRIVATE_KEY)
+		return CKR_ATTRIBUTE_VALUE_INVALID;
+	switch (kt) {
+	case CKK_EC: return check_ec(cls, attrs);
+	case CKK_EC_EDWARDS: return check_ed25519(cls, attrs);
+	case CKK_RSA: return check_rsa(cls, attrs);
+	default: return CKR_ATTRIBUTE_VALUE_INVALID;
+	}
+}
+
+/* ---- attributes of an EVP_PKEY (key generation, unwrapping) --------------- */
+
+static CK_RV set_common(struct tok_attrs *s, CK_KEY_TYPE kt, CK_MECHANISM_TYPE gen)
+{
+	CK_RV rv = tok_attrs_set_ulong(s, CKA_KEY_TYPE, kt);
+
+	if (rv == CKR_OK && gen != CK_UNAVAILABLE_INFORMATION) {
+		if ((rv = tok_attrs_set_bool(s, CKA_LOCAL, true)) == CKR_OK)
+			rv = tok_attrs_set_ulong(s, CKA_KEY_GEN_MECHANISM, gen);
+	}
+	return rv;
+}
+
+/* Fill priv (and pub when not NULL) from pk of type kt on curve cv (EC,
+ * Ed25519); params is the CKA_EC_PARAMS to write (NULL: the OID). */
+static CK_RV attrs_of_pkey(EVP_PKEY *pk, CK_KEY_TYPE kt, const struct curve *cv, const struct tok_attr *params,
+			   struct tok_attrs *pub, struct tok_attrs *priv)
+{
+	const uint8_t *pv = params ? params->value : cv ? cv->oid : NULL;
+	size_t pv_len = params ? params->len : cv ? cv->oid_len : 0;
+	uint8_t buf[140], der[144], sk[64];
+	size_t len, dlen;
+	BIGNUM *bn = NULL;
+	CK_RV rv = CKR_OK;
+
+	if (kt == CKK_RSA) {
+		for (int i = 0; i < 8 && rv == CKR_OK; i++) {
+			if (!EVP_PKEY_get_bn_param(pk, rsa_param[i], &bn))
+				return tok_ossl_fail();
+			if (i < 2 && pub)
+				rv = set_bn(pub, rsa_attr[i], bn);
+			if (rv == CKR_OK)
+				rv = set_bn(priv, rsa_attr[i], bn);
+			BN_clear_free(bn);
+			bn = NULL;
+		}
+		if (rv == CKR_OK && pub)
+			rv = tok_attrs_set_ulong(pub, CKA_MODULUS_BITS, (CK_ULONG)EVP_PKEY_get_bits(pk));
+		return rv;
+	}
+	if (kt == CKK_EC) {
+		if (!EVP_PKEY_get_octet_string_param(pk, OSSL_PKEY_PARAM_PUB_KEY, buf, sizeof(buf), &len) ||
+		    !EVP_PKEY_get_bn_param(pk, OSSL_PKEY_PARAM_PRIV_KEY, &bn))
+			return tok_ossl_fail();
+		if (BN_bn2binpad(bn, sk, (int)cv->len) < 0)
+			rv = tok_ossl_fail();
+		BN_clear_free(bn);
+	} else {
+		size_t sl = 32;
+
+		len = 32;
+		if (!EVP_PKEY_get_raw_public_key(pk, buf, &len) || !EVP_PKEY_get_raw_private_key(pk, sk, &sl) ||
+		    len != 32 || sl != 32)
+			rv = tok_ossl_fail();
+	}
+	if (rv == CKR_OK) {
+		dlen = der_octets(der, buf, len);
+		if (pub && ((rv = tok_attrs_set(pub, CKA_EC_PARAMS, pv, pv_len)) != CKR_OK ||
+			    (rv = tok_attrs_set(pub, CKA_EC_POINT, der, dlen)) != CKR_OK))
+			goto out;
+		if ((rv = tok_attrs_set(priv, CKA_EC_PARAMS, pv, pv_len)) == CKR_OK &&
+		    (rv = tok_attrs_set(priv, CKA_EC_POINT, der, dlen)) == CKR_OK)
+			rv = tok_attrs_set(priv, CKA_VALUE, sk, cv->len);
+	}
+out:
+	OPENSSL_cleanse(sk, sizeof(sk));
+	return rv;
+}
+
+/* ---- key generation ------------------------------------------------------- */
+
+CK_RV tok_generate_key(const CK_MECHANISM *mech, const struct tok_attrs *tmpl, struct tok_attrs *out)
+{
+	uint8_t key[SECRET_MAX];
+	CK_KEY_TYPE kt;
+	CK_ULONG len;
+	CK_RV rv;
+
+	if (!mech || !tmpl || !out)
+		return CKR_ARGUMENTS_BAD;
+	if (mech->mechanism != CKM_AES_KEY_GEN && mech->mechanism != CKM_GENERIC_SECRET_KEY_GEN)
+		return CKR_MECHANISM_INVALID;
+	if (!tok_attrs_get(tmpl, CKA_VALUE_LEN))
+		return CKR_TEMPLATE_INCOMPLETE;
+	if (!tok_attrs_ulong(tmpl, CKA_VALUE_LEN, &len))
+		return CKR_ATTRIBUTE_VALUE_INVALID;
+	if (mech->mechanism == CKM_AES_KEY_GEN) {
+		kt = CKK_AES;
+		if (len != 16 && len != 24 && len != 32)
+			return CKR_KEY_SIZE_RANGE;
+	} else {
+		kt = CKK_GENERIC_SECRET;
+		if (len < 1 || len > SECRET_MAX)
+			return CKR_KEY_SIZE_RANGE;
+	}
+	if (RAND_priv_bytes(key, (int)len) != 1)
+		return tok_ossl_fail();
+	rv = tok_attrs_set(out, CKA_VALUE, key, len);
+	OPENSSL_cleanse(key, len);
+	if (rv == CKR_OK)
+		rv = tok_attrs_set_ulong(out, CKA_VALUE_LEN, len);
+	if (rv == CKR_OK)
+		rv = set_common(out, kt, mech->mechanism);
+	return rv;
+}
+
+/* An attribute of the public template, else of the private one. */
+static const struct tok_attr *either(const struct tok_attrs *a, const struct tok_attrs *b, CK_ATTRIBUTE_TYPE t)
+{
+	const struct tok_attr *r = tok_attrs_get(a, t);
+
+	return r ? r : tok_attrs_get(b, t);
+}
+
+static CK_RV keygen(const char *type, EVP_PKEY_CTX **ret_ctx)
+{
+	EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, type, NULL);
+
+	if (!ctx || EVP_PKEY_keygen_init(ctx) <= 0) {
+		EVP_PKEY_CTX_free(ctx);
+		return tok_ossl_fail();
+	}
+	*ret_ctx = ctx;
+	return CKR_OK;
+}
+
+CK_RV tok_generate_key_pair(const CK_MECHANISM *mech, const struct tok_attrs *pub_tmpl,
+			    const struct tok_attrs *priv_tmpl, struct tok_attrs *pub_out,
+			    struct tok_attrs *priv_out)
+{
+	const struct curve *cv = NULL;
+	const struct tok_attr *params = NULL;
+	EVP_PKEY_CTX *ctx = NULL;
+	EVP_PKEY *pk = NULL;
+	CK_KEY_TYPE kt;
+	CK_RV rv;
+
+	if (!mech || !pub_tmpl || !priv_tmpl || !pub_out || !priv_out)
+		return CKR_ARGUMENTS_BAD;
+	switch (mech->mechanism) {
+	case CKM_EC_KEY_PAIR_GEN:
+	case CKM_EC_EDWARDS_KEY_PAIR_GEN:
+		kt = mech->mechanism == CKM_EC_KEY_PAIR_GEN ? CKK_EC : CKK_EC_EDWARDS;
+		params = either(pub_tmpl, priv_tmpl, CKA_EC_PARAMS);
+		if ((rv = curve_of(params, kt, &cv)) != CKR_OK)
+			return rv == CKR_ATTRIBUTE_VALUE_INVALID ? rv : rv;
+		if ((rv = keygen(kt == CKK_EC ? "EC" : "ED25519", &ctx)) != CKR_OK)
+			return rv;
+		if (kt == CKK_EC && EVP_PKEY_CTX_set_group_name(ctx, cv->group) <= 0) {
+			rv = tok_ossl_fail();
+			goto out;
+		}
+		break;
+	case CKM_RSA_PKCS_KEY_PAIR_GEN: {
+		const struct tok_attr *ea = either(pub_tmpl, priv_tmpl, CKA_PUBLIC_EXPONENT);
+		BIGNUM *e;
+		CK_ULONG bits;
+		int ok;
+
+		kt = CKK_RSA;
+		if (!either(pub_tmpl, priv_tmpl, CKA_MODULUS_BITS))
+			return CKR_TEMPLATE_INCOMPLETE;
+		if (!tok_attrs_ulong(pub_tmpl, CKA_MODULUS_BITS, &bits) &&
+		    !tok_attrs_ulong(priv_tmpl, CKA_MODULUS_BITS, &bits))
+			return CKR_ATTRIBUTE_VALUE_INVALID;
+		if (bits < RSA_GEN_MIN || bits > RSA_GEN_MAX)
+			return CKR_KEY_SIZE_RANGE;
+		if (ea) {
+			if (!ea->len || ea->len > 32 || !(e = BN_bin2bn(ea->value, (int)ea->len, NULL)))
+				return CKR_ATTRIBUTE_VALUE_INVALID;
+		} else if (!(e = BN_new()) || !BN_set_word(e, RSA_F4)) {
+			BN_free(e);
+			return CKR_HOST_MEMORY;
+		}
+		if (!BN_is_odd(e) || BN_is_one(e)) {
+			BN_free(e);
+			return CKR_ATTRIBUTE_VALUE_INVALID;
+		}
+		if ((rv = keygen("RSA", &ctx)) != CKR_OK) {
+			BN_free(e);
+			return rv;
+		}
+		ok = EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, (int)bits) > 0 &&
+		     EVP_PKEY_CTX_set1_rsa_keygen_pubexp(ctx, e) > 0;
+		BN_free(e);
+		if (!ok) {
+			rv = tok_ossl_fail();
+			goto out;
+		}
+		break;
+	}
+	default:
+		return CKR_MECHANISM_INVALID;
+	}
+	if (EVP_PKEY_generate(ctx, &pk) <= 0) {
+		rv = tok_ossl_fail();
+		goto out;
+	}
+	rv = attrs_of_pkey(pk, kt, cv, params, pub_out, priv_out);
+	if (rv == CKR_OK)
+		rv = set_common(pub_out, kt, mech->mechanism);
+	if (rv == CKR_OK)
+		rv = set_common(priv_out, kt, mech->mechanism);
+out:
+	EVP_PKEY_free(pk);
+	EVP_PKEY_CTX_free(ctx);
+	return rv;
+}
+
+/* ---- wrapping ------------------------------------------------------------- */
+
+/* The wrap cipher for mech and the (wrapping) key, with its optional IV. */
+static CK_RV wrap_setup(const CK_MECHANISM *mech, const struct tok_object *wk, bool wrap,
+			const EVP_CIPHER **ret_c, const uint8_t **ret_iv)
+{
+	const struct tok_attr *v;
+	size_t iv_len;
+
+	if (!mech || !wk)
+		return CKR_ARGUMENTS_BAD;
+	if (!tok_algs.ready)
+		return CKR_CRYPTOKI_NOT_INITIALIZED;
+	if (mech->mechanism == CKM_AES_KEY_WRAP)
+		iv_len = 8;
+	else if (mech->mechanism == CKM_AES_KEY_WRAP_PAD)
+		iv_len = 4;
+	else
+		return CKR_MECHANISM_INVALID;
+	/* optional parameter: the initial value (8 bytes; 4 for RFC 5649) */
+	if (mech->pParameter && mech->ulParameterLen == iv_len)
+		*ret_iv = mech->pParameter;
+	else if (!mech->pParameter && !mech->ulParameterLen)
+		*ret_iv = NULL;
+	else
+		return CKR_MECHANISM_PARAM_INVALID;
+	if (wk->cls != CKO_SECRET_KEY || wk->key_type != CKK_AES)
+		return wrap ? CKR_WRAPPING_KEY_TYPE_INCONSISTENT : CKR_UNWRAPPING_KEY_TYPE_INCONSISTENT;
+	if (!tok_attrs_bool(&wk->attrs, wrap ? CKA_WRAP : CKA_UNWRAP, false))
+		return CKR_KEY_FUNCTION_NOT_PERMITTED;
+	v = tok_attrs_get(&wk->attrs, CKA_VALUE);
+	if (!v || !(*ret_c = tok_aes(mech->mechanism == CKM_AES_KEY_WRAP ? TOK_AES_WRAP : TOK_AES_WRAP_PAD, v->len)))
+		return wrap ? CKR_WRAPPING_KEY_SIZE_RANGE : CKR_UNWRAPPING_KEY_SIZE_RANGE;
+	return CKR_OK;
+}
+
+static CK_RV wrap_run(const EVP_CIPHER *c, const struct tok_object *wk, const uint8_t *iv, bool enc,
+		      const uint8_t *in, size_t in_len, uint8_t *out, size_t *out_len)
+{
+	const struct tok_attr *v = tok_attrs_get(&wk->attrs, CKA_VALUE);
+	EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+	int l1 = 0, l2 = 0;
+	CK_RV rv = CKR_OK;
+
+	if (!ctx)
+		return CKR_HOST_MEMORY;
+	if (in_len > INT_MAX)
+		rv = CKR_KEY_SIZE_RANGE;
+	else if (!EVP_CipherInit_ex2(ctx, c, v->value, iv, enc, NULL) ||
+		 !EVP_CipherUpdate(ctx, out, &l1, in, (int)in_len) ||
+		 !EVP_CipherFinal_ex(ctx, out + l1, &l2))
+		rv = enc ? tok_ossl_fail() : CKR_WRAPPED_KEY_INVALID;
+	EVP_CIPHER_CTX_free(ctx);
+	ERR_clear_error();
+	*out_len = (size_t)l1 + (size_t)l2;
+	return rv;
+}
+
+static CK_RV pkcs8_of(struct tok_object *key, uint8_t **ret, size_t *ret_len)
+{
+	struct tok_keycache *c;
+	PKCS8_PRIV_KEY_INFO *p8;
+	unsigned char *der = NULL;
+	int len;
+	CK_RV rv;
+
+	if ((rv = tok_key_cache_get(key, &c)) != CKR_OK)
+		return rv == CKR_HOST_MEMORY ? rv : CKR_KEY_NOT_WRAPPABLE;
+	if (!(p8 = EVP_PKEY2PKCS8(c->pkey)))
+		return tok_ossl_fail();
+	len = i2d_PKCS8_PRIV_KEY_INFO(p8, &der);
+	PKCS8_PRIV_KEY_INFO_free(p8);
+	if (len <= 0)
+		return tok_ossl_fail();
+	*ret = der;
+	*ret_len = (size_t)len;
+	return CKR_OK;
+}
+
+CK_RV tok_wrap(const CK_MECHANISM *mech, struct tok_object *wrapping, struct tok_object *key,
+	       uint8_t *out, CK_ULONG *out_len)
+{
+	const EVP_CIPHER *c;
+	const uint8_t *iv, *in;
+	uint8_t *der = NULL;
+	size_t in_len, need, w;
+	CK_RV rv;
+
+	if (!key || !out_len)
+		return CKR_ARGUMENTS_BAD;
+	if ((rv = wrap_setup(mech, wrapping, true, &c, &iv)) != CKR_OK)
+		return rv;
+	/* The core checks CKA_EXTRACTABLE; an explicit FALSE stops here too. */
+	if (!tok_attrs_bool(&key->attrs, CKA_EXTRACTABLE, true))
+		return CKR_KEY_UNEXTRACTABLE;
+	if (key->cls == CKO_SECRET_KEY) {
+		const struct tok_attr *v = tok_attrs_get(&key->attrs, CKA_VALUE);
+
+		if (!v || !v->len)
+			return CKR_KEY_NOT_WRAPPABLE;
+		in = v->value;
+		in_len = v->len;
+	} else if (key->cls == CKO_PRIVATE_KEY) {
+		if ((rv = pkcs8_of(key, &der, &in_len)) != CKR_OK)
+			return rv;
+		in = der;
+	} else {
+		return CKR_KEY_NOT_WRAPPABLE;
+	}
+	if (mech->mechanism == CKM_AES_KEY_WRAP) {
+		if (in_len % 8 || in_len < 16) {
+			rv = CKR_KEY_SIZE_RANGE;
+			goto out;
+		}
+		need = in_len + 8;
+	} else {
+		need = (in_len + 7) / 8 * 8 + 8;
+	}
+	if (!out) {
+		*out_len = need;
+		rv = CKR_OK;
+	} else if (*out_len < need) {
+		*out_len = need;
+		rv = CKR_BUFFER_TOO_SMALL;
+	} else if ((rv = wrap_run(c, wrapping, iv, true, in, in_len, out, &w)) == CKR_OK) {
+		*out_len = w;
+		if (w != need)
+			rv = CKR_GENERAL_ERROR;
+	}
+out:
+	if (der) {
+		OPENSSL_cleanse(der, in_len);
+		OPENSSL_free(der);
+	}
+	return rv;
+}
+
+static CK_RV unwrap_private(const uint8_t *der, size_t len, CK_KEY_TYPE want, struct tok_attrs *out)
+{
+	const unsigned char *p = der;
+	PKCS8_PRIV_KEY_INFO *p8 = d2i_PKCS8_PRIV_KEY_INFO(NULL, &p, (long)len);
+	EVP_PKEY *pk = p8 ? EVP_PKCS82PKEY(p8) : NULL;
+	const struct curve *cv = NULL;
+	CK_KEY_TYPE kt;
+	CK_RV rv = CKR_WRAPPED_KEY_INVALID;
+
+	PKCS8_PRIV_KEY_INFO_free(p8);
+	if (!pk || p != der + len)
+		goto out;
+	if (EVP_PKEY_is_a(pk, "RSA")) {
+		BIGNUM *f3 = NULL;
+
+		kt = CKK_RSA;
+		if (EVP_PKEY_get_bn_param(pk, OSSL_PKEY_PARAM_RSA_FACTOR3, &f3)) { /* multi-prime */
+			BN_clear_free(f3);
+			goto out;
+		}
+	} else if (EVP_PKEY_is_a(pk, "EC")) {
+		char name[64];
+
+		kt = CKK_EC;
+		if (!EVP_PKEY_get_utf8_string_param(pk, OSSL_PKEY_PARAM_GROUP_NAME, name, sizeof(name), NULL))
+			goto out;
+		switch (OBJ_sn2nid(name)) {
+		case NID_X9_62_prime256v1: cv = &curve_p256; break;
+		case NID_secp384r1: cv = &curve_p384; break;
+		default: rv = CKR_CURVE_NOT_SUPPORTED; goto out;
+		}
+	} else if (EVP_PKEY_is_a(pk, "ED25519")) {
+		kt = CKK_EC_EDWARDS;
+		cv = &curve_ed25519;
+	} else {
+		goto out;
+	}
+	if (want != CK_UNAVAILABLE_INFORMATION && want != kt) {
+		rv = CKR_TEMPLATE_INCONSISTENT;
+		goto out;
+	}
+	if ((rv = attrs_of_pkey(pk, kt, cv, NULL, NULL, out)) == CKR_OK)
+		rv = set_common(out, kt, CK_UNAVAILABLE_INFORMATION);
+out:
+	EVP_PKEY_free(pk);
+	ERR_clear_error();
+	return rv;
+}
+
+CK_RV tok_unwrap(const CK_MECHANISM *mech, struct tok_object *unwrapping, CK_OBJECT_CLASS cls,
+		 CK_KEY_TYPE kt, const uint8_t *wrapped, size_t wrapped_len, struct tok_attrs *out)
+{
+	const EVP_CIPHER *c;
+	const uint8_t *iv;
+	uint8_t *plain;
+	size_t len;
+	CK_RV rv;
+
+	if (!out || (wrapped_len && !wrapped))
+		return CKR_ARGUMENTS_BAD;
+	if ((rv = wrap_setup(mech, unwrapping, false, &c, &iv)) != CKR_OK)
+		return rv;
+	if (wrapped_len % 8 || wrapped_len < (mech->mechanism == CKM_AES_KEY_WRAP ? 24u : 16u))
+		return CKR_WRAPPED_KEY_LEN_RANGE;
+	if (cls != CKO_SECRET_KEY && cls != CKO_PRIVATE_KEY)
+		return CKR_TEMPLATE_INCONSISTENT;
+	if (!(plain = malloc(wrapped_len)))
+		return CKR_HOST_MEMORY;
+	if ((rv = wrap_run(c, unwrapping, iv, false, wrapped, wrapped_len, plain, &len)) != CKR_OK)
+		goto out;
+	if (cls == CKO_SECRET_KEY) {
+		if ((kt == CKK_AES && len != 16 && len != 24 && len != 32) || !len || len > SECRET_MAX) {
+			rv = CKR_WRAPPED_KEY_INVALID;
+			goto out;
+		}
+		if ((rv = tok_attrs_set(out, CKA_VALUE, plain, len)) == CKR_OK)
+			rv = tok_attrs_set_ulong(out, CKA_VALUE_LEN, len);
+	} else {
+		rv = unwrap_private(plain, len, kt, out);
+	}
+out:
+	OPENSSL_cleanse(plain, wrapped_len);
+	free(plain);
+	return rv;
+}
+
+/* ---- randomness, secrecy -------------------------------------------------- */
+
+CK_RV tok_random(uint8_t *buf, size_t len)
+{
+	while (len) {
+		int n = len > (1u << 30) ? (1 << 30) : (int)len;
+
+		if (RAND_bytes(buf, n) != 1)
+			return tok_ossl_fail();
+		buf += n;
+		len -= (size_t)n;
+	}
+	return CKR_OK;
+}
+
+CK_RV tok_seed_random(const uint8_t *buf, size_t len)
+{
+	/* Mixed in, credited with no entropy: the caller's seed is never trusted. */
+	while (len) {
+		int n = len > (1u << 30) ? (1 << 30) : (int)len;
+
+		RAND_add(buf, n, 0.0);
+		buf += n;
+		len -= (size_t)n;
+	}
+	return CKR_OK;
+}
+
+bool tok_attr_is_secret(CK_OBJECT_CLASS cls, CK_ATTRIBUTE_TYPE t)
+{
+	switch (t) {
+	case CKA_VALUE:
+		return cls == CKO_SECRET_KEY || cls == CKO_PRIVATE_KEY;
+	case CKA_PRIVATE_EXPONENT: case CKA_PRIME_1: case CKA_PRIME_2:
+	case CKA_EXPONENT_1: case CKA_EXPONENT_2: case CKA_COEFFICIENT:
+		return cls == CKO_PRIVATE_KEY;
+	default:
+		return false;
+	}
+}

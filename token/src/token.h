@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libsofttoken internals. Two halves meet here:
+ *
+ *  - the module core (module.c, session.c, object.c, store.c, audit.c,
+ *    config.c): PKCS#11 entry points, slots, sessions, login, objects, the
+ *    persistent store and the audit trail; it owns every CK_* buffer rule
+ *    (NULL output = length query, CKR_BUFFER_TOO_SMALL keeps the operation)
+ *    and the operation state machine (ACTIVE / NOT_INITIALIZED);
+ *  - the crypto engine (mech.c, keys.c): mechanisms on OpenSSL 3 EVP, key
+ *    generation, key import/export, wrapping. It never sees a session, a
+ *    handle or the audit log; it answers CK_RV.
+ *
+ * Everything is internal (hidden visibility); the module exports only
+ * C_GetFunctionList and C_GetInterfaceList.
+ */
+#ifndef TOK_TOKEN_H
+#define TOK_TOKEN_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <p11-kit/pkcs11.h>
+
+/* ---- attribute sets -------------------------------------------------------
+ * An object is its attribute set. Values are owned copies; secret values are
+ * cleansed when replaced or freed.
+ */
+struct tok_attr {
+	CK_ATTRIBUTE_TYPE type;
+	CK_ULONG len;
+	uint8_t *value; /* NULL when len == 0 */
+};
+
+struct tok_attrs {
+	size_t n, cap;
+	struct tok_attr *a;
+};
+
+void tok_attrs_free(struct tok_attrs *s); /* cleanses every value */
+const struct tok_attr *tok_attrs_get(const struct tok_attrs *s, CK_ATTRIBUTE_TYPE t);
+/* Set (replace or add) a copy of value. CKR_OK or CKR_HOST_MEMORY. */
+CK_RV tok_attrs_set(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, const void *value, CK_ULONG len);
+CK_RV tok_attrs_set_ulong(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, CK_ULONG v);
+CK_RV tok_attrs_set_bool(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, bool v);
+void tok_attrs_del(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t);
+/* Typed reads: false when absent or of the wrong length. */
+bool tok_attrs_ulong(const struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, CK_ULONG *ret);
+/* A CK_BBOOL attribute, dflt when absent. */
+bool tok_attrs_bool(const struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, bool dflt);
+/* Copy every attribute of a caller's template (validated lengths of typed
+ * attributes: CK_ULONG and CK_BBOOL ones). CKR_ATTRIBUTE_VALUE_INVALID,
+ * CKR_TEMPLATE_INCONSISTENT (an attribute twice), CKR_ARGUMENTS_BAD. */
+CK_RV tok_attrs_from_template(struct tok_attrs *s, const CK_ATTRIBUTE *t, CK_ULONG n);
+CK_RV tok_attrs_copy(struct tok_attrs *dst, const struct tok_attrs *src);
+
+/* ---- objects ------------------------------------------------------------- */
+struct tok_token;
+
+struct tok_object {
+	CK_OBJECT_HANDLE handle;
+	atomic_uint refs;          /* the token's table holds one */
+	pthread_mutex_t mu;        /* guards attrs and cache */
+	struct tok_attrs attrs;
+	CK_OBJECT_CLASS cls;       /* fixed at creation */
+	CK_KEY_TYPE key_type;      /* CKK_* for keys, (CK_ULONG)-1 otherwise */
+	bool token_obj;            /* CKA_TOKEN */
+	bool private_obj;          /* CKA_PRIVATE: invisible until login */
+	CK_SESSION_HANDLE owner;   /* session objects: the session that made it */
+	bool destroyed;            /* removed from the table; freed at the last unref */
+	char uuid[33];             /* token objects: file name in the store */
+	void *cache;               /* engine's prepared key (EVP_PKEY, ...), see tok_key_cache_free */
+};
+
+/* ---- crypto engine (mech.c / keys.c) --------------------------------------
+ * Engine functions that take a struct tok_object read its attributes; the
+ * caller holds key->mu for the duration of the call. An operation keeps no
+ * pointer to the object once tok_op_init returns.
+ */
+CK_RV tok_crypto_init(void);   /* fetch algorithms once (C_Initialize) */
+void tok_crypto_fini(void);    /* release them (C_Finalize) */
+void tok_key_cache_free(void *cache);
+
+struct tok_mech_info {
+	CK_MECHANISM_TYPE type;
+	CK_MECHANISM_INFO info;
+};
+/* The mechanisms the token advertises; every one of them works. */
+const struct tok_mech_info *tok_mech_table(size_t *ret_n);
+
+enum tok_opkind { TOK_OP_ENCRYPT, TOK_OP_DECRYPT, TOK_OP_SIGN, TOK_OP_VERIFY, TOK_OP_DIGEST };
+
+struct tok_op; /* one active cryptographic operation */
+
+/* Check the mechanism, its parameters and the key (type, size, and the usage
+ * attribute the kind needs: CKA_ENCRYPT, CKA_DECRYPT, CKA_SIGN, CKA_VERIFY;
+ * key is NULL for TOK_OP_DIGEST) and start an operation. Answers
+ * CKR_MECHANISM_INVALID, CKR_MECHANISM_PARAM_INVALID,
+ * CKR_KEY_TYPE_INCONSISTENT, CKR_KEY_FUNCTION_NOT_PERMITTED, CKR_KEY_SIZE_RANGE,
+ * CKR_HOST_MEMORY, CKR_DEVICE_ERROR. */
+CK_RV tok_op_init(enum tok_opkind kind, const CK_MECHANISM *mech, struct tok_object *key,
+		  struct tok_op **ret_op);
+void tok_op_free(struct tok_op *op);
+bool tok_op_multipart_ok(const struct tok_op *op); /* false: single-part only (e.g. raw RSA) */
+
+/* Output-producing steps share one buffer rule, which the engine implements
+ * exactly: out == NULL sets *out_len to the size that suffices and changes
+ * nothing; *out_len too small returns CKR_BUFFER_TOO_SMALL with the size
+ * needed and changes nothing (the same call may be repeated); otherwise the
+ * step runs and *out_len is the bytes written. Any other error leaves the
+ * operation unusable (the core then ends it).
+ *
+ * oneshot: C_Encrypt, C_Decrypt, C_Sign, C_Digest (whole input at once).
+ * update: C_EncryptUpdate / C_DecryptUpdate (output) and C_SignUpdate /
+ *         C_VerifyUpdate / C_DigestUpdate (out NULL, out_len NULL).
+ * final: C_EncryptFinal / C_DecryptFinal / C_SignFinal / C_DigestFinal. */
+CK_RV tok_op_oneshot(struct tok_op *op, const uint8_t *in, size_t in_len, uint8_t *out, CK_ULONG *out_len);
+CK_RV tok_op_update(struct tok_op *op, const uint8_t *in, size_t in_len, uint8_t *out, CK_ULONG *out_len);
+CK_RV tok_op_final(struct tok_op *op, uint8_t *out, CK_ULONG *out_len);
+/* C_Verify and C_VerifyFinal: CKR_OK, CKR_SIGNATURE_INVALID, CKR_SIGNATURE_LEN_RANGE. */
+CK_RV tok_op_verify(struct tok_op *op, const uint8_t *data, size_t len, const uint8_t *sig, size_t sig_len);
+CK_RV tok_op_verify_final(struct tok_op *op, const uint8_t *sig, size_t sig_len);
+/* C_DigestKey: feed a secret key's value into a digest operation. */
+CK_RV tok_op_digest_key(struct tok_op *op, struct tok_object *key);
+
+/* Key generation: fill the attributes the mechanism determines (CKA_VALUE and
+ * CKA_VALUE_LEN for secrets; CKA_EC_PARAMS/CKA_EC_POINT/CKA_VALUE,
+ * CKA_MODULUS/CKA_PUBLIC_EXPONENT/CKA_PRIVATE_EXPONENT/primes/exponents/
+ * coefficient for RSA, CKA_EC_PARAMS/CKA_EC_POINT/CKA_VALUE for Ed25519),
+ * plus CKA_KEY_TYPE, CKA_LOCAL=TRUE, CKA_KEY_GEN_MECHANISM. The template is the
+ * caller's (for CKA_VALUE_LEN, CKA_EC_PARAMS, CKA_MODULUS_BITS,
+ * CKA_PUBLIC_EXPONENT). Answers CKR_TEMPLATE_INCOMPLETE,
+ * CKR_ATTRIBUTE_VALUE_INVALID, CKR_KEY_SIZE_RANGE, CKR_CURVE_NOT_SUPPORTED,
+ * CKR_MECHANISM_INVALID. The core adds defaults and usage flags and checks
+ * the class/key type the caller asked for. */
+CK_RV tok_generate_key(const CK_MECHANISM *mech, const struct tok_attrs *tmpl, struct tok_attrs *out);
+CK_RV tok_generate_key_pair(const CK_MECHANISM *mech, const struct tok_attrs *pub_tmpl,
+			    const struct tok_attrs *priv_tmpl, struct tok_attrs *pub_out,
+			    struct tok_attrs *priv_out);
+
+/* C_CreateObject / C_UnwrapKey: check a key's material for its class and type
+ * (lengths, a point on the curve, consistent RSA parts) and complete derived
+ * public attributes (CKA_VALUE_LEN; for a private key created without its
+ * public part, CKA_EC_POINT or CKA_MODULUS/CKA_PUBLIC_EXPONENT when derivable).
+ * CKR_TEMPLATE_INCOMPLETE, CKR_ATTRIBUTE_VALUE_INVALID, CKR_KEY_SIZE_RANGE. */
+CK_RV tok_key_check(CK_OBJECT_CLASS cls, CK_KEY_TYPE kt, struct tok_attrs *attrs);
+
+/* Wrapping (CKM_AES_KEY_WRAP, CKM_AES_KEY_WRAP_PAD). The wrapped value is a
+ * secret key's CKA_VALUE, or a private key's PKCS#8 PrivateKeyInfo DER. Same
+ * buffer rule as tok_op_oneshot. CKR_KEY_NOT_WRAPPABLE,
+ * CKR_WRAPPING_KEY_TYPE_INCONSISTENT, CKR_KEY_FUNCTION_NOT_PERMITTED
+ * (the wrapping key lacks CKA_WRAP / the unwrapping key CKA_UNWRAP),
+ * CKR_KEY_SIZE_RANGE (AES_KEY_WRAP of a value not a multiple of 8). */
+CK_RV tok_wrap(const CK_MECHANISM *mech, struct tok_object *wrapping, struct tok_object *key,
+	       uint8_t *out, CK_ULONG *out_len);
+/* Unwrap into out: CKA_VALUE (+ CKA_VALUE_LEN) for cls CKO_SECRET_KEY, or the
+ * private key's attributes from PKCS#8 (CKA_KEY_TYPE set from the DER) for
+ * CKO_PRIVATE_KEY. CKR_WRAPPED_KEY_INVALID, CKR_WRAPPED_KEY_LEN_RANGE,
+ * CKR_UNWRAPPING_KEY_TYPE_INCONSISTENT. */
+CK_RV tok_unwrap(const CK_MECHANISM *mech, struct tok_object *unwrapping, CK_OBJECT_CLASS cls,
+		 CK_KEY_TYPE kt, const uint8_t *wrapped, size_t wrapped_len, struct tok_attrs *out);
+
+CK_RV tok_random(uint8_t *buf, size_t len);          /* RAND_bytes */
+CK_RV tok_seed_random(const uint8_t *buf, size_t len); /* RAND_add */
+
+/* Attributes whose value is secret (never returned for a sensitive or
+ * non-extractable key): CKA_VALUE of secret and private keys, the RSA
+ * private parts. */
+bool tok_attr_is_secret(CK_OBJECT_CLASS cls, CK_ATTRIBUTE_TYPE t);
+
+#endif
