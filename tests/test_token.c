@@ -11,10 +11,12 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -727,6 +729,157 @@ static void test_operation_rules(void **state)
 	assert_audit_verifies();
 }
 
+/* An application that exits without C_Finalize: the destructor drains the
+ * queue and says so in the last record. */
+static void test_exit_without_finalize(void **state)
+{
+	static struct rec r[200];
+	size_t n;
+	pid_t pid;
+	int st;
+
+	init();
+	init_token(0, "exit");
+	fini();
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		CK_SESSION_HANDLE h;
+		CK_BYTE rnd[8];
+		if (f->C_Initialize(NULL) != CKR_OK ||
+		    f->C_OpenSession(0, CKF_SERIAL_SESSION, NULL, NULL, &h) != CKR_OK)
+			_exit(1);
+		for (int i = 0; i < 100; i++)
+			if (f->C_GenerateRandom(h, rnd, sizeof(rnd)) != CKR_OK) /* queued records */
+				_exit(1);
+		exit(0); /* no C_Finalize */
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	n = read_events(r, 200);
+	assert_int_equal(count_rec(r, n, "C_GenerateRandom"), 100);
+	assert_string_equal(r[n - 1].action, "C_Finalize");
+	assert_string_equal(r[n - 1].detail, "process exit without C_Finalize");
+	assert_audit_verifies();
+}
+
+/* Two processes at once: each writes its own chain; the directory verifies. */
+static void test_two_processes(void **state)
+{
+	int to_child[2], to_parent[2];
+	char c = 0;
+	pid_t pid;
+	int st;
+
+	init();
+	init_token(0, "procs");
+	fini();
+	assert_int_equal(pipe(to_child), 0);
+	assert_int_equal(pipe(to_parent), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		CK_SESSION_HANDLE h;
+		if (f->C_Initialize(NULL) != CKR_OK ||
+		    f->C_OpenSession(0, CKF_SERIAL_SESSION, NULL, NULL, &h) != CKR_OK)
+			_exit(1);
+		if (write(to_parent[1], "r", 1) != 1 || read(to_child[0], &c, 1) != 1)
+			_exit(1);
+		_exit(f->C_Finalize(NULL) == CKR_OK ? 0 : 1);
+	}
+	assert_int_equal(read(to_parent[0], &c, 1), 1); /* the child holds softtoken-0.log */
+	init();
+	{
+		CK_SESSION_HANDLE h = open_rw(0);
+		assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	}
+	fini();
+	assert_int_equal(write(to_child[1], "g", 1), 1);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	{
+		char *p1 = tu_path(audit_dir, "softtoken-1.log");
+		char *paths[2] = { tu_path(audit_dir, "softtoken-0.log"), p1 };
+		struct al_vopts o = { 0 };
+		struct al_vresult res = { 0 };
+		size_t len;
+		uint8_t *b = tu_read_file(p1, &len);
+		assert_non_null(b); /* the parent's chain */
+		assert_non_null(memmem(b, len, "\"C_Login\"", 9));
+		free(b);
+		assert_int_equal(al_verify_files(paths, 2, &o, &res), 0);
+		assert_int_equal(res.chains, 2);
+		for (int k = 0; k < AL_V__MAX; k++)
+			assert_int_equal(res.findings[k], 0);
+		al_vresult_free(&res);
+		free(paths[0]);
+		free(p1);
+	}
+	close(to_child[0]);
+	close(to_child[1]);
+	close(to_parent[0]);
+	close(to_parent[1]);
+}
+
+/* Many threads, one session each: every operation succeeds and leaves
+ * exactly one record. */
+struct worker {
+	CK_OBJECT_HANDLE key;
+	int ops;
+	CK_RV rv;
+};
+
+static void *work(void *arg)
+{
+	struct worker *w = arg;
+	CK_SESSION_HANDLE h;
+	CK_BYTE iv[12] = { 0 }, in[256] = { 0 }, out[512];
+	CK_GCM_PARAMS gp = { iv, sizeof(iv), 96, NULL, 0, 128 };
+	CK_MECHANISM m = { CKM_AES_GCM, &gp, sizeof(gp) };
+
+	w->rv = f->C_OpenSession(0, CKF_SERIAL_SESSION, NULL, NULL, &h);
+	for (int i = 0; w->rv == CKR_OK && i < w->ops; i++) {
+		CK_ULONG olen = sizeof(out);
+		iv[0] = (CK_BYTE)i;
+		w->rv = f->C_EncryptInit(h, &m, w->key);
+		if (w->rv == CKR_OK)
+			w->rv = f->C_Encrypt(h, in, sizeof(in), out, &olen);
+		if (w->rv == CKR_OK && olen != sizeof(in) + 16)
+			w->rv = CKR_GENERAL_ERROR;
+	}
+	if (w->rv == CKR_OK)
+		w->rv = f->C_CloseSession(h);
+	return NULL;
+}
+
+static void test_threads(void **state)
+{
+	static struct rec r[2000];
+	struct worker w[4];
+	pthread_t th[4];
+	CK_SESSION_HANDLE h;
+	CK_OBJECT_HANDLE k;
+	size_t n;
+
+	init();
+	init_token(0, "threads");
+	h = open_rw(0);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	k = make_aes(h, "shared-key", false, true);
+	for (int i = 0; i < 4; i++) {
+		w[i] = (struct worker){ .key = k, .ops = 250 };
+		assert_int_equal(pthread_create(&th[i], NULL, work, &w[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+		assert_int_equal(w[i].rv, CKR_OK);
+	}
+	fini();
+	n = read_events(r, 2000);
+	assert_int_equal(count_rec(r, n, "C_Encrypt"), 1000);
+	assert_audit_verifies();
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -741,6 +894,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_operation_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fail_closed_on_tamper, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fail_closed_on_damaged_tail, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exit_without_finalize, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_two_processes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 	};
 	CK_C_GetFunctionList getfl;
 
