@@ -918,6 +918,17 @@ int main(int argc, char **argv)
 		fprintf(stderr, "the module exports more (or less) than its two entry points\n");
 		return 1;
 	}
+	/* PKCS#11 3.0 discovery: one interface, "PKCS 11", our function list. */
+	{
+		struct { CK_UTF8CHAR *name; void *fl; CK_FLAGS flags; } ifs[2];
+		CK_RV (*getif)(void *, CK_ULONG *) = (CK_RV (*)(void *, CK_ULONG *))dlsym(dl, "C_GetInterfaceList");
+		CK_ULONG n = 0;
+		if (getif(NULL, &n) != CKR_OK || n != 1 || getif(ifs, &n) != CKR_OK ||
+		    strcmp((const char *)ifs[0].name, "PKCS 11") != 0 || ifs[0].fl != f) {
+			fprintf(stderr, "C_GetInterfaceList does not offer \"PKCS 11\" with our list\n");
+			return 1;
+		}
+	}
 	tu_filter();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,7 @@
  * The crypto engine's keys (token.h): prepared keys (key->cache), key checks
  * for C_CreateObject / C_UnwrapKey, key generation, wrapping, randomness.
  *
- * Encodings (docs/token.md repeats them):
+ * Encodings (for docs/token.md):
  *  - CKA_EC_PARAMS: the DER OID of P-256 (1.2.840.10045.3.1.7), P-384
  *    (1.3.132.0.34) or Ed25519 (1.3.101.112); for Ed25519 also the
  *    PrintableString "edwards25519" (PKCS#11 3.0). Key generation copies the
@@ -660,16 +660,16 @@ static CK_RV check_rsa(CK_OBJECT_CLASS cls, struct tok_attrs *s)
 				struct rsa_parts c = { { NULL, NULL, r.bn[RD], r.bn[RP], r.bn[RQ] } };
 				bool same;
 
-				/* given CRT parts must be the ones d, p, q make */
-				if (!r.bn[RDP] || !r.bn[RDQ] || !r.bn[RQI])
-					goto out;
+				/* given CRT parts must be the ones d, p, q make (missing
+				 * ones are computed when the key is prepared) */
 				if (!rsa_complete_crt(&c, bc)) {
 					c.bn[RD] = c.bn[RP] = c.bn[RQ] = NULL;
 					rsa_parts_free(&c);
 					goto fail;
 				}
-				same = !BN_cmp(c.bn[RDP], r.bn[RDP]) && !BN_cmp(c.bn[RDQ], r.bn[RDQ]) &&
-				       !BN_cmp(c.bn[RQI], r.bn[RQI]);
+				same = true;
+				for (int i = RDP; i <= RQI; i++)
+					same &= !r.bn[i] || !BN_cmp(c.bn[i], r.bn[i]);
 				c.bn[RD] = c.bn[RP] = c.bn[RQ] = NULL;
 				rsa_parts_free(&c);
 				if (!same)
@@ -868,7 +868,7 @@ CK_RV tok_generate_key_pair(const CK_MECHANISM *mech, const struct tok_attrs *pu
 		kt = mech->mechanism == CKM_EC_KEY_PAIR_GEN ? CKK_EC : CKK_EC_EDWARDS;
 		params = either(pub_tmpl, priv_tmpl, CKA_EC_PARAMS);
 		if ((rv = curve_of(params, kt, &cv)) != CKR_OK)
-			return rv == CKR_ATTRIBUTE_VALUE_INVALID ? rv : rv;
+			return rv;
 		if ((rv = keygen(kt == CKK_EC ? "EC" : "ED25519", &ctx)) != CKR_OK)
 			return rv;
 		if (kt == CKK_EC && EVP_PKEY_CTX_set_group_name(ctx, cv->group) <= 0) {
@@ -1017,7 +1017,7 @@ CK_RV tok_wrap(const CK_MECHANISM *mech, struct tok_object *wrapping, struct tok
 	const EVP_CIPHER *c;
 	const uint8_t *iv, *in;
 	uint8_t *der = NULL;
-	size_t in_len, need, w;
+	size_t in_len = 0, need, w;
 	CK_RV rv;
 
 	if (!key || !out_len)

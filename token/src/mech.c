@@ -4,7 +4,7 @@
  * mechanism table, and operations (encrypt, decrypt, sign, verify, digest)
  * with the exact buffer rule of token.h.
  *
- * Choices worth knowing (docs/token.md repeats them):
+ * Choices worth knowing (for docs/token.md):
  *  - CKM_AES_GCM: IV 1..128 bytes (OpenSSL's GCM limit; ulIvBits is ignored,
  *    ulIvLen rules), tag ulTagBits in {32, 64, 96, 104, 112, 120, 128} (the
  *    lengths NIST SP 800-38D allows; 0 would mean no authentication). Both
@@ -667,31 +667,6 @@ static bool enc_of(const struct tok_op *op)
 	return op->kind == TOK_OP_ENCRYPT;
 }
 
-/* Key the cipher context (again, for a one-shot step: it starts afresh). */
-static CK_RV aes_key(struct tok_op *op)
-{
-	int enc = enc_of(op);
-
-	if (op->fam == F_GCM) {
-		int outl;
-
-		if (!EVP_CipherInit_ex2(op->cctx, op->cipher, NULL, NULL, enc, NULL) ||
-		    EVP_CIPHER_CTX_ctrl(op->cctx, EVP_CTRL_GCM_SET_IVLEN, (int)op->iv_len, NULL) <= 0 ||
-		    !EVP_CipherInit_ex2(op->cctx, NULL, op->key, op->iv, enc, NULL))
-			return tok_ossl_fail();
-		if (op->aad_len && !EVP_CipherUpdate(op->cctx, NULL, &outl, op->aad, (int)op->aad_len))
-			return tok_ossl_fail();
-	} else {
-		if (!EVP_CipherInit_ex2(op->cctx, op->cipher, op->key, op->iv_len ? op->iv : NULL, enc, NULL) ||
-		    !EVP_CIPHER_CTX_set_padding(op->cctx, 0))
-			return tok_ossl_fail();
-	}
-	op->keyed = true;
-	op->rem = 0;
-	op->held = false;
-	return CKR_OK;
-}
-
 /* EVP_CipherUpdate over any length (its lengths are int). */
 static CK_RV cipher_update(EVP_CIPHER_CTX *c, uint8_t *out, size_t *written, const uint8_t *in, size_t len)
 {
@@ -707,6 +682,32 @@ static CK_RV cipher_update(EVP_CIPHER_CTX *c, uint8_t *out, size_t *written, con
 		w += (size_t)outl;
 	}
 	*written = w;
+	return CKR_OK;
+}
+
+/* Key the cipher context (again, for a one-shot step: it starts afresh). */
+static CK_RV aes_key(struct tok_op *op)
+{
+	int enc = enc_of(op);
+
+	if (op->fam == F_GCM) {
+		if (!EVP_CipherInit_ex2(op->cctx, op->cipher, NULL, NULL, enc, NULL) ||
+		    EVP_CIPHER_CTX_ctrl(op->cctx, EVP_CTRL_GCM_SET_IVLEN, (int)op->iv_len, NULL) <= 0 ||
+		    !EVP_CipherInit_ex2(op->cctx, NULL, op->key, op->iv, enc, NULL))
+			return tok_ossl_fail();
+		size_t w;
+		CK_RV rv;
+
+		if (op->aad_len && (rv = cipher_update(op->cctx, NULL, &w, op->aad, op->aad_len)) != CKR_OK)
+			return rv;
+	} else {
+		if (!EVP_CipherInit_ex2(op->cctx, op->cipher, op->key, op->iv_len ? op->iv : NULL, enc, NULL) ||
+		    !EVP_CIPHER_CTX_set_padding(op->cctx, 0))
+			return tok_ossl_fail();
+	}
+	op->keyed = true;
+	op->rem = 0;
+	op->held = false;
 	return CKR_OK;
 }
 

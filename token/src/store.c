@@ -323,7 +323,7 @@ CK_RV tok_store_save_token(const struct tok_token *t)
 
 CK_RV tok_store_load_token(struct tok_token *t)
 {
-	char path[4096 + 64];
+	char path[4096 + 512];
 	json_error_t e;
 	json_t *j;
 	const char *label, *serial;
@@ -511,7 +511,7 @@ out:
 
 CK_RV tok_store_delete_object(struct tok_token *t, const struct tok_object *o)
 {
-	char path[4096 + 64], objdir[4096];
+	char path[4096 + 512], objdir[4096];
 
 	snprintf(objdir, sizeof(objdir), "%s/objects", t->dir);
 	snprintf(path, sizeof(path), "%s/%s.obj", objdir, o->uuid);
@@ -544,9 +544,9 @@ static CK_RV parse_attrs(const uint8_t *p, size_t len, struct tok_attrs *a)
 
 static CK_RV load_one(struct tok_token *t, const char *objdir, const char *name, bool private_ones)
 {
-	char path[4096 + 64];
+	char path[4096 + 512];
 	uint8_t *buf = NULL, *plain = NULL;
-	size_t len, hdr = sizeof(obj_magic) + 4 + 32, plen;
+	size_t len = 0, hdr = sizeof(obj_magic) + 4 + 32, plen;
 	struct tok_attrs attrs = { 0 };
 	struct tok_object *o = NULL;
 	uint32_t flags;
