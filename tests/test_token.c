@@ -8,6 +8,7 @@
  *
  * argv[1] (or $SOFTTOKEN_MODULE) is the module to load.
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -729,6 +730,185 @@ static void test_operation_rules(void **state)
 	assert_audit_verifies();
 }
 
+/* Keys through the module: generation, use, wrapping, digesting a key, and
+ * their records; error paths answer the right CKR. */
+static void test_keys(void **state)
+{
+	static struct rec r[200];
+	CK_SESSION_HANDLE h;
+	CK_OBJECT_HANDLE pub, priv, aes, kek, unwrapped;
+	CK_BYTE p256[] = { 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07 };
+	CK_BBOOL yes = CK_TRUE, no = CK_FALSE;
+	CK_ULONG len32 = 32, olen;
+	CK_OBJECT_CLASS sk = CKO_SECRET_KEY;
+	CK_KEY_TYPE aes_t = CKK_AES;
+	CK_MECHANISM ecgen = { CKM_EC_KEY_PAIR_GEN, NULL, 0 }, aesgen = { CKM_AES_KEY_GEN, NULL, 0 };
+	CK_MECHANISM ecdsa = { CKM_ECDSA_SHA256, NULL, 0 }, kw = { CKM_AES_KEY_WRAP, NULL, 0 };
+	CK_MECHANISM sha = { CKM_SHA256, NULL, 0 };
+	CK_ATTRIBUTE pubt[] = { { CKA_EC_PARAMS, p256, sizeof(p256) }, { CKA_LABEL, "ec-pub", 6 } };
+	CK_ATTRIBUTE privt[] = { { CKA_LABEL, "ec-priv", 7 }, { CKA_ID, "\x42", 1 },
+				 { CKA_TOKEN, &yes, 1 } };
+	CK_ATTRIBUTE aest[] = { { CKA_VALUE_LEN, &len32, sizeof(len32) }, { CKA_LABEL, "gen-aes", 7 },
+				{ CKA_EXTRACTABLE, &yes, 1 } };
+	CK_ATTRIBUTE kekt[] = { { CKA_VALUE_LEN, &len32, sizeof(len32) }, { CKA_LABEL, "kek", 3 },
+				{ CKA_EXTRACTABLE, &no, 1 } };
+	CK_ATTRIBUTE unwt[] = { { CKA_CLASS, &sk, sizeof(sk) }, { CKA_KEY_TYPE, &aes_t, sizeof(aes_t) },
+				{ CKA_LABEL, "unwrapped", 9 } };
+	CK_BYTE sig[128], wrapped[64], digest[32], msg[] = "message";
+	size_t n;
+
+	init();
+	init_token(0, "keys");
+	h = open_rw(0);
+	assert_int_equal(f->C_GenerateKeyPair(h, &ecgen, pubt, 2, privt, 3, &pub, &priv), CKR_USER_NOT_LOGGED_IN);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	assert_int_equal(f->C_GenerateKeyPair(h, &ecgen, pubt, 1, privt, 3, &pub, &priv), CKR_OK);
+	{
+		/* A template may not contradict what the mechanism makes. */
+		CK_KEY_TYPE rsa = CKK_RSA;
+		CK_ATTRIBUTE badt[] = { { CKA_EC_PARAMS, p256, sizeof(p256) }, { CKA_KEY_TYPE, &rsa, sizeof(rsa) } };
+		CK_OBJECT_HANDLE x, y;
+		assert_int_equal(f->C_GenerateKeyPair(h, &ecgen, badt, 2, privt, 1, &x, &y),
+				 CKR_TEMPLATE_INCONSISTENT);
+	}
+	/* Sign, the length query and short buffer writing nothing. */
+	assert_int_equal(f->C_SignInit(h, &ecdsa, priv), CKR_OK);
+	assert_int_equal(f->C_Sign(h, msg, sizeof(msg), NULL, &olen), CKR_OK);
+	assert_int_equal(olen, 64);
+	olen = 10;
+	assert_int_equal(f->C_Sign(h, msg, sizeof(msg), sig, &olen), CKR_BUFFER_TOO_SMALL);
+	olen = sizeof(sig);
+	assert_int_equal(f->C_Sign(h, msg, sizeof(msg), sig, &olen), CKR_OK);
+	assert_int_equal(f->C_VerifyInit(h, &ecdsa, pub), CKR_OK);
+	assert_int_equal(f->C_Verify(h, msg, sizeof(msg), sig, olen), CKR_OK);
+	sig[5] ^= 1;
+	assert_int_equal(f->C_VerifyInit(h, &ecdsa, pub), CKR_OK);
+	assert_int_equal(f->C_Verify(h, msg, sizeof(msg), sig, olen), CKR_SIGNATURE_INVALID);
+	/* Multi-part sign: Update then Final; a one-shot call is refused. */
+	assert_int_equal(f->C_SignInit(h, &ecdsa, priv), CKR_OK);
+	assert_int_equal(f->C_SignUpdate(h, msg, 3), CKR_OK);
+	assert_int_equal(f->C_Sign(h, msg, sizeof(msg), sig, &olen), CKR_OPERATION_ACTIVE);
+	assert_int_equal(f->C_SignUpdate(h, msg + 3, sizeof(msg) - 3), CKR_OK);
+	olen = sizeof(sig);
+	assert_int_equal(f->C_SignFinal(h, sig, &olen), CKR_OK);
+	assert_int_equal(f->C_VerifyInit(h, &ecdsa, pub), CKR_OK);
+	assert_int_equal(f->C_Verify(h, msg, sizeof(msg), sig, olen), CKR_OK);
+	/* The public key cannot sign. */
+	assert_int_equal(f->C_SignInit(h, &ecdsa, pub), CKR_KEY_TYPE_INCONSISTENT);
+
+	/* Wrap and unwrap. */
+	assert_int_equal(f->C_GenerateKey(h, &aesgen, aest, 3, &aes), CKR_OK);
+	assert_int_equal(f->C_GenerateKey(h, &aesgen, kekt, 3, &kek), CKR_OK);
+	assert_int_equal(f->C_WrapKey(h, &kw, kek, aes, NULL, &olen), CKR_OK);
+	assert_int_equal(olen, 40);
+	assert_int_equal(f->C_WrapKey(h, &kw, aes, kek, wrapped, &olen), CKR_KEY_UNEXTRACTABLE);
+	olen = sizeof(wrapped);
+	assert_int_equal(f->C_WrapKey(h, &kw, kek, aes, wrapped, &olen), CKR_OK);
+	assert_int_equal(f->C_UnwrapKey(h, &kw, kek, wrapped, olen, unwt, 3, &unwrapped), CKR_OK);
+	wrapped[3] ^= 1;
+	assert_int_equal(f->C_UnwrapKey(h, &kw, kek, wrapped, olen, unwt, 3, &unwrapped + 0),
+			 CKR_WRAPPED_KEY_INVALID);
+	/* Both keys digest to the same value: the unwrapped key is the key. */
+	{
+		CK_BYTE d2[32];
+		CK_ULONG dlen = sizeof(digest), dlen2 = sizeof(d2);
+		assert_int_equal(f->C_DigestKey(h, aes), CKR_OPERATION_NOT_INITIALIZED);
+		assert_int_equal(f->C_DigestInit(h, &sha), CKR_OK);
+		assert_int_equal(f->C_DigestKey(h, aes), CKR_OK);
+		assert_int_equal(f->C_DigestFinal(h, digest, &dlen), CKR_OK);
+		assert_int_equal(f->C_DigestInit(h, &sha), CKR_OK);
+		assert_int_equal(f->C_DigestKey(h, unwrapped), CKR_OK);
+		assert_int_equal(f->C_DigestFinal(h, d2, &dlen2), CKR_OK);
+		assert_memory_equal(digest, d2, 32);
+	}
+	fini();
+
+	/* The token private key persisted, sealed; its public half was a
+	 * session object and is gone. */
+	init();
+	h = open_rw(0);
+	{
+		CK_OBJECT_CLASS pc = CKO_PRIVATE_KEY;
+		CK_ATTRIBUTE t = { CKA_CLASS, &pc, sizeof(pc) };
+		assert_int_equal(find_count(h, &t, 1), 0);
+		assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+		assert_int_equal(find_count(h, &t, 1), 1);
+	}
+	fini();
+
+	n = read_events(r, 200);
+	{
+		const struct rec *x = find_rec(r, n, "C_GenerateKeyPair", 1);
+		assert_non_null(x);
+		assert_string_equal(x->outcome, "success");
+		assert_string_equal(x->mechanism, "CKM_EC_KEY_PAIR_GEN");
+		assert_string_equal(x->key_label, "ec-priv");
+		assert_string_equal(x->key_id, "42");
+		x = find_rec(r, n, "C_GenerateKeyPair", 0);
+		assert_string_equal(x->rv, "CKR_USER_NOT_LOGGED_IN");
+		x = find_rec(r, n, "C_Sign", 0);
+		assert_string_equal(x->mechanism, "CKM_ECDSA_SHA256");
+		assert_string_equal(x->key_label, "ec-priv");
+		assert_int_equal(count_rec(r, n, "C_Sign"), 1);      /* query + short buffer: none */
+		assert_int_equal(count_rec(r, n, "C_SignFinal"), 1);
+		assert_int_equal(count_rec(r, n, "C_Verify"), 3);
+		assert_string_equal(find_rec(r, n, "C_Verify", 1)->rv, "CKR_SIGNATURE_INVALID");
+		assert_int_equal(count_rec(r, n, "C_SignInit"), 1);  /* the refused public key */
+		assert_int_equal(count_rec(r, n, "C_WrapKey"), 2);   /* query: none */
+		assert_string_equal(find_rec(r, n, "C_WrapKey", 1)->key_label, "gen-aes");
+		assert_int_equal(count_rec(r, n, "C_UnwrapKey"), 2);
+		assert_string_equal(find_rec(r, n, "C_UnwrapKey", 0)->key_label, "unwrapped");
+		assert_int_equal(count_rec(r, n, "C_DigestKey"), 2); /* not for OPERATION_NOT_INITIALIZED */
+		assert_int_equal(count_rec(r, n, "C_DigestFinal"), 0);
+	}
+	assert_audit_verifies();
+}
+
+/* A store file that does not parse is reported, never skipped. */
+static void test_corrupt_store(void **state)
+{
+	char *tj = tu_path(token_dir, "slot0/token.json");
+	CK_SESSION_HANDLE h;
+	FILE *fp;
+
+	init();
+	init_token(0, "corrupt");
+	h = open_rw(0);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	make_aes(h, "stored", true, true);
+	fini();
+	/* A sealed object file with one flipped byte: the login says so. */
+	{
+		char *od = tu_path(token_dir, "slot0/objects"), *obj;
+		DIR *d = opendir(od);
+		struct dirent *e;
+		int fd;
+		assert_non_null(d);
+		while ((e = readdir(d)) && e->d_name[0] == '.')
+			;
+		assert_non_null(e);
+		obj = tu_path(od, e->d_name);
+		closedir(d);
+		fd = open(obj, O_WRONLY);
+		assert_true(fd >= 0);
+		assert_int_equal(pwrite(fd, "\xff", 1, 60), 1);
+		close(fd);
+		free(obj);
+		free(od);
+	}
+	init();
+	h = open_rw(0);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_GENERAL_ERROR);
+	fini();
+	/* token.json that is not JSON: C_Initialize refuses. */
+	fp = fopen(tj, "w");
+	assert_non_null(fp);
+	fputs("{\"format\":1,", fp);
+	fclose(fp);
+	assert_int_equal(f->C_Initialize(NULL), CKR_GENERAL_ERROR);
+	free(tj);
+}
+
 /* An application that exits without C_Finalize: the destructor drains the
  * queue and says so in the last record. */
 static void test_exit_without_finalize(void **state)
@@ -894,6 +1074,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_operation_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fail_closed_on_tamper, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fail_closed_on_damaged_tail, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_corrupt_store, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exit_without_finalize, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_processes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
