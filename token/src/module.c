@@ -290,11 +290,16 @@ static void close_all_sessions(struct tok_token *only)
 		if (only && only != t)
 			continue;
 		pthread_mutex_lock(&t->mu);
-		for (size_t k = 0; k < tok_g.nsessions; k++) {
-			struct tok_session *s;
+		for (size_t k = 0;; k++) {
+			struct tok_session *s = NULL;
+			bool more;
 			pthread_rwlock_rdlock(&tok_g.slock);
-			s = tok_g.sessions[k];
+			more = k < tok_g.nsessions;
+			if (more)
+				s = tok_g.sessions[k];
 			pthread_rwlock_unlock(&tok_g.slock);
+			if (!more)
+				break;
 			if (s && s->tok == t)
 				session_close_locked(s);
 		}
