@@ -1,6 +1,6 @@
 #!/bin/sh
-# auditlog-verify as a user runs it: exit codes, --json, --expect-head, and
-# terminal escaping of what comes from the log. Args: auditlog-demo auditlog-verify
+# auditlog-verify as a user runs it: exit codes, --json, --expect-head, the
+# progress bar, and terminal escaping of what comes from the log. Args: auditlog-demo auditlog-verify
 set -u
 DEMO=$1
 VERIFY=$2
@@ -30,6 +30,18 @@ expect 0 "$VERIFY" --emit "$d/log"
 cmp -s "$d/out" "$d/log/audit.log" || fail "--emit output differs from the log"
 grep -q '^intact' "$d/err" || fail "--emit: the report is not on stderr"
 expect 2 "$VERIFY" --emit --json "$d/log"
+
+# the progress bar: on a terminal only (AUDITLOG_VERIFY_PROGRESS_MIN lowers its
+# 64 MiB threshold for the test)
+expect 0 env AUDITLOG_VERIFY_PROGRESS_MIN=0 "$VERIFY" "$d/log"
+[ -s "$d/err" ] && fail "progress output on a stderr that is not a terminal"
+if command -v script >/dev/null 2>&1; then
+	AUDITLOG_VERIFY_PROGRESS_MIN=0 script -qec "'$VERIFY' '$d/log' >/dev/null" /dev/null >"$d/tty" 2>&1 ||
+		fail "verify under script"
+	grep -q 'MiB/s' "$d/tty" || fail "no progress bar on a terminal: $(cat -v "$d/tty")"
+	AUDITLOG_VERIFY_PROGRESS_MIN=999999999 script -qec "'$VERIFY' '$d/log' >/dev/null" /dev/null >"$d/tty" 2>&1
+	if grep -q 'MiB/s' "$d/tty"; then fail "a progress bar for a small input"; fi
+fi
 
 # a deleted line: exit 1, with file, line, offset and seq
 sed -i '5d' "$d/log/audit.log"

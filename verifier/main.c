@@ -6,12 +6,16 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -31,6 +35,9 @@ static const char usage[] =
 	"                         elsewhere: catches a cut tail or a recomputed chain)\n"
 	"  --from SEQ:HASH        start at a record verified before (a checkpoint): files\n"
 	"                         wholly before it are not read, records before it not checked\n"
+	"  --follow               then keep verifying the log as it grows, across\n"
+	"                         rotations, until SIGINT or SIGTERM (with --emit: a\n"
+	"                         pipeline gets each verified line as it is written)\n"
 	"  --min-version N        report records below format version N\n"
 	"  --strict               count repaired crash damage as a finding\n"
 	"  -h, --help             this text\n"
@@ -73,7 +80,61 @@ struct report {
 	FILE *out; /* the human report: stdout, or stderr with --emit */
 	json_t *findings;
 	unsigned long shown;
+	/* progress bar (stderr on a TTY, inputs > 64 MiB) */
+	bool bar, bar_drawn;
+	struct timespec t0, last_draw;
 };
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static double since(const struct timespec *a, const struct timespec *b)
+{
+	return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) / 1e9;
+}
+
+static void bar_clear(struct report *r)
+{
+	if (r->bar_drawn) {
+		fputs("\r\033[K", stderr);
+		r->bar_drawn = false;
+	}
+}
+
+/* Bytes done, rate, ETA; redrawn at most 10 times a second. */
+static void on_progress(void *ctx, uint64_t done, uint64_t total)
+{
+	struct report *r = ctx;
+	struct timespec now;
+	if (!r->bar)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (r->bar_drawn && since(&r->last_draw, &now) < 0.1 && done < total)
+		return;
+	r->last_draw = now;
+	double el = since(&r->t0, &now), rate = el > 0 ? (double)done / el : 0;
+	double eta = rate > 0 && total > done ? (double)(total - done) / rate : 0;
+	unsigned pct = total ? (unsigned)(done * 100 / total) : 100, w = pct * 30 / 100;
+	char bar[31];
+	memset(bar, '#', w);
+	memset(bar + w, '.', 30 - w);
+	bar[30] = 0;
+	fprintf(stderr, "\r[%s] %3u%% %.0f/%.0f MiB  %.0f MiB/s  ETA %u:%02u\033[K", bar, pct > 100 ? 100 : pct,
+		(double)done / 1048576, (double)total / 1048576, rate / 1048576, (unsigned)eta / 60,
+		(unsigned)eta % 60);
+	r->bar_drawn = true;
+}
+
+static void on_wait(void *ctx)
+{
+	(void)ctx;
+	fflush(stdout); /* --follow --emit: what verified so far reaches the pipe now */
+}
 
 static void on_finding(void *ctx, const struct al_finding *f)
 {
@@ -92,6 +153,8 @@ static void on_finding(void *ctx, const struct al_finding *f)
 	}
 	if (r->quiet)
 		return;
+	if (r->out == stderr)
+		bar_clear(r);
 	put_safe(r->out, f->file);
 	fprintf(r->out, ":%" PRIu64 ": offset %" PRIu64, f->line, f->offset);
 	if (f->has_seq)
@@ -114,45 +177,65 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* PATH: a file, or a directory whose regular files (not dot files) are taken. */
-static int add_path(const char *path, char ***list, unsigned *n, unsigned *cap)
+/* --follow: a file whose first line is not complete yet is being created
+ * (a rotation's new active file before its header is written). It is left
+ * out of the start: the follower meets it as the successor of the file it
+ * tails. */
+static bool first_line_complete(const char *path)
 {
-	struct stat st;
-	if (stat(path, &st) < 0)
-		return -errno;
-	if (S_ISDIR(st.st_mode)) {
-		DIR *d = opendir(path);
-		struct dirent *e;
-		if (!d)
-			return -errno;
-		while ((e = readdir(d))) {
-			char *p;
-			struct stat fs;
-			if (e->d_name[0] == '.')
-				continue;
-			if (asprintf(&p, "%s/%s", path, e->d_name) < 0) {
-				closedir(d);
-				return -ENOMEM;
-			}
-			if (stat(p, &fs) < 0 || !S_ISREG(fs.st_mode)) {
-				free(p);
-				continue;
-			}
-			if (*n == *cap) {
-				*cap = *cap ? *cap * 2 : 16;
-				*list = realloc(*list, *cap * sizeof(char *));
-			}
-			(*list)[(*n)++] = p;
+	char buf[AL_LINE_MAX];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return true; /* let the engine report it */
+	n = read(fd, buf, sizeof(buf));
+	close(fd);
+	return n > 0 && memchr(buf, '\n', (size_t)n) != NULL;
+}
+
+static void free_list(char **paths, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		free(paths[i]);
+	free(paths);
+}
+
+/* The inputs, directories expanded. 0, or -errno after saying which. */
+static int list_inputs(char **args, int nargs, char ***ret, unsigned *ret_n)
+{
+	char **paths = NULL;
+	unsigned n = 0, cap = 0;
+
+	for (int i = 0; i < nargs; i++) {
+		int r = al_verify_add_path(args[i], &paths, &n, &cap);
+		if (r < 0) {
+			fprintf(stderr, "auditlog-verify: ");
+			put_safe(stderr, args[i]);
+			fprintf(stderr, ": %s\n", strerror(-r));
+			free_list(paths, n);
+			return r;
 		}
-		closedir(d);
-		return 0;
 	}
-	if (*n == *cap) {
-		*cap = *cap ? *cap * 2 : 16;
-		*list = realloc(*list, *cap * sizeof(char *));
-	}
-	(*list)[(*n)++] = strdup(path);
+	*ret = paths;
+	*ret_n = n;
 	return 0;
+}
+
+/* Does a second listing name the same files? (A rotation adds a name.) */
+static bool same_listing(char **args, int nargs, char **paths, unsigned n)
+{
+	char **again = NULL;
+	unsigned m = 0;
+	bool same;
+
+	if (list_inputs(args, nargs, &again, &m) < 0)
+		return false;
+	same = m == n;
+	for (unsigned i = 0; same && i < n; i++)
+		same = strcmp(paths[i], again[i]) == 0;
+	free_list(again, m);
+	return same;
 }
 
 /* SEQ:HASH */
@@ -177,13 +260,14 @@ int main(int argc, char **argv)
 		{"min-version", required_argument, NULL, 'm'},
 		{"from", required_argument, NULL, 'f'},
 		{"strict", no_argument, NULL, 's'},     {"help", no_argument, NULL, 'h'},
+		{"follow", no_argument, NULL, 'F'},
 		{NULL, 0, NULL, 0},
 	};
 	struct report rep = {0};
 	struct al_vopts o = {.on_finding = on_finding, .ctx = &rep};
 	char **paths = NULL;
-	unsigned n = 0, cap = 0;
-	int c, r;
+	unsigned n = 0;
+	int c, r, ret, follow_tries = 0;
 
 	while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
 		switch (c) {
@@ -191,6 +275,7 @@ int main(int argc, char **argv)
 		case 'q': rep.quiet = true; break;
 		case 'E': rep.emit = true; break;
 		case 's': rep.strict = true; break;
+		case 'F': o.follow = true; break;
 		case 'e':
 			if (parse_seq_hash(optarg, &o.expect_seq, o.expect_hash) < 0) {
 				fprintf(stderr, "auditlog-verify: --expect-head wants SEQ:HASH (64 hex digits)\n");
@@ -230,24 +315,90 @@ int main(int argc, char **argv)
 	rep.out = rep.emit ? stderr : stdout;
 	if (rep.emit)
 		o.on_record = on_record;
-	for (int i = optind; i < argc; i++) {
-		r = add_path(argv[i], &paths, &n, &cap);
+relist:
+	/* --follow: a rotation may rename a file between the listing and the
+	 * opening; list until two listings agree (names). */
+	for (int tries = 0;; tries++) {
+		r = list_inputs(argv + optind, argc - optind, &paths, &n);
 		if (r < 0) {
-			fprintf(stderr, "auditlog-verify: ");
-			put_safe(stderr, argv[i]);
-			fprintf(stderr, ": %s\n", strerror(-r));
-			return 2;
+			ret = 2;
+			goto out;
+		}
+		if (!o.follow || tries == 50 || same_listing(argv + optind, argc - optind, paths, n))
+			break;
+		free_list(paths, n);
+		paths = NULL;
+		n = 0;
+	}
+	if (o.follow) {
+		unsigned k = 0;
+		for (unsigned i = 0; i < n; i++) {
+			if (first_line_complete(paths[i]))
+				paths[k++] = paths[i];
+			else
+				free(paths[i]);
+		}
+		n = k;
+		if (n == 0) {
+			fprintf(stderr, "auditlog-verify: --follow: no complete record to start from yet\n");
+			ret = 2;
+			goto out;
 		}
 	}
 	qsort(paths, n, sizeof(char *), cmp_str); /* stable output; order comes from the links */
-	if (rep.json)
+	if (rep.json && !rep.findings)
 		rep.findings = json_array();
+	if (o.follow) {
+		struct sigaction sa = {.sa_handler = on_signal}; /* no SA_RESTART: the poll wakes */
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+		o.stop = &stop_requested;
+		o.on_wait = on_wait;
+	}
+	/* the progress bar: a terminal on stderr, more than 64 MiB to read
+	 * (AUDITLOG_VERIFY_PROGRESS_MIN overrides the size, for tests) */
+	uint64_t total_size = 0, bar_min = 64ull << 20;
+	const char *pm = getenv("AUDITLOG_VERIFY_PROGRESS_MIN");
+	if (pm && *pm) {
+		char *end;
+		unsigned long long v = strtoull(pm, &end, 10);
+		if (!*end)
+			bar_min = v;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct stat st;
+		if (stat(paths[i], &st) == 0)
+			total_size += (uint64_t)st.st_size;
+	}
+	if (!rep.quiet && !o.follow && isatty(STDERR_FILENO) && total_size > bar_min) {
+		rep.bar = true;
+		clock_gettime(CLOCK_MONOTONIC, &rep.t0);
+		o.on_progress = on_progress;
+	}
 
 	struct al_vresult res;
 	r = al_verify_files(paths, n, &o, &res);
+	bar_clear(&rep);
+	if (r == -ENOENT && o.follow && follow_tries++ < 50) {
+		/* A file was renamed between the listing and its opening (the
+		 * engine opens every input before it reports anything). */
+		al_vresult_free(&res);
+		free_list(paths, n);
+		paths = NULL;
+		n = 0;
+		usleep(20000);
+		goto relist;
+	}
 	if (r < 0) {
-		fprintf(stderr, "auditlog-verify: cannot read the input: %s\n", strerror(-r));
-		return 2;
+		if (r == -EXDEV)
+			fprintf(stderr, "auditlog-verify: --follow wants the files of one chain (found several)\n");
+		else
+			fprintf(stderr, "auditlog-verify: cannot read the input: %s\n", strerror(-r));
+		al_vresult_free(&res);
+		json_decref(rep.findings);
+		ret = 2;
+		goto out;
 	}
 	uint64_t integrity = 0, total = 0;
 	for (int k = 0; k < AL_V__MAX; k++) {
@@ -308,8 +459,10 @@ int main(int argc, char **argv)
 			fprintf(rep.out, "note: %s\n", threat_note);
 	}
 	al_vresult_free(&res);
+	ret = integrity ? 1 : 0;
+out:
 	for (unsigned i = 0; i < n; i++)
 		free(paths[i]);
 	free(paths);
-	return integrity ? 1 : 0;
+	return ret;
 }

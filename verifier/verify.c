@@ -1,17 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Verification engine, first step (see verify.h). Uses the format layer of
- * libauditlog (al_parse, al_check_hash): there is no second copy of the
- * format. jansson only tells a non-canonical JSON line from garbage.
+ * Verification engine (see verify.h). Uses the format layer of libauditlog
+ * (al_parse, al_check_hash, al_emit): there is no second copy of the format.
+ * jansson only tells a non-canonical JSON line from garbage.
+ *
+ * How a finding gets its one class: a record that chains from the one before
+ * it (seq +1, hash recomputes) is verified. A record that does not is held
+ * back for one record: the record after it says what happened (it chains
+ * from the held record: that record was altered in place, or a gap precedes
+ * it; it chains from the record before the held one: the held record was
+ * inserted, or swapped with it). docs/format.md section 11 has the table.
  */
 #define OPENSSL_SUPPRESS_DEPRECATED 1 /* SHA256_Init/Update/Final: see chain.c */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -29,6 +39,8 @@ static const char *const class_names[AL_V__MAX] = {
 	[AL_V_TRUNCATED] = "truncated",     [AL_V_RECOVERED] = "recovered",
 };
 
+static const uint8_t zero_hash[AL_HASH_LEN];
+
 const char *al_vclass_name(enum al_vclass c)
 {
 	return c < AL_V__MAX ? class_names[c] : "?";
@@ -44,24 +56,33 @@ bool al_vclass_is_integrity(enum al_vclass c, bool strict)
 struct vfile {
 	const char *path;
 	const char *base;
+	int fd;          /* opened once: the header and the walk see the same inode */
 	uint64_t size;
-	bool has_header;
+	bool has_header; /* line 1 parses as a header */
+	bool hdr_ok;     /* ...and hashes from its own link (a chain's first: from zeros, seq 0) */
 	char chain_id[33];
 	bool has_prev;
 	bool sealed_prev; /* reason io-error: the predecessor counts up to prev_size only */
+	bool relink;      /* an altered header whose prev_name names no input */
 	char prev_name[1025];
 	uint64_t prev_seq, prev_size;
 	uint8_t prev_hash[AL_HASH_LEN];
 	uint64_t first_seq; /* the header's seq */
 	bool skip;       /* wholly before --from: not read */
 	int chain;       /* index into chains */
-	int next;        /* first successor (index), -1 */
+	int next;        /* successor (index), -1 */
+	int prevf;       /* predecessor (index), -1 */
 	bool visited;
 	uint64_t limit;  /* bytes to verify (a sealed file: up to prev_size of its successor) */
-	/* where the walk ended */
-	bool have_last;
-	uint64_t last_seq;
-	uint8_t last_hash[AL_HASH_LEN];
+	bool has_end;    /* a trusted successor continues from end_seq */
+	uint64_t end_seq;
+	/* what the walk saw */
+	uint64_t lines, walked, findings;
+	bool partial;    /* ended inside a line (reported) */
+	/* --follow */
+	bool follow;     /* the chain's head: tailed */
+	bool stopped;    /* the tail ended on a stop request */
+	struct vfile *more; /* files met while following (freed at the end) */
 };
 
 struct vctx {
@@ -69,13 +90,24 @@ struct vctx {
 	struct al_vresult *res;
 	struct vfile *files;
 	unsigned n;
-	uint8_t *dec, *work;
+	uint8_t *dec, *work, *line2;
+	uint64_t total_bytes, done_bytes; /* progress */
 	/* expect-head and from bookkeeping */
 	bool saw_expect;
 	bool expect_ok;
 	bool saw_from;
 	bool past_from; /* a record at or after --from was seen */
+	struct vfile *cur; /* the file being walked: its findings are counted */
+	struct vfile *follow_next; /* --follow: the file that replaced the one tailed */
+	struct vfile *more;        /* every file met while following */
+	const char *follow_path;   /* the writer's active path */
+	char *names;               /* renamed paths, for the messages (a list: next at the start) */
 };
+
+static bool stopped(const struct vctx *c)
+{
+	return c->o->stop && *c->o->stop;
+}
 
 static void report(struct vctx *c, enum al_vclass cls, const char *file, uint64_t line, uint64_t off,
 		   bool has_seq, uint64_t seq, const char *fmt, ...) __attribute__((format(printf, 8, 9)));
@@ -89,6 +121,8 @@ static void report(struct vctx *c, enum al_vclass cls, const char *file, uint64_
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	c->res->findings[cls]++;
+	if (c->cur)
+		c->cur->findings++;
 	if (c->o->on_finding) {
 		struct al_finding f = {.cls = cls, .file = file, .line = line, .offset = off,
 				       .seq = seq, .has_seq = has_seq, .msg = msg};
@@ -96,34 +130,30 @@ static void report(struct vctx *c, enum al_vclass cls, const char *file, uint64_
 	}
 }
 
-static int read_head(struct vctx *c, struct vfile *f)
+static void progress(struct vctx *c, uint64_t add)
 {
-	int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	uint8_t buf[AL_LINE_MAX];
-	ssize_t n;
+	c->done_bytes += add;
+	if (c->o->on_progress)
+		c->o->on_progress(c->o->ctx, c->done_bytes, c->total_bytes);
+}
+
+/* Parse line 1 of an open file as a header: the chain, the link, and whether
+ * the header hashes from its own link (a header that does not is not trusted
+ * for linking, limits or --from). */
+static void parse_head(struct vctx *c, struct vfile *f, const uint8_t *buf, size_t n)
+{
 	struct al_parsed p;
 	size_t off;
+	uint8_t h[AL_HASH_LEN];
 
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		int r = errno ? -errno : -EINVAL;
-		close(fd);
-		return S_ISREG(st.st_mode) ? r : -EINVAL;
-	}
-	f->size = (uint64_t)st.st_size;
-	n = pread(fd, buf, sizeof(buf), 0);
-	close(fd);
-	if (n < 0)
-		return -errno;
-	const uint8_t *nl = memchr(buf, '\n', (size_t)n);
+	const uint8_t *nl = memchr(buf, '\n', n);
 	if (!nl || al_parse(buf, (size_t)(nl - buf), c->dec, &p, &off) != AL_PERR_OK ||
 	    p.rec.type != AL_T_HEADER)
-		return 0; /* no valid header: the walk reports why */
+		return; /* no valid header: the walk reports why */
 	f->has_header = true;
 	f->first_seq = p.rec.f[AL_F_SEQ].u;
 	memcpy(f->chain_id, p.rec.f[AL_F_CHAIN_ID].p, 32);
+	f->chain_id[32] = 0;
 	if (p.rec.present & AL_BIT(AL_F_PREV_NAME)) {
 		f->has_prev = true;
 		f->sealed_prev = p.rec.f[AL_F_REASON].n == 8 &&
@@ -134,6 +164,28 @@ static int read_head(struct vctx *c, struct vfile *f)
 		f->prev_size = p.rec.f[AL_F_PREV_SIZE].u;
 		(void)al_unhex(p.rec.f[AL_F_PREV_HASH].p, 64, f->prev_hash);
 	}
+	f->hdr_ok = al_check_hash(&p, buf, f->has_prev ? f->prev_hash : zero_hash, c->work, h) &&
+		    (f->has_prev ? f->first_seq == f->prev_seq + 1 : f->first_seq == 0);
+}
+
+static int read_head(struct vctx *c, struct vfile *f)
+{
+	struct stat st;
+	uint8_t buf[AL_LINE_MAX];
+	ssize_t n;
+
+	f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
+	if (f->fd < 0)
+		return -errno;
+	if (fstat(f->fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	f->size = (uint64_t)st.st_size;
+	n = pread(f->fd, buf, sizeof(buf), 0);
+	if (n < 0)
+		return -errno;
+	parse_head(c, f, buf, (size_t)n);
 	return 0;
 }
 
@@ -141,65 +193,92 @@ static int read_head(struct vctx *c, struct vfile *f)
 
 #define RING 64
 
+/* A record that did not chain, held until the next record says why. */
+struct pend {
+	bool on;
+	size_t len;
+	uint64_t lineno, off;
+	uint8_t computed[AL_HASH_LEN]; /* its hash recomputed from the record before it */
+	struct al_parsed p;            /* strings in dec */
+	uint8_t line[AL_LINE_MAX];
+	uint8_t dec[AL_LINE_MAX];
+};
+
 struct walk {
 	struct vctx *c;
-	struct vfile *f;
+	struct vfile *f;  /* the file being walked */
+	struct vfile *pf; /* the file walked before it in this chain, NULL at a start */
 	struct al_vchain *ch;
+	/* the chain state: the next record must have seq `next` and hash from `prev` */
 	uint8_t prev[AL_HASH_LEN];
-	uint64_t last_seq;
-	bool have_seq;
-	char last_ts[AL_TS_LEN];
+	uint64_t next;
+	bool have_next;
+	char last_ts[AL_TS_LEN]; /* of the last verified record */
 	bool have_ts;
 	unsigned last_version;
 	/* recent records, to tell a duplicate from an insertion */
 	uint64_t ring_seq[RING];
-	uint64_t ring_digest[RING]; /* digest() of the line: same bytes or not */
+	uint64_t ring_off[RING]; /* where the line is, to compare its bytes when needed */
+	uint32_t ring_len[RING];
+	struct vfile *ring_file[RING];
 	unsigned ring_n;
-	uint64_t cur_digest;
+	uint64_t cur_off; /* file offset of the line being checked */
 	/* a damaged region waiting for a recovery record that names it */
 	bool damage;
-	uint64_t damage_off, damage_line, damage_lines;
+	uint64_t damage_off, damage_line, damage_lines, damage_seqs;
 	SHA256_CTX damage_sha;  /* the damaged bytes so far */
 	SHA256_CTX damage_nonl; /* the same without the last line's '\n' (the writer adds
 				 * one when the damage does not end in one) */
 	enum al_vclass damage_cls;
 	char damage_msg[160];
-	uint64_t absorbed; /* lines of the damage just reported: they held the seqs skipped next */
+	uint64_t absorbed; /* records the damage just reported held: their seqs are skipped next */
+	struct pend x;
+	/* a record found ahead of its place (reported reordered): where it is
+	 * missing later is no second finding */
+	bool moved;
+	uint64_t moved_seq, moved_line, moved_off, moved_e;
+	const char *moved_file;
+	uint8_t moved_hash[AL_HASH_LEN];
 };
 
-/* A fast 64-bit digest of a line (8 bytes a step): tells the same bytes from
- * other bytes for the duplicate/insertion call; not a security function. */
-static uint64_t digest(const uint8_t *p, size_t n)
+/* The record held as `moved` was not missing at its place: it was inserted. */
+static void moved_inserted(struct walk *w)
 {
-	uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
-	size_t i = 0;
-	for (; i + 8 <= n; i += 8) {
-		uint64_t v;
-		memcpy(&v, p + i, 8);
-		h = (h ^ v) * 0xff51afd7ed558ccdull;
-		h ^= h >> 32;
-	}
-	uint64_t v = 0;
-	memcpy(&v, p + i, n - i);
-	h = (h ^ v) * 0xc4ceb9fe1a85ec53ull;
-	return h ^ (h >> 29);
+	if (!w->moved)
+		return;
+	w->moved = false;
+	report(w->c, AL_V_INSERTED, w->moved_file, w->moved_line, w->moved_off, true, w->moved_seq,
+	       "a record that is not part of the chain (seq %" PRIu64 " expected; seq %" PRIu64
+	       " is not missing at its place)", w->moved_e, w->moved_seq);
 }
 
-static void remember(struct walk *w, uint64_t seq)
+/* Recent records: seq and where their line is. Only a record whose seq
+ * goes back needs the bytes of the earlier one: read back then (nothing is
+ * hashed or copied for the records that chain). */
+static void remember(struct walk *w, uint64_t seq, uint64_t off, size_t len)
 {
 	unsigned i = w->ring_n++ % RING;
 	w->ring_seq[i] = seq;
-	w->ring_digest[i] = w->cur_digest;
+	w->ring_off[i] = off;
+	w->ring_len[i] = (uint32_t)len;
+	w->ring_file[i] = w->f;
 }
 
-static int seen(const struct walk *w, uint64_t seq)
+/* 0 seq never seen, 1 seen with other content, 2 the same line again */
+static int seen(const struct walk *w, uint64_t seq, const uint8_t *line, size_t len)
 {
 	unsigned n = w->ring_n < RING ? w->ring_n : RING;
+	uint8_t old[AL_LINE_MAX];
 	int r = 0;
-	for (unsigned i = 0; i < n; i++)
-		if (w->ring_seq[i] == seq)
-			r = w->ring_digest[i] == w->cur_digest ? 2 : 1;
-	return r; /* 0 never, 1 seq seen with other content, 2 the same line again */
+	for (unsigned i = 0; i < n; i++) {
+		if (w->ring_seq[i] != seq)
+			continue;
+		bool same = w->ring_len[i] == len &&
+			    pread(w->ring_file[i]->fd, old, len, (off_t)w->ring_off[i]) == (ssize_t)len &&
+			    memcmp(old, line, len) == 0;
+		r = same ? 2 : r ? r : 1;
+	}
+	return r;
 }
 
 static enum al_vclass classify_unparsed(const uint8_t *line, size_t len, enum al_perr e)
@@ -214,7 +293,10 @@ static enum al_vclass classify_unparsed(const uint8_t *line, size_t len, enum al
 	if (!j) /* a duplicated key is JSON all the same, just never canonical */
 		return json_error_code(&err) == json_error_duplicate_key ? AL_V_NONCANONICAL
 									 : AL_V_UNPARSEABLE;
-	bool obj = json_is_object(j) && (size_t)err.position == len;
+	size_t end = (size_t)err.position; /* JSON allows whitespace after the object */
+	while (end < len && (line[end] == ' ' || line[end] == '\t' || line[end] == '\r' || line[end] == '\n'))
+		end++;
+	bool obj = json_is_object(j) && end == len;
 	json_decref(j);
 	return obj ? AL_V_NONCANONICAL : AL_V_UNPARSEABLE;
 }
@@ -223,37 +305,49 @@ static void flush_damage(struct walk *w)
 {
 	if (!w->damage)
 		return;
-	if (w->c->o->has_from && !w->c->past_from) { /* before the checkpoint: verified then */
-		w->damage = false;
-		return;
-	}
-	report(w->c, w->damage_cls, w->f->path, w->damage_line, w->damage_off, w->have_seq,
-	       w->have_seq ? w->last_seq + 1 : 0, "%s%s", w->damage_msg,
-	       w->damage_lines > 1 ? " (and the lines after it, up to the next valid record)" : "");
-	w->absorbed = w->damage_lines;
 	w->damage = false;
+	if (w->c->o->has_from && !w->c->past_from) /* before the checkpoint: verified then */
+		return;
+	report(w->c, w->damage_cls, w->f->path, w->damage_line, w->damage_off, w->have_next,
+	       w->have_next ? w->next : 0, "%s%s", w->damage_msg,
+	       w->damage_lines > 1 ? " (and the lines after it, up to the next valid record)" : "");
+	/* the records the damage held: one a line, or more when a '\n' was lost */
+	w->absorbed = w->damage_lines > w->damage_seqs ? w->damage_lines : w->damage_seqs;
 }
 
-/* The chain goes on from record p with hash h. */
-static void follow(struct walk *w, const struct al_parsed *p, const uint8_t h[AL_HASH_LEN])
+static bool chains_from(struct walk *w, const struct al_parsed *p, const uint8_t *line,
+			const uint8_t prev[AL_HASH_LEN])
+{
+	uint8_t h[AL_HASH_LEN];
+	return al_check_hash(p, line, prev, w->c->work, h);
+}
+
+/* The chain goes on from record p (seq `seq`) with hash h. ref: p's timestamp
+ * and version become the reference for the next records (not for a record
+ * whose content is known to be altered). */
+static void follow(struct walk *w, const struct al_parsed *p, const uint8_t h[AL_HASH_LEN], uint64_t seq,
+		   bool ref)
 {
 	memcpy(w->prev, h, AL_HASH_LEN);
-	w->last_seq = p->rec.f[AL_F_SEQ].u;
-	w->have_seq = true;
-	memcpy(w->last_ts, p->rec.f[AL_F_TIMESTAMP].p, AL_TS_LEN);
-	w->have_ts = true;
-	w->last_version = p->rec.version;
+	w->next = seq + 1;
+	w->have_next = true;
+	if (ref) {
+		memcpy(w->last_ts, p->rec.f[AL_F_TIMESTAMP].p, AL_TS_LEN);
+		w->have_ts = true;
+		w->last_version = p->rec.version;
+	}
 }
 
 static void accept(struct walk *w, const struct al_parsed *p, const uint8_t h[AL_HASH_LEN],
-		   const uint8_t *line, size_t len, bool clean)
+		   const uint8_t *line, size_t len, uint64_t seq, uint64_t off, bool clean, bool ref)
 {
 	if (clean && w->c->o->on_record)
 		w->c->o->on_record(w->c->o->ctx, line, len);
-	uint64_t seq = p->rec.f[AL_F_SEQ].u;
 	w->absorbed = 0;
-	follow(w, p, h);
-	remember(w, seq);
+	if (w->moved && seq >= w->moved_seq)
+		moved_inserted(w);
+	follow(w, p, h, seq, ref);
+	remember(w, p->rec.f[AL_F_SEQ].u, off, len);
 	struct al_vchain *ch = w->ch;
 	if (!ch->records) {
 		ch->first_seq = seq;
@@ -276,21 +370,251 @@ static void accept(struct walk *w, const struct al_parsed *p, const uint8_t h[AL
 	}
 }
 
+/* Would record p hash as stored if its seq were `seq`, from w->prev? (Its
+ * seq alone was altered.) */
+static bool chains_with_seq(struct walk *w, const struct al_parsed *p, uint64_t seq)
+{
+	struct al_record r = p->rec;
+	struct al_emit_out eo;
+	r.f[AL_F_SEQ].u = seq;
+	r.plain = 0;
+	return al_emit(&r, w->prev, w->c->line2, w->c->work, &eo) > 0 &&
+	       CRYPTO_memcmp(eo.hash, p->hash, AL_HASH_LEN) == 0;
+}
+
+/* The held record stays where it is; the chain goes on from `carried` (its
+ * own hash, or the one recomputed when its hash member was what changed). */
+static void settle_in_place(struct walk *w, const uint8_t carried[AL_HASH_LEN])
+{
+	struct pend *x = &w->x;
+	struct vctx *c = w->c;
+	const char *path = w->f->path;
+	uint64_t e = w->next, seq = x->p.rec.f[AL_F_SEQ].u;
+	bool hash_member = CRYPTO_memcmp(carried, x->p.hash, AL_HASH_LEN) != 0;
+	bool seq_altered = seq != e && chains_with_seq(w, &x->p, e);
+	bool ref = false;
+
+	x->on = false;
+	if (x->p.rec.version < w->last_version)
+		report(c, AL_V_VERSION, path, x->lineno, x->off, true, seq,
+		       "format version decreases from %u to %u (a downgraded line)", w->last_version,
+		       x->p.rec.version);
+	else if (x->p.rec.version < c->o->min_version)
+		report(c, AL_V_VERSION, path, x->lineno, x->off, true, seq,
+		       "format version %u is below --min-version %u", x->p.rec.version, c->o->min_version);
+	else if (seq == e || seq_altered)
+		report(c, AL_V_MODIFIED, path, x->lineno, x->off, true, e, "%s",
+		       hash_member ? "its hash member was altered (the record hashes as the next one expects)" :
+		       seq_altered ? "its seq was altered (the record hashes with the seq expected here)" :
+				     "hash does not follow from the previous record");
+	else if (seq < e) /* (not held: handled before) */
+		report(c, AL_V_REORDERED, path, x->lineno, x->off, true, seq, "seq goes back");
+	else if (w->f->has_end && seq > w->f->end_seq)
+		report(c, AL_V_INSERTED, path, x->lineno, x->off, true, seq,
+		       "seq %" PRIu64 " is beyond seq %" PRIu64 ", where the next file continues", seq,
+		       w->f->end_seq);
+	else if (w->moved && w->moved_seq == e && seq == e + 1 && chains_from(w, &x->p, x->line, w->moved_hash)) {
+		/* the gap is the record seen ahead of its place: it was moved */
+		w->moved = false;
+		report(c, AL_V_REORDERED, w->moved_file, w->moved_line, w->moved_off, true, w->moved_seq,
+		       "record %" PRIu64 " is ahead of its place (seq %" PRIu64 " expected; it is missing at "
+		       "line %" PRIu64 ")", w->moved_seq, w->moved_e, x->lineno);
+		accept(w, &x->p, carried, x->line, x->len, seq, x->off, true, true);
+		return;
+	} else {
+		if (e)
+			report(c, AL_V_DELETED, path, x->lineno, x->off, true, seq,
+			       "seq jumps from %" PRIu64 " to %" PRIu64 ": %" PRIu64 " record(s) missing", e - 1,
+			       seq, seq - e);
+		else
+			report(c, AL_V_DELETED, path, x->lineno, x->off, true, seq,
+			       "the chain starts at seq %" PRIu64 ": %" PRIu64 " record(s) missing", seq, seq);
+		ref = true; /* an intact record after a gap */
+	}
+	accept(w, &x->p, carried, x->line, x->len, seq_altered ? e : seq, x->off, false, ref);
+}
+
+static void settle_inserted(struct walk *w)
+{
+	struct pend *x = &w->x;
+	uint64_t seq = x->p.rec.f[AL_F_SEQ].u;
+	x->on = false;
+	if (seq > w->next && seq - w->next < RING) {
+		/* a record of the chain ahead of its place, or a forged one: which,
+		 * shows when the walk gets there (reordered if it is missing there) */
+		moved_inserted(w);
+		w->moved = true;
+		w->moved_seq = seq;
+		w->moved_e = w->next;
+		w->moved_file = w->f->path;
+		w->moved_line = x->lineno;
+		w->moved_off = x->off;
+		memcpy(w->moved_hash, x->p.hash, AL_HASH_LEN);
+		remember(w, seq, x->off, x->len);
+		return;
+	}
+	report(w->c, AL_V_INSERTED, w->f->path, x->lineno, x->off, true, seq,
+	       "a record that is not part of the chain: the next record follows the one before it");
+	remember(w, x->p.rec.f[AL_F_SEQ].u, x->off, x->len);
+}
+
+/* No record follows the held one in this file: `hint` (the link in the next
+ * file's header, or NULL) says what the chain continues from. */
+static void settle_end(struct walk *w, const uint8_t *hint)
+{
+	struct pend *x = &w->x;
+	if (!x->on)
+		return;
+	if (hint && CRYPTO_memcmp(hint, w->prev, AL_HASH_LEN) == 0 &&
+	    CRYPTO_memcmp(hint, x->p.hash, AL_HASH_LEN) != 0)
+		settle_inserted(w);
+	else if (hint && CRYPTO_memcmp(hint, x->computed, AL_HASH_LEN) == 0)
+		settle_in_place(w, x->computed);
+	else
+		settle_in_place(w, x->p.hash);
+}
+
+static void hold(struct walk *w, const struct al_parsed *p, const uint8_t *line, size_t len,
+		 uint64_t lineno, uint64_t off)
+{
+	struct pend *x = &w->x;
+	size_t eoff;
+	memcpy(x->line, line, len);
+	x->len = len;
+	(void)al_parse(x->line, len, x->dec, &x->p, &eoff); /* parsed before: cannot fail */
+	(void)al_check_hash(&x->p, x->line, w->prev, w->c->work, x->computed);
+	x->lineno = lineno;
+	x->off = off;
+	x->on = true;
+}
+
+/* A record that parsed, nothing held before it. after_damage: damaged
+ * lines were reported right before it. */
+static void process(struct walk *w, const struct al_parsed *p, const uint8_t *line, size_t len,
+		    uint64_t lineno, uint64_t off, bool after_damage)
+{
+	struct vctx *c = w->c;
+	const char *path = w->f->path;
+	uint64_t seq = p->rec.f[AL_F_SEQ].u;
+
+	if (lineno > 1 && p->rec.type == AL_T_HEADER) {
+		report(c, AL_V_INSERTED, path, lineno, off, true, seq, "a header in the middle of a file");
+		remember(w, seq, off, len);
+		return;
+	}
+	if (lineno == 1 && p->rec.type != AL_T_HEADER && !w->have_next) {
+		report(c, AL_V_DELETED, path, lineno, off, true, seq, "the file does not start with its header");
+		accept(w, p, p->hash, line, len, seq, w->cur_off, false, true);
+		return;
+	}
+	if (!w->have_next) {
+		/* no anchor: a file without a header that starts a walk, or damage
+		 * where the chain would start. The record anchors what follows. */
+		accept(w, p, p->hash, line, len, seq, w->cur_off, false, true);
+		return;
+	}
+	uint64_t e = w->next;
+	bool ok = chains_from(w, p, line, w->prev);
+	if (seq == e && ok) {
+		bool clean = false;
+		if (p->rec.type == AL_T_RECOVERY && !after_damage)
+			report(c, AL_V_INSERTED, path, lineno, off, true, seq,
+			       "a recovery record, but no damaged bytes precede it (a forged crash repair?)");
+		else if (w->f->has_end && seq > w->f->end_seq)
+			report(c, AL_V_INSERTED, path, lineno, off, true, seq,
+			       "seq %" PRIu64 " is beyond seq %" PRIu64 ", where the next file continues", seq,
+			       w->f->end_seq);
+		else if (w->have_ts && p->rec.version < w->last_version)
+			report(c, AL_V_VERSION, path, lineno, off, true, seq,
+			       "format version decreases from %u to %u", w->last_version, p->rec.version);
+		else if (p->rec.version < c->o->min_version)
+			report(c, AL_V_VERSION, path, lineno, off, true, seq,
+			       "format version %u is below --min-version %u", p->rec.version, c->o->min_version);
+		else if (w->have_ts && memcmp(p->rec.f[AL_F_TIMESTAMP].p, w->last_ts, AL_TS_LEN) < 0)
+			report(c, AL_V_REORDERED, path, lineno, off, true, seq, "timestamp goes back");
+		else
+			clean = true;
+		accept(w, p, p->hash, line, len, seq, w->cur_off, clean, true);
+		return;
+	}
+	if (seq < e && chains_with_seq(w, p, e)) { /* record e, its seq altered */
+		report(c, AL_V_MODIFIED, path, lineno, off, true, e,
+		       "its seq was altered (the record hashes with the seq expected here)");
+		accept(w, p, p->hash, line, len, e, w->cur_off, false, false);
+		return;
+	}
+	if (seq < e) {
+		int s = seen(w, seq, line, len);
+		if (s == 2)
+			report(c, AL_V_DUPLICATED, path, lineno, off, true, seq, "record seq %" PRIu64 " appears again",
+			       seq);
+		else if (s == 1)
+			report(c, AL_V_INSERTED, path, lineno, off, true, seq,
+			       "a second, different record with seq %" PRIu64, seq);
+		else
+			report(c, AL_V_REORDERED, path, lineno, off, true, seq,
+			       "seq goes back from %" PRIu64 " to %" PRIu64, e - 1, seq);
+		/* the chain state stays where it was: the next record should follow it */
+		return;
+	}
+	if (seq > e && seq - e <= w->absorbed) {
+		/* the lines just reported as damaged held these seqs: no second finding */
+		accept(w, p, p->hash, line, len, seq, w->cur_off, false, true);
+		return;
+	}
+	hold(w, p, line, len, lineno, off); /* the next record tells what this one is */
+}
+
+/* A record follows a held one. Returns true when it was dealt with here. */
+static bool settle_with(struct walk *w, const struct al_parsed *r, const uint8_t *line, size_t len,
+			uint64_t lineno, uint64_t off)
+{
+	struct pend *x = &w->x;
+	uint64_t e = w->next, rseq = r->rec.f[AL_F_SEQ].u, xseq = x->p.rec.f[AL_F_SEQ].u;
+
+	if (chains_from(w, r, line, x->p.hash)) {
+		settle_in_place(w, x->p.hash);
+		return false;
+	}
+	if (CRYPTO_memcmp(x->computed, x->p.hash, AL_HASH_LEN) != 0 && chains_from(w, r, line, x->computed)) {
+		settle_in_place(w, x->computed);
+		return false;
+	}
+	if (rseq == e && !(lineno > 1 && r->rec.type == AL_T_HEADER) && chains_from(w, r, line, w->prev)) {
+		if (xseq == e + 1 && chains_from(w, &x->p, x->line, r->hash)) {
+			/* two records swapped: one finding, at the first of the two */
+			uint64_t xd = x->off;
+			x->on = false;
+			report(w->c, AL_V_REORDERED, w->f->path, x->lineno, x->off, true, xseq,
+			       "records %" PRIu64 " and %" PRIu64 " are swapped (seq %" PRIu64 " follows at line %" PRIu64
+			       ")", e, xseq, e, lineno);
+			process(w, r, line, len, lineno, off, false);
+			accept(w, &x->p, x->p.hash, x->line, x->len, xseq, xd, false, true);
+			return true;
+		}
+		settle_inserted(w);
+		return false;
+	}
+	settle_in_place(w, x->p.hash); /* nothing better to go on */
+	return false;
+}
+
 static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t lineno, uint64_t off)
 {
 	struct vctx *c = w->c;
 	const char *path = w->f->path;
 	struct al_parsed p;
 	size_t eoff;
-	uint8_t h[AL_HASH_LEN];
 	enum al_perr e = len + 1 > AL_LINE_MAX ? AL_PERR_TOO_LONG : al_parse(line, len, c->dec, &p, &eoff);
 
 	if (e != AL_PERR_OK) {
+		settle_end(w, NULL);
 		if (!w->damage) {
 			w->damage = true;
 			w->damage_off = off;
 			w->damage_line = lineno;
 			w->damage_lines = 0;
+			w->damage_seqs = 0;
 			SHA256_Init(&w->damage_sha);
 			w->damage_cls = e == AL_PERR_TOO_LONG ? AL_V_UNPARSEABLE : classify_unparsed(line, len, e);
 			snprintf(w->damage_msg, sizeof(w->damage_msg), "%s at byte %zu of the line",
@@ -301,16 +625,20 @@ static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t
 				 e == AL_PERR_TOO_LONG ? (size_t)AL_LINE_MAX : eoff);
 		}
 		w->damage_lines++;
+		for (const uint8_t *q = line; (q = memmem(q, len - (size_t)(q - line), "\"seq\":", 6)); q += 6)
+			w->damage_seqs++;
 		SHA256_Update(&w->damage_sha, line, len);
 		w->damage_nonl = w->damage_sha;
 		SHA256_Update(&w->damage_sha, "\n", 1);
 		return;
 	}
 	uint64_t seq = p.rec.f[AL_F_SEQ].u;
+	w->cur_off = off;
 	if (c->o->has_from && !c->past_from) {
 		if (seq < c->o->from_seq) { /* verified before: only keep the state */
 			w->damage = false;
-			follow(w, &p, p.hash);
+			w->x.on = false;
+			follow(w, &p, p.hash, seq, true);
 			return;
 		}
 		c->past_from = true;
@@ -321,21 +649,19 @@ static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t
 				report(c, AL_V_MODIFIED, path, lineno, off, true, seq,
 				       "the checkpoint's record has another hash than --from says");
 			w->damage = false;
-			w->cur_digest = digest(line, len);
+			w->x.on = false;
 			/* go on from the trusted hash (on a mismatch, from the line's own, so
 			 * that one wrong checkpoint is one finding) */
-			accept(w, &p, same ? c->o->from_hash : p.hash, line, len, same);
+			accept(w, &p, same ? c->o->from_hash : p.hash, line, len, seq, w->cur_off, same, true);
 			return;
 		}
 	}
-	w->cur_digest = digest(line, len);
-	/* w->prev is always set: the link of the file's header, or the zero start */
-	bool chains = al_check_hash(&p, line, w->prev, c->work, h);
-	memcpy(h, p.hash, AL_HASH_LEN); /* the line's own hash carries the chain on */
 
+	bool after_damage = false;
 	if (w->damage) {
 		if (p.rec.type == AL_T_RECOVERY && p.rec.f[AL_F_DAMAGE_OFFSET].u == w->damage_off &&
-		    w->have_seq && p.rec.f[AL_F_LAST_SEQ].u == w->last_seq && chains) {
+		    w->have_next && p.rec.f[AL_F_LAST_SEQ].u + 1 == w->next && seq == w->next &&
+		    chains_from(w, &p, line, w->prev)) {
 			uint8_t md[AL_HASH_LEN], want[AL_HASH_LEN];
 			uint64_t dl = p.rec.f[AL_F_DAMAGE_LENGTH].u, span = off - w->damage_off;
 			bool len_ok = dl == span || dl + 1 == span;
@@ -345,97 +671,175 @@ static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t
 			if (len_ok && sha_ok) {
 				w->damage = false;
 				report(c, AL_V_RECOVERED, path, w->damage_line, w->damage_off, true, seq,
-				       "crash damage of %llu bytes repaired by the writer (recovery record "
-				       "at line %llu)",
-				       (unsigned long long)dl, (unsigned long long)lineno);
-				accept(w, &p, h, line, len, true);
+				       "crash damage of %" PRIu64 " bytes repaired by the writer (recovery record "
+				       "at line %" PRIu64 ")", dl, lineno);
+				accept(w, &p, p.hash, line, len, seq, w->cur_off, true, true);
 				return;
 			}
 		}
 		flush_damage(w);
+		after_damage = true;
 	}
+	if (w->x.on && settle_with(w, &p, line, len, lineno, off))
+		return;
+	process(w, &p, line, len, lineno, off, after_damage);
+}
 
-	bool clean = true; /* no finding on this line: --emit passes it on */
-	if (w->have_ts && memcmp(p.rec.f[AL_F_TIMESTAMP].p, w->last_ts, AL_TS_LEN) < 0) {
-		report(c, AL_V_REORDERED, path, lineno, off, true, seq, "timestamp goes back");
-		clean = false;
+/* --follow: open `path` as the possible successor of f (whose inode is
+ * `mine`): its first line complete, a header naming f's inode as prev_name
+ * in the same directory. Returns 1 with *ret, 0 when it is not (yet), or
+ * -errno. */
+static int try_successor(struct vctx *c, struct vfile *f, const char *path, const struct stat *mine,
+			 struct vfile **ret)
+{
+	struct vfile *nf = calloc(1, sizeof(*nf));
+	uint8_t line[AL_LINE_MAX];
+	struct stat st;
+	int r;
+
+	if (!nf)
+		return -ENOMEM;
+	nf->path = path;
+	nf->next = nf->prevf = -1;
+	nf->fd = -1;
+	r = read_head(c, nf);
+	if (r == -ENOENT)
+		r = 0;
+	else if (!r && nf->has_prev) {
+		const char *sl = strrchr(path, '/');
+		int dl = sl ? (int)(sl - path) + 1 : 0;
+		snprintf((char *)line, sizeof(line), "%.*s%s", dl, path, nf->prev_name);
+		r = stat((char *)line, &st) == 0 && st.st_ino == mine->st_ino && st.st_dev == mine->st_dev;
 	}
-	if (p.rec.version < w->last_version || p.rec.version < c->o->min_version)
-		clean = false;
-	if (p.rec.version < w->last_version)
-		report(c, AL_V_VERSION, path, lineno, off, true, seq, "format version decreases from %u to %u",
-		       w->last_version, p.rec.version);
-	else if (p.rec.version < c->o->min_version)
-		report(c, AL_V_VERSION, path, lineno, off, true, seq, "format version %u is below --min-version %u",
-		       p.rec.version, c->o->min_version);
-	if (lineno > 1 && p.rec.type == AL_T_HEADER) {
-		report(c, AL_V_INSERTED, path, lineno, off, true, seq, "a header in the middle of a file");
-		return;
+	if (r <= 0) {
+		if (nf->fd >= 0)
+			close(nf->fd);
+		free(nf);
+		return r;
 	}
-	if (!w->have_seq) { /* the first record of a chain: it starts from 32 zero bytes */
-		bool start = seq == 0 || p.rec.type == AL_T_HEADER;
-		if (p.rec.type == AL_T_HEADER && seq != 0) {
-			report(c, AL_V_MODIFIED, path, lineno, off, true, seq,
-			       "a chain's first header must have seq 0");
-			clean = false;
-		} else if (start && !chains) {
-			report(c, AL_V_MODIFIED, path, lineno, off, true, seq,
-			       "the chain's first record does not hash from the zero start");
-			clean = false;
+	*ret = nf;
+	return 1;
+}
+
+/* A path kept until the end (the list of them hangs off c->names). */
+static const char *keep_path(struct vctx *c, const char *dir, int dl, const char *name)
+{
+	size_t len = (size_t)dl + strlen(name) + 1;
+	char *p = malloc(sizeof(char *) + len);
+	if (!p)
+		return NULL;
+	memcpy(p, &c->names, sizeof(char *));
+	c->names = p;
+	snprintf(p + sizeof(char *), len, "%.*s%s", dl, dir, name);
+	return p + sizeof(char *);
+}
+
+/* --follow: the writer's active path for the chain's head file. When the
+ * head is a rotated file (<name>.<YYYYMMDDTHHMMSS.NNNNNNNNNZ>-<seq>,
+ * docs/format.md 6: the listing raced a rotation), the active path is its
+ * name without that suffix; the file there continues it. */
+static const char *active_path(struct vctx *c, const char *path)
+{
+	const char *sl = strrchr(path, '/'), *base = sl ? sl + 1 : path;
+	size_t len = strlen(base), i, dash;
+	int dl = (int)(base - path);
+	char *name;
+	const char *p;
+
+	for (dash = len; dash > 0 && base[dash - 1] != '-'; dash--)
+		;
+	/* ".YYYYMMDDTHHMMSS.NNNNNNNNNZ-" is 27 bytes before the seq */
+	if (dash < 29 || dash == len || base[dash - 28] != '.')
+		return path;
+	for (i = dash; i < len; i++)
+		if (base[i] < '0' || base[i] > '9')
+			return path;
+	for (i = 0; i < 26; i++) {
+		char ch = base[dash - 27 + i];
+		bool ok = i == 8 ? ch == 'T' : i == 15 ? ch == '.' : i == 25 ? ch == 'Z' : (ch >= '0' && ch <= '9');
+		if (!ok)
+			return path;
+	}
+	name = strndup(base, dash - 28);
+	if (!name)
+		return NULL;
+	p = keep_path(c, path, dl, name);
+	free(name);
+	return p;
+}
+
+/* --follow, at the end of the tailed file f (all of it read): has it been
+ * rotated, and which file continues it? The writer's active path first, else
+ * a rotated file named <name>.<time>-<next_seq> (docs/format.md 6) whose
+ * header links to f. Returns 1 (c->follow_next set), 0 to wait, -errno. */
+static int successor(struct vctx *c, struct vfile *f, uint64_t next_seq)
+{
+	const char *act = c->follow_path;
+	const char *sl = strrchr(act, '/');
+	int dl = sl ? (int)(sl - act) + 1 : 0;
+	struct stat mine, st;
+	struct vfile *nf = NULL;
+	int r;
+
+	if (fstat(f->fd, &mine) < 0)
+		return -errno;
+	if (stat(act, &st) == 0 && st.st_ino == mine.st_ino && st.st_dev == mine.st_dev)
+		return 0; /* still the active file */
+	r = try_successor(c, f, act, &mine, &nf);
+	if (r == 0) { /* rotated more than once since: look for the rotated successor */
+		char dir[4096], suffix[32];
+		snprintf(dir, sizeof(dir), "%.*s", dl ? dl : 1, dl ? act : ".");
+		snprintf(suffix, sizeof(suffix), "-%" PRIu64, next_seq);
+		DIR *d = opendir(dir);
+		struct dirent *e;
+		size_t sn = strlen(suffix);
+		while (d && r == 0 && (e = readdir(d))) {
+			size_t len = strlen(e->d_name);
+			if (len <= sn || strcmp(e->d_name + len - sn, suffix) != 0)
+				continue;
+			const char *p = keep_path(c, act, dl, e->d_name);
+			r = p ? try_successor(c, f, p, &mine, &nf) : -ENOMEM;
 		}
-		/* (a record after reported damage in a file without a header is an anchor) */
-		accept(w, &p, h, line, len, clean && start && chains);
-		return;
+		if (d)
+			closedir(d);
 	}
-	if (seq == w->last_seq + 1) {
-		if (!chains)
-			report(c, AL_V_MODIFIED, path, lineno, off, true, seq,
-			       "hash does not follow from the previous record");
-		accept(w, &p, h, line, len, clean && chains);
-		return;
+	if (r <= 0)
+		return r;
+	/* name f by the name it was renamed to, in what is reported from now on */
+	const char *fsl = strrchr(nf->path, '/');
+	int fdl = fsl ? (int)(fsl - nf->path) + 1 : 0;
+	const char *renamed = keep_path(c, nf->path, fdl, nf->prev_name);
+	if (renamed) {
+		f->path = renamed;
+		f->base = renamed + fdl;
 	}
-	if (seq > w->last_seq + 1 && seq - w->last_seq - 1 <= w->absorbed) {
-		/* the lines just reported as damaged held these seqs: no second finding */
-		accept(w, &p, h, line, len, false);
-		return;
-	}
-	if (seq > w->last_seq + 1) {
-		report(c, AL_V_DELETED, path, lineno, off, true, seq,
-		       "seq jumps from %llu to %llu: %llu record(s) missing",
-		       (unsigned long long)w->last_seq, (unsigned long long)seq,
-		       (unsigned long long)(seq - w->last_seq - 1));
-		accept(w, &p, h, line, len, false);
-		return;
-	}
-	int s = seen(w, seq);
-	if (s == 2)
-		report(c, AL_V_DUPLICATED, path, lineno, off, true, seq, "record seq %llu appears again",
-		       (unsigned long long)seq);
-	else if (s == 1)
-		report(c, AL_V_INSERTED, path, lineno, off, true, seq,
-		       "a second, different record with seq %llu", (unsigned long long)seq);
-	else
-		report(c, AL_V_REORDERED, path, lineno, off, true, seq, "seq goes back from %llu to %llu",
-		       (unsigned long long)w->last_seq, (unsigned long long)seq);
-	/* the chain state stays where it was: the next record should follow it */
+	const char *nsl = strrchr(nf->path, '/');
+	nf->base = nsl ? nsl + 1 : nf->path;
+	nf->follow = true;
+	nf->limit = UINT64_MAX;
+	nf->chain = f->chain;
+	nf->more = c->more;
+	c->more = nf;
+	c->follow_next = nf;
+	c->res->files++;
+	c->res->chain[f->chain].files++;
+	return 1;
 }
 
 /* Walk f up to f->limit bytes, a buffer at a time: lines are checked where
  * they lie; only a line cut by the buffer's end is moved to its start. */
 static int walk_file(struct vctx *c, struct vfile *f, struct walk *w)
 {
-	int fd = open(f->path, O_RDONLY | O_CLOEXEC);
 	size_t cap = 1u << 20, have = 0, pos = 0;
 	uint8_t *buf = malloc(cap);
 	uint64_t base = 0, lineno = 0; /* base: file offset of buf[0] */
-	bool eof = false;
+	bool eof = false, draining = false;
 	int r = 0;
 
-	if (fd < 0 || !buf) {
-		r = fd < 0 ? -errno : -ENOMEM;
-		goto out;
-	}
+	if (!buf)
+		return -ENOMEM;
 	w->f = f;
+	c->cur = f;
 	for (;;) {
 		uint8_t *nl = pos < have ? memchr(buf + pos, '\n', have - pos) : NULL;
 		if (nl) {
@@ -461,26 +865,114 @@ static int walk_file(struct vctx *c, struct vfile *f, struct walk *w)
 		}
 		uint64_t left = f->limit - base - have;
 		size_t want = cap - have < left ? cap - have : (size_t)left;
-		ssize_t n = want ? pread(fd, buf + have, want, (off_t)(base + have)) : 0;
+		ssize_t n = want ? pread(f->fd, buf + have, want, (off_t)(base + have)) : 0;
 		if (n < 0) {
 			r = -errno;
 			goto out;
 		}
 		have += (size_t)n;
+		progress(c, (uint64_t)n);
+		if (c->o->follow && stopped(c)) {
+			f->stopped = true;
+			eof = true;
+			continue;
+		}
+		if (f->follow && n == 0) {
+			/* rotated? (then all of it is written: read to its end once
+			 * more, then go on in the file that continues it) */
+			if (draining) {
+				r = successor(c, f, w->x.on ? w->x.p.rec.f[AL_F_SEQ].u + 1 : w->next);
+				if (r < 0)
+					goto out;
+				if (r > 0) {
+					eof = true;
+					continue;
+				}
+			} else {
+				struct stat a, b;
+				if (fstat(f->fd, &a) == 0 &&
+				    !(stat(c->follow_path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)) {
+					draining = true;
+					continue;
+				}
+			}
+			if (c->o->on_wait)
+				c->o->on_wait(c->o->ctx);
+			unsigned ms = c->o->poll_ms ? c->o->poll_ms : 100;
+			struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+			nanosleep(&ts, NULL); /* a signal cuts it short: stop is checked next */
+			continue;
+		}
 		eof = n == 0 || base + have >= f->limit;
 	}
-	if (pos < have) { /* a last line without its '\n' */
+	r = 0;
+	if (pos < have && f->stopped) { /* a partial last line of a live log: waited for */
+		have = pos;
+	} else if (pos < have) { /* a last line without its '\n' */
+		settle_end(w, NULL);
 		flush_damage(w);
-		report(c, AL_V_TRUNCATED, f->path, lineno + 1, base + pos, false, 0,
+		report(c, AL_V_TRUNCATED, f->path, lineno + 1, base + pos, w->have_next, w->have_next ? w->next : 0,
 		       "the file ends inside a line (%zu bytes without a newline)", have - pos);
+		f->partial = true;
 	}
 	flush_damage(w);
+	f->lines = lineno;
+	f->walked = base + have;
+	if (f->follow)
+		f->size = f->walked; /* it grew while followed */
 	c->res->bytes += base + have;
 out:
-	if (fd >= 0)
-		close(fd);
 	free(buf);
 	return r;
+}
+
+/* Step from the file walked before (w->pf) into f: settle what the last file
+ * left held, check the link f's header names, and set the chain state. */
+static void enter_file(struct walk *w, struct vfile *f)
+{
+	struct vctx *c = w->c;
+	struct vfile *pf = w->pf;
+	bool trusted = f->has_header && f->hdr_ok;
+
+	c->cur = pf;
+	settle_end(w, trusted && f->has_prev ? f->prev_hash : NULL);
+	if (pf && trusted && f->has_prev && w->have_next && w->next && !pf->partial) {
+		uint64_t last = w->next - 1;
+		if (w->absorbed) { /* pf ends in damage already reported: its last records unread */
+			if (f->prev_seq > last + w->absorbed)
+				report(c, AL_V_TRUNCATED, pf->path, pf->lines + 1, pf->walked, true, w->next,
+				       "the file ends before seq %" PRIu64 ", where %s continues it", f->prev_seq,
+				       f->base);
+		} else if (f->prev_seq > last)
+			report(c, AL_V_TRUNCATED, pf->path, pf->lines + 1, pf->walked, true, w->next,
+			       "the file ends at seq %" PRIu64 " (byte %" PRIu64 "), but %s continues it from seq %"
+			       PRIu64 " (byte %" PRIu64 ")", last, pf->walked, f->base, f->prev_seq, f->prev_size);
+		else if (f->prev_seq < last && !pf->findings) /* (else reported where it is) */
+			report(c, AL_V_INSERTED, f->path, 1, 0, true, f->prev_seq + 1,
+			       "continues %s from seq %" PRIu64 ", but that file goes on to seq %" PRIu64,
+			       f->prev_name, f->prev_seq, last);
+		else if (CRYPTO_memcmp(f->prev_hash, w->prev, AL_HASH_LEN) != 0)
+			report(c, AL_V_MODIFIED, f->path, 1, 0, true, f->prev_seq + 1,
+			       "its header names seq %" PRIu64 " of %s with another hash than that file ends with",
+			       f->prev_seq, f->prev_name);
+		else if (!f->sealed_prev && f->prev_size != pf->size && !pf->findings)
+			report(c, AL_V_MODIFIED, pf->path, 0, pf->size < f->prev_size ? pf->size : f->prev_size,
+			       true, f->prev_seq, "the file is %" PRIu64 " bytes long, but %s recorded %" PRIu64
+			       " when it continued it", pf->size, f->base, f->prev_size);
+	}
+	/* go on from the header's link, as the writer did (also when the file
+	 * it names is missing); a chain's first file starts from zeros. An
+	 * altered header is not trusted: the chain goes on from the last file. */
+	if (trusted && f->has_prev) {
+		memcpy(w->prev, f->prev_hash, AL_HASH_LEN);
+		w->next = f->prev_seq + 1;
+		w->have_next = true;
+	} else if (trusted || (f->has_header && !f->has_prev && !w->have_next)) {
+		memcpy(w->prev, zero_hash, AL_HASH_LEN);
+		w->next = 0;
+		w->have_next = true;
+	}
+	c->cur = f;
 }
 
 /* Walk the files linked from `first` on, as one chain. */
@@ -498,44 +990,61 @@ static int walk_from(struct vctx *c, int first)
 		f->visited = true;
 		if (f->skip)
 			continue; /* the next file starts from its header's link */
-		if (f->has_prev && w->have_seq && f->prev_seq > w->last_seq)
-			report(c, AL_V_TRUNCATED, f->path, 1, 0, true, f->prev_seq + 1,
-			       "continues %s from seq %llu, but that file ends at seq %llu", f->prev_name,
-			       (unsigned long long)f->prev_seq, (unsigned long long)w->last_seq);
-		else if (f->has_prev && w->have_seq && f->prev_seq < w->last_seq)
-			report(c, AL_V_INSERTED, f->path, 1, 0, true, f->prev_seq + 1,
-			       "continues %s from seq %llu, but that file goes on to seq %llu",
-			       f->prev_name, (unsigned long long)f->prev_seq,
-			       (unsigned long long)w->last_seq);
-		else if (f->has_prev && w->have_seq && memcmp(f->prev_hash, w->prev, AL_HASH_LEN) != 0)
-			report(c, AL_V_MODIFIED, f->path, 1, 0, true, f->prev_seq + 1,
-			       "its header names seq %llu of %s with another hash than that file ends with",
-			       (unsigned long long)f->prev_seq, f->prev_name);
-		/* go on from the header's link, as the writer did (also when the file
-		 * it names is missing); a chain's first file starts from zeros */
-		if (f->has_prev) {
-			memcpy(w->prev, f->prev_hash, AL_HASH_LEN);
-			w->last_seq = f->prev_seq;
-			w->have_seq = true;
-		} else {
-			memset(w->prev, 0, AL_HASH_LEN);
-		}
+		enter_file(w, f);
 		r = walk_file(c, f, w);
 		if (r < 0)
 			break;
+		w->pf = f;
+		while (r >= 0 && c->follow_next) { /* --follow: the file that replaced it */
+			struct vfile *nf = c->follow_next;
+			c->follow_next = NULL;
+			enter_file(w, nf);
+			r = walk_file(c, nf, w);
+			w->pf = nf;
+		}
+		if (r < 0)
+			break;
 	}
+	c->cur = w->pf;
+	settle_end(w, NULL);
+	moved_inserted(w);
+	c->cur = NULL;
 	free(w);
 	return r;
 }
 
 /* ---- chains ------------------------------------------------------------------- */
 
-static int find_chain(struct al_vresult *res, const char *id)
+static int chain_of(struct al_vresult *res, const char *id)
 {
 	for (unsigned i = 0; i < res->chains; i++)
 		if (strcmp(res->chain[i].chain_id, id) == 0)
 			return (int)i;
-	return -1;
+	int k = (int)res->chains++;
+	snprintf(res->chain[k].chain_id, sizeof(res->chain[0].chain_id), "%s", id);
+	return k;
+}
+
+static void link_files(struct vctx *c, unsigned i, unsigned found)
+{
+	const struct al_vopts *o = c->o;
+	struct vfile *g = &c->files[i], *f = &c->files[found];
+
+	if (f->next >= 0) {
+		report(c, AL_V_FORKED, g->path, 1, 0, true, g->prev_seq + 1, "continues %s, which %s continues too",
+		       f->path, c->files[f->next].path);
+		return;
+	}
+	f->next = (int)i;
+	g->prevf = (int)found;
+	if (!g->hdr_ok)
+		return; /* an altered header says nothing about its predecessor */
+	f->has_end = true;
+	f->end_seq = g->prev_seq;
+	if (o->has_from && g->prev_seq < o->from_seq)
+		f->skip = true; /* every record of f is before the checkpoint */
+	else if (g->sealed_prev && g->prev_size <= f->size)
+		f->limit = g->prev_size; /* beyond it: a sealed file's unacknowledged tail */
 }
 
 int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, struct al_vresult *res)
@@ -546,73 +1055,127 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 	memset(res, 0, sizeof(*res));
 	c.files = calloc(n ? n : 1, sizeof(*c.files));
 	c.dec = malloc(AL_LINE_MAX);
+	c.line2 = malloc(AL_LINE_MAX);
 	c.work = malloc(AL_HASH_LEN + AL_BODY_MAX);
 	res->chain = calloc(n ? n : 1, sizeof(*res->chain));
-	if (!c.files || !c.dec || !c.work || !res->chain) {
+	if (!c.files || !c.dec || !c.work || !c.line2 || !res->chain) {
 		r = -ENOMEM;
 		goto out;
 	}
+	for (unsigned i = 0; i < n; i++)
+		c.files[i].fd = -1;
 	for (unsigned i = 0; i < n; i++) {
 		struct vfile *f = &c.files[i];
 		f->path = paths[i];
 		const char *sl = strrchr(paths[i], '/');
 		f->base = sl ? sl + 1 : paths[i];
-		f->next = -1;
+		f->next = f->prevf = f->chain = -1;
 		r = read_head(&c, f);
 		if (r < 0)
 			goto out;
 		f->limit = f->size;
-		const char *id = f->has_header ? f->chain_id : "";
-		f->chain = find_chain(res, id);
-		if (f->chain < 0) {
-			f->chain = (int)res->chains++;
-			snprintf(res->chain[f->chain].chain_id, sizeof(res->chain[0].chain_id), "%s", id);
-		}
-		res->chain[f->chain].files++;
+		c.total_bytes += f->size;
 		res->files++;
 	}
-	/* links: successor of a file = the file whose header names it as prev */
+	/* links: the successor of a file is the file whose header names it as
+	 * prev, in the same chain (an altered header or none: by name alone) */
 	for (unsigned i = 0; i < n; i++) {
 		struct vfile *g = &c.files[i];
 		if (!g->has_prev)
 			continue;
 		int found = -1;
-		for (unsigned k = 0; k < n; k++)
-			if (k != i && c.files[k].chain == g->chain && strcmp(c.files[k].base, g->prev_name) == 0)
+		for (unsigned k = 0; k < n; k++) {
+			struct vfile *f = &c.files[k];
+			if (k == i || strcmp(f->base, g->prev_name) != 0)
+				continue;
+			if (f->hdr_ok && g->hdr_ok && strcmp(f->chain_id, g->chain_id) == 0)
 				found = (int)k;
-		if (found < 0) {
+			else if (found < 0 && (!f->hdr_ok || !g->hdr_ok))
+				found = (int)k;
+		}
+		if (found >= 0)
+			link_files(&c, i, (unsigned)found);
+		else if (g->hdr_ok)
 			report(&c, AL_V_MISSING_FILE, g->path, 1, 0, true, g->prev_seq + 1,
-			       "continues %s (up to seq %llu), which is not among the inputs", g->prev_name,
-			       (unsigned long long)g->prev_seq);
+			       "continues %s (up to seq %" PRIu64 "), which is not among the inputs", g->prev_name,
+			       g->prev_seq);
+		else
+			g->relink = true;
+	}
+	/* a file whose header is altered (its prev_name names nothing) or
+	 * unreadable (but a trusted successor names it): its predecessor is the
+	 * trusted file with no successor that starts last before it */
+	for (unsigned i = 0; i < n; i++) {
+		struct vfile *g = &c.files[i], *h = g->next >= 0 ? &c.files[g->next] : NULL;
+		const char *id = NULL;
+		uint64_t bound = 0;
+		int best = -1;
+		if (g->relink) {
+			id = g->chain_id;
+			bound = g->first_seq;
+		} else if (!g->has_header && g->prevf < 0 && h && h->hdr_ok) {
+			id = h->chain_id;
+			bound = h->prev_seq;
+		} else {
 			continue;
 		}
-		struct vfile *f = &c.files[found];
-		if (f->next >= 0) {
-			report(&c, AL_V_FORKED, g->path, 1, 0, true, g->prev_seq + 1,
-			       "continues %s, which %s continues too", f->path, c.files[f->next].path);
-			continue;
+		for (unsigned k = 0; k < n; k++) {
+			struct vfile *f = &c.files[k];
+			if (k != i && f->next < 0 && f->hdr_ok && f->first_seq < bound &&
+			    (g->relink || strcmp(f->chain_id, id) == 0) &&
+			    (best < 0 || f->first_seq > c.files[best].first_seq))
+				best = (int)k;
 		}
-		f->next = (int)i;
-		if (o->has_from && g->prev_seq < o->from_seq) {
-			f->skip = true; /* every record of f is before the checkpoint */
-			continue;
+		if (best >= 0)
+			link_files(&c, i, (unsigned)best);
+	}
+	/* chains: a trusted header names its own; an altered or missing header
+	 * takes the chain of the files it is linked with */
+	for (unsigned i = 0; i < n; i++)
+		if (c.files[i].hdr_ok)
+			c.files[i].chain = chain_of(res, c.files[i].chain_id);
+	for (bool changed = true; changed;) {
+		changed = false;
+		for (unsigned i = 0; i < n; i++) {
+			struct vfile *f = &c.files[i];
+			if (f->chain >= 0)
+				continue;
+			if (f->next >= 0 && c.files[f->next].chain >= 0)
+				f->chain = c.files[f->next].chain;
+			else if (f->prevf >= 0 && c.files[f->prevf].chain >= 0)
+				f->chain = c.files[f->prevf].chain;
+			changed |= f->chain >= 0;
 		}
-		if (g->sealed_prev && g->prev_size <= f->size)
-			f->limit = g->prev_size; /* beyond it: a sealed file's unacknowledged tail */
-		else if (g->prev_size != f->size)
-			report(&c, AL_V_MODIFIED, f->path, 0, f->size, true, g->prev_seq,
-			       "the file is %llu bytes long, but %s recorded %llu when it continued it",
-			       (unsigned long long)f->size, g->path, (unsigned long long)g->prev_size);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct vfile *f = &c.files[i];
+		if (f->chain < 0)
+			f->chain = chain_of(res, f->has_header ? f->chain_id : "");
+		res->chain[f->chain].files++;
+	}
+	if (o->follow) { /* tail the head of the one chain: no successor, started last */
+		int head = -1;
+		if (res->chains != 1) {
+			r = -EXDEV;
+			goto out;
+		}
+		for (unsigned i = 0; i < n; i++)
+			if (c.files[i].next < 0 &&
+			    (head < 0 || c.files[i].first_seq > c.files[head].first_seq))
+				head = (int)i;
+		c.files[head].follow = true;
+		c.files[head].limit = UINT64_MAX;
+		c.follow_path = active_path(&c, c.files[head].path);
+		if (!c.follow_path) {
+			r = -ENOMEM;
+			goto out;
+		}
 	}
 	/* walk each chain from its start(s): files without a predecessor among
 	 * the inputs; then whatever no start reached (a cycle of links) */
 	for (int pass = 0; pass < 2; pass++) {
 		for (unsigned i = 0; i < n; i++) {
-			bool is_start = true;
-			for (unsigned k = 0; k < n && pass == 0; k++)
-				if (c.files[k].next == (int)i)
-					is_start = false;
-			if (!is_start || c.files[i].visited)
+			if ((pass == 0 && c.files[i].prevf >= 0) || c.files[i].visited)
 				continue;
 			r = walk_from(&c, (int)i);
 			if (r < 0)
@@ -621,21 +1184,36 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 	}
 	if (o->has_from && !c.saw_from)
 		report(&c, AL_V_TRUNCATED, n ? paths[n - 1] : "", 0, 0, true, o->from_seq,
-		       "no record with seq %llu (the --from checkpoint) among the inputs",
-		       (unsigned long long)o->from_seq);
+		       "no record with seq %" PRIu64 " (the --from checkpoint) among the inputs", o->from_seq);
 	if (o->has_expect_head) {
 		if (!c.saw_expect)
 			report(&c, AL_V_TRUNCATED, n ? paths[n - 1] : "", 0, 0, true, o->expect_seq,
-			       "no record with seq %llu: the log ends before the expected head",
-			       (unsigned long long)o->expect_seq);
+			       "no record with seq %" PRIu64 ": the log ends before the expected head",
+			       o->expect_seq);
 		else if (!c.expect_ok)
 			report(&c, AL_V_MODIFIED, n ? paths[n - 1] : "", 0, 0, true, o->expect_seq,
-			       "the record with seq %llu does not have the expected hash: the chain was "
-			       "rewritten", (unsigned long long)o->expect_seq);
+			       "the record with seq %" PRIu64 " does not have the expected hash: the chain was "
+			       "rewritten", o->expect_seq);
 	}
 out:
+	for (unsigned i = 0; c.files && i < n; i++)
+		if (c.files[i].fd >= 0)
+			close(c.files[i].fd);
+	while (c.more) {
+		struct vfile *nf = c.more;
+		c.more = nf->more;
+		if (nf->fd >= 0)
+			close(nf->fd);
+		free(nf);
+	}
+	while (c.names) {
+		char *p = c.names;
+		memcpy(&c.names, p, sizeof(char *));
+		free(p);
+	}
 	free(c.files);
 	free(c.dec);
+	free(c.line2);
 	free(c.work);
 	return r;
 }

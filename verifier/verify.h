@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The verification engine (first step of issue 3): walks log files written by
+ * The verification engine (issue 3): walks log files written by
  * libauditlog, groups them into chains by chain_id, orders each chain by its
  * headers' links, and reports every problem with file, line, byte offset and
  * seq. Streams each file (constant memory in the log's size, except the
@@ -10,6 +10,7 @@
 #ifndef AUDITLOG_VERIFY_H
 #define AUDITLOG_VERIFY_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -63,6 +64,19 @@ struct al_vopts {
 	/* Each line that verified, in chain order, without its '\n' (--emit): a
 	 * record that chains from the one before it; never a line with a finding. */
 	void (*on_record)(void *ctx, const uint8_t *line, size_t len);
+	/* --follow: after the inputs, keep verifying the chain's head file as
+	 * it grows, and go on into the file that replaces it at its path on
+	 * rotation (its header must link to it). A partial last line is waited
+	 * for. Polls every poll_ms (default 100) until *stop becomes non-zero
+	 * (a signal handler sets it). The inputs must hold one chain (-EXDEV
+	 * otherwise). on_wait (may be NULL) runs before each sleep: flush there. */
+	bool follow;
+	unsigned poll_ms;
+	const volatile sig_atomic_t *stop;
+	void (*on_wait)(void *ctx);
+	/* Bytes read so far of `total` (the inputs' sizes at the start), after
+	 * each read (at most every 1 MiB); may be NULL. For a progress bar. */
+	void (*on_progress)(void *ctx, uint64_t done, uint64_t total);
 	void *ctx;
 };
 

@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * verify-bench: the verifier's figures (docs/benchmarks.md), each next to a
+ * baseline measured in the same run on the same file:
+ *
+ *   engine    al_verify_files (what auditlog-verify runs), one core
+ *   naive     a jansson-only verifier in C: json_loadb per line + SHA-256 of
+ *             the line (no canonical check, no chain): what a quick script does
+ *   sha256sum coreutils over the file: one hash, no parsing
+ *
+ *   verify-bench [--dir DIR] [--events N] [--runs N] [--keep]
+ *
+ * Writes a log of N events (default 3,300,000: > 1 GiB) with the library into
+ * a new directory under DIR (default /var/tmp; tmpfs and ramfs are refused),
+ * then times each contender --runs times (default 3) on the file, warm in the
+ * page cache, and prints the median. Timings are never asserted anywhere.
+ * Exit 0 the run completed, 1 a failure, 2 bad arguments or a refused DIR.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <linux/magic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <auditlog.h>
+#include <jansson.h>
+#include <openssl/sha.h>
+
+#include "verify.h"
+
+#ifndef VERIFY_BENCH_BUILD_TYPE
+#define VERIFY_BENCH_BUILD_TYPE "unknown"
+#endif
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double cpu_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(double), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The bench's event shape (docs/benchmarks.md, "The workload"). */
+static int write_log(const char *path, unsigned long n)
+{
+	static const char *const actions[] = {"C_Sign", "C_Verify", "C_Encrypt", "C_Decrypt"};
+	static const char *const labels[] = {"payments-signing-key", "release-code-signing-rsa3072",
+					     "customer-data-aes256-gcm", "tls-frontend-ecdsa-p256"};
+	static const uint64_t mechs[] = {0x1041, 0x1041, 0x1087, 0x1087};
+	struct auditlog_config *cfg = NULL;
+	struct auditlog *log = NULL;
+	int r;
+
+	if ((r = auditlog_config_new(&cfg)) < 0 || (r = auditlog_config_set_path(cfg, path)) < 0 ||
+	    (r = auditlog_config_set_queue_capacity(cfg, 1u << 18)) < 0 || (r = auditlog_open(cfg, &log)) < 0)
+		goto out;
+	for (unsigned long i = 0; i < n; i++) {
+		unsigned k = (unsigned)(i % 4);
+		uint8_t id[8] = {0x7b, 0x42, 0x10, 0xd3, 0x88, 0x05, 0, (uint8_t)k};
+		bool bad = k == 1 && i % 64 < 8 && i % 32 == 1;
+		struct auditlog_event ev = {
+			.flags = AUDITLOG_EV_RV | AUDITLOG_EV_MECHANISM | AUDITLOG_EV_SLOT | AUDITLOG_EV_SESSION,
+			.outcome = bad ? AUDITLOG_OUTCOME_FAILURE : AUDITLOG_OUTCOME_SUCCESS,
+			.rv = bad ? 0xc0 : 0, /* CKR_SIGNATURE_INVALID */
+			.mechanism = mechs[k],
+			.slot = 0,
+			.session = 1 + i % 4,
+			.action = actions[k],
+			.action_len = strlen(actions[k]),
+			.key_label = labels[k],
+			.key_label_len = strlen(labels[k]),
+			.key_id = id,
+			.key_id_len = sizeof(id),
+			.actor = "user",
+			.actor_len = 4,
+		};
+		if ((r = auditlog_record(log, &ev)) < 0)
+			goto out;
+	}
+out:
+	if (log) {
+		int c = auditlog_close(log);
+		if (!r)
+			r = c;
+	}
+	auditlog_config_free(cfg);
+	return r;
+}
+
+/* The naive verifier: every line through jansson, and its SHA-256. */
+static int naive(const char *path, uint64_t *ret_lines)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	uint64_t lines = 0;
+	int r = 0;
+
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return -errno;
+	const uint8_t *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return -errno;
+	(void)madvise((void *)m, (size_t)st.st_size, MADV_SEQUENTIAL);
+	for (size_t pos = 0; pos < (size_t)st.st_size;) {
+		const uint8_t *nl = memchr(m + pos, '\n', (size_t)st.st_size - pos);
+		size_t len = nl ? (size_t)(nl - (m + pos)) : (size_t)st.st_size - pos;
+		json_error_t err;
+		uint8_t md[SHA256_DIGEST_LENGTH];
+		json_t *j = json_loadb((const char *)m + pos, len, JSON_REJECT_DUPLICATES, &err);
+		if (!j) {
+			r = -EBADMSG;
+			break;
+		}
+		json_decref(j);
+		SHA256(m + pos, len, md);
+		lines++;
+		pos += len + 1;
+	}
+	munmap((void *)m, (size_t)st.st_size);
+	*ret_lines = lines;
+	return r;
+}
+
+static void env(const char *dir)
+{
+	struct utsname u;
+	char model[256] = "?";
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char line[512];
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "model name", 10)) {
+			char *c = strchr(line, ':');
+			const char *v = c ? c + 2 : line;
+			size_t n = strcspn(v, "\n");
+			if (n >= sizeof(model))
+				n = sizeof(model) - 1;
+			memcpy(model, v, n);
+			model[n] = 0;
+			break;
+		}
+	if (f)
+		fclose(f);
+	uname(&u);
+	printf("machine: %s, %ld online CPU(s), %s %s\n", model, sysconf(_SC_NPROCESSORS_ONLN), u.sysname,
+	       u.release);
+	printf("build: %s; directory: %s\n", VERIFY_BENCH_BUILD_TYPE, dir);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"dir", required_argument, NULL, 'd'},  {"events", required_argument, NULL, 'n'},
+		{"runs", required_argument, NULL, 'r'}, {"keep", no_argument, NULL, 'k'},
+		{"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0},
+	};
+	const char *base = "/var/tmp";
+	unsigned long events = 3300000, runs = 3;
+	bool keep = false;
+	int c, r;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		char *end;
+		switch (c) {
+		case 'd': base = optarg; break;
+		case 'k': keep = true; break;
+		case 'n':
+		case 'r': {
+			errno = 0;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (errno || *end || end == optarg || !v || (c == 'r' && v > 99)) {
+				fprintf(stderr, "verify-bench: bad number: %s\n", optarg);
+				return 2;
+			}
+			*(c == 'n' ? &events : &runs) = v;
+			break;
+		}
+		case 'h':
+			printf("usage: verify-bench [--dir DIR] [--events N] [--runs N] [--keep]\n");
+			return 0;
+		default: return 2;
+		}
+	}
+	struct statfs sf;
+	if (statfs(base, &sf) < 0 || sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC) {
+		fprintf(stderr, "verify-bench: %s: %s\n", base,
+			errno ? strerror(errno) : "tmpfs/ramfs refused: use a real disk");
+		return 2;
+	}
+	char dir[4096], path[4200], cmd[4400];
+	snprintf(dir, sizeof(dir), "%s/verify-bench.XXXXXX", base);
+	if (!mkdtemp(dir)) {
+		perror("verify-bench: mkdtemp");
+		return 1;
+	}
+	snprintf(path, sizeof(path), "%s/audit.log", dir);
+	env(dir);
+	double t0 = now();
+	r = write_log(path, events);
+	if (r < 0) {
+		fprintf(stderr, "verify-bench: writing the log: %s\n", strerror(-r));
+		return 1;
+	}
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return 1;
+	uint64_t records = events + 1;
+	double mb = (double)st.st_size / 1e6;
+	printf("log: %" PRIu64 " records, %lld bytes (%.1f bytes a line), written in %.1f s; one file, v1; "
+	       "warm page cache\n", records, (long long)st.st_size, (double)st.st_size / (double)records,
+	       now() - t0);
+
+	double te[100], tc[100], tn[100], ts[100];
+	char *paths[1] = {path};
+	for (unsigned long i = 0; i < runs; i++) {
+		struct al_vopts o = {0};
+		struct al_vresult res;
+		double a = now(), ac = cpu_now();
+		r = al_verify_files(paths, 1, &o, &res);
+		te[i] = now() - a;
+		tc[i] = cpu_now() - ac;
+		uint64_t bad = 0;
+		for (int k = 0; k < AL_V__MAX; k++)
+			bad += res.findings[k];
+		if (r < 0 || bad || res.records != records) {
+			fprintf(stderr, "verify-bench: the engine did not verify the log clean\n");
+			return 1;
+		}
+		al_vresult_free(&res);
+	}
+	for (unsigned long i = 0; i < runs; i++) {
+		uint64_t lines = 0;
+		double a = now();
+		if (naive(path, &lines) < 0 || lines != records) {
+			fprintf(stderr, "verify-bench: the naive parse failed\n");
+			return 1;
+		}
+		tn[i] = now() - a;
+	}
+	snprintf(cmd, sizeof(cmd), "sha256sum '%s' >/dev/null", path);
+	for (unsigned long i = 0; i < runs; i++) {
+		double a = now();
+		if (system(cmd) != 0) {
+			fprintf(stderr, "verify-bench: sha256sum failed\n");
+			return 1;
+		}
+		ts[i] = now() - a;
+	}
+	double me = median(te, (int)runs), mc = median(tc, (int)runs), mn = median(tn, (int)runs),
+	       ms = median(ts, (int)runs);
+	printf("\n%-34s %10s %14s %10s %8s\n", "contender (median of runs)", "seconds", "records/s", "MB/s",
+	       "ratio");
+	printf("%-34s %10.3f %14.0f %10.1f %8.2f\n", "engine (auditlog-verify), 1 core", me, records / me,
+	       mb / me, 1.0);
+	printf("%-34s %10.3f %14.0f %10.1f %8.2f\n", "  same, CPU time", mc, records / mc, mb / mc, me / mc);
+	printf("%-34s %10.3f %14.0f %10.1f %8.2f\n", "naive: jansson + SHA-256 a line", mn, records / mn,
+	       mb / mn, me / mn);
+	printf("%-34s %10.3f %14s %10.1f %8.2f\n", "sha256sum of the file", ms, "-", mb / ms, me / ms);
+	printf("(ratio: engine time / contender time; > 1: the contender is faster)\n");
+	printf("runs: engine");
+	for (unsigned long i = 0; i < runs; i++)
+		printf(" %.3f", te[i]);
+	printf("; naive");
+	for (unsigned long i = 0; i < runs; i++)
+		printf(" %.3f", tn[i]);
+	printf("; sha256sum");
+	for (unsigned long i = 0; i < runs; i++)
+		printf(" %.3f", ts[i]);
+	printf("\ntarget: >= 1,000,000 records/s per core on canonical lines: %s\n",
+	       records / mc >= 1e6 ? "met" : "NOT met");
+	if (!keep) {
+		unlink(path);
+		rmdir(dir);
+	} else {
+		printf("kept: %s\n", path);
+	}
+	return 0;
+}
