@@ -5,7 +5,7 @@ set -eu
 
 PKGS="build-essential cmake ninja-build pkg-config python3
 libssl-dev libjansson-dev liburing-dev libcmocka-dev libp11-kit-dev
-clang libclang-rt-14-dev"
+clang libclang-rt-14-dev softhsm2 opensc python3-pykcs11 python3-cryptography openssl"
 
 missing=""
 for p in $PKGS; do

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# p11-bench on a short run (a few iterations) against SoftHSMv2, and our token
+# when it is built: the JSON and CSV reports parse and hold every operation on
+# every module, --compare exits 0 on equal input and non-zero on a fabricated
+# regression, bad arguments exit 2, and the run leaves no directory behind.
+# Timings are never asserted.
+#
+#   p11bench.sh P11_BENCH [LIBSOFTTOKEN]
+#
+# Exit 77 (skip) when SoftHSMv2 or /usr/bin/python3 is missing, or when the
+# scratch directory under /var/tmp is in memory (p11-bench refuses tmpfs).
+set -euo pipefail
+
+BENCH=${1:?usage: p11bench.sh P11_BENCH [LIBSOFTTOKEN]}
+OURS=${2:-}
+SOFTHSM=/usr/lib/softhsm/libsofthsm2.so
+PY=/usr/bin/python3
+
+if [ ! -e "$SOFTHSM" ]; then
+	echo "SKIP: SoftHSMv2 is not installed ($SOFTHSM; apt-get install softhsm2)"
+	exit 77
+fi
+if [ ! -x "$PY" ]; then
+	echo "SKIP: $PY is missing (the reports are checked with it)"
+	exit 77
+fi
+
+tmp=$(mktemp -d)
+vtmp=$(mktemp -d /var/tmp/p11bench-test.XXXXXX)
+trap 'rm -rf "$tmp" "$vtmp"' EXIT
+
+fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+
+mods=(--module "$SOFTHSM")
+if [ -n "$OURS" ]; then
+	if [ -e "$OURS" ]; then
+		mods+=(--module "$OURS")
+	else
+		echo "note: our token $OURS is not built: SoftHSMv2 and raw only"
+		OURS=""
+	fi
+fi
+short=(--iterations 3 --warmup 1 --dir "$vtmp")
+
+run() { # run EXPECTED_RC ARGS...: p11-bench's exit status must be EXPECTED_RC
+	local want=$1 rc=0
+	shift
+	"$BENCH" "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+	if [ "$rc" -eq 2 ] && grep -q "refusing" "$tmp/err"; then
+		cat "$tmp/err"
+		echo "SKIP: $vtmp is on a file system p11-bench refuses"
+		exit 77
+	fi
+	if [ "$rc" -ne "$want" ]; then
+		cat "$tmp/err" >&2
+		fail "p11-bench $* exited $rc, not $want"
+	fi
+}
+
+# --- bad arguments: exit 2 -------------------------------------------------
+for bad in "--iterations 0" "--iterations x" "--warmup -1" "--threads 0" "--threads 1,,"
+do
+	# shellcheck disable=SC2086
+	run 2 $bad
+done
+run 2 --format xml
+run 2 --data-sizes 12Q
+run 2 --only no-such-op
+run 2 --module /nonexistent/libsofthsm2.so
+run 2 --module /etc/hostname
+run 2 --input "$tmp/x.json"
+run 2 surplus-argument
+
+# --- a short run, JSON -------------------------------------------------------
+run 0 "${mods[@]}" "${short[@]}" --format json --output "$tmp/a.json"
+# --- the same, CSV (our token's audit-off run only in the JSON one: time) ------
+run 0 "${mods[@]}" "${short[@]}" --no-audit-off --format csv --output "$tmp/a.csv"
+# --- a table on stdout (a subset) ------------------------------------------------
+run 0 --module "$SOFTHSM" "${short[@]}" --only 'sha256,aes-gcm-d*' --data-sizes 256
+grep -q "^results:" "$tmp/out" || fail "the table has no results section"
+grep -q "aes-gcm-decrypt" "$tmp/out" || fail "the table lacks aes-gcm-decrypt"
+if grep -q "aes-gcm-encrypt" "$tmp/out"; then fail "--only did not filter"; fi
+
+# Every operation on every arm, every size and thread count; metadata.
+"$PY" - "$tmp/a.json" "$tmp/a.csv" "$OURS" <<'EOF'
+import csv, json, sys
+
+jpath, cpath, ours = sys.argv[1], sys.argv[2], sys.argv[3]
+OPS = ["aes-gcm-encrypt", "aes-gcm-decrypt", "ecdsa-p256-sign", "ecdsa-p256-verify",
+       "rsa2048-sign", "rsa2048-verify", "sha256", "keygen-aes256", "keygen-ec-p256",
+       "keygen-rsa2048", "find-1-of-257", "find-257-by-class"]
+NORAW = {"find-1-of-257", "find-257-by-class"}
+SIZES = [256, 4096, 65536, 1048576]
+
+def expected(arm):
+    want = set()
+    for op in OPS:
+        if arm == "raw" and op in NORAW:
+            continue
+        if op in ("aes-gcm-encrypt", "sha256"):
+            want |= {(op, 1, s) for s in SIZES}
+        elif op == "aes-gcm-decrypt":
+            want.add((op, 1, 4096))
+        elif op.startswith(("ecdsa", "rsa")):
+            want.add((op, 1, 32))
+        else:
+            want.add((op, 1, 0))
+    for t in (2, 4, 8):  # the threaded runs, one session (or EVP context) per thread
+        want.add(("aes-gcm-encrypt", t, 4096))
+        want.add(("ecdsa-p256-sign", t, 32))
+    return want
+
+def check(rows, what, noaudit):
+    arms = {}
+    for r in rows:
+        arms.setdefault(r["arm"], set()).add(
+            (r["operation"], int(r["threads"]), int(r["data_bytes"])))
+        if r.get("error"):
+            sys.exit(f"{what}: {r['arm']} {r['operation']}: {r['error']}")
+        if float(r["ops_per_sec"]) <= 0 or int(r["iterations"]) < 3:
+            sys.exit(f"{what}: {r['arm']} {r['operation']}: no measurement: {r}")
+        for k in ("p50_us", "p95_us", "p99_us"):
+            float(r[k])
+    want_arms = {"softhsm2", "raw"} | ({"softtoken"} if ours else set())
+    want_arms |= {"softtoken-noaudit"} if ours and noaudit else set()
+    if set(arms) != want_arms:
+        sys.exit(f"{what}: arms {sorted(arms)}, not {sorted(want_arms)}")
+    for arm, got in arms.items():
+        want = expected(arm)
+        if got != want:
+            sys.exit(f"{what}: {arm}: missing {sorted(want - got)}, extra {sorted(got - want)}")
+
+d = json.load(open(jpath))
+m = d["metadata"]
+for k in ("time", "host", "cpu", "kernel", "build_type", "openssl", "modules",
+          "fdatasync_p50_us", "process_wall_s", "audit_check"):
+    if k not in m:
+        sys.exit(f"json: metadata lacks {k}")
+if not m["fdatasync_p50_us"] > 0:
+    sys.exit("json: fdatasync_p50_us is not positive")
+for mod in m["modules"]:
+    if mod["kind"] != "raw" and not mod.get("library_version"):
+        sys.exit(f"json: module {mod['arm']} has no version")
+if ours:
+    if m["audit_check"] != "pass":
+        sys.exit(f"json: audit_check is {m['audit_check']}")
+    st = [x for x in m["modules"] if x["arm"] == "softtoken"][0]
+    if st["audit_records"] != st["audited_calls"]:
+        sys.exit(f"json: audit records {st['audit_records']} != calls {st['audited_calls']}")
+for r in d["results"]:
+    for k in ("module", "operation", "threads", "data_bytes", "iterations", "ops_per_sec",
+              "p50_us", "p95_us", "p99_us"):
+        if k not in r:
+            sys.exit(f"json: a result lacks {k}: {r}")
+    if (r["module"] == "raw") != (r["arm"] == "raw"):
+        sys.exit(f"json: module of {r['arm']} is {r['module']}")
+check(d["results"], "json", True)
+
+with open(cpath, newline="") as f:
+    rows = list(csv.DictReader(f))
+check(rows, "csv", False)
+if len(rows) != len([r for r in d["results"] if r["arm"] != "softtoken-noaudit"]):
+    sys.exit(f"csv has {len(rows)} rows, json {len(d['results'])}")
+print(f"ok: {len(rows)} results in JSON and CSV")
+
+# a fabricated baseline: one result was twice as fast there
+d["results"][0]["ops_per_sec"] *= 2
+json.dump(d, open(jpath + ".fast", "w"))
+EOF
+
+# --- --compare ----------------------------------------------------------------------
+run 0 --compare "$tmp/a.json" --input "$tmp/a.json"
+grep -q "0 slower beyond" "$tmp/out" || fail "--compare on equal input reports a regression"
+run 3 --compare "$tmp/a.json.fast" --input "$tmp/a.json"
+grep -q "REGRESSION" "$tmp/out" || fail "--compare does not name the regression"
+run 0 --compare "$tmp/a.json.fast" --input "$tmp/a.json" --threshold 60
+run 2 --compare "$tmp/a.csv" --input "$tmp/a.json"
+
+# --- nothing left behind -----------------------------------------------------------
+if [ -n "$(ls -A "$vtmp")" ]; then
+	ls -la "$vtmp" >&2
+	fail "p11-bench left files in $vtmp"
+fi
+echo "PASS"
