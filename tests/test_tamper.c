@@ -743,7 +743,12 @@ static void test_bit_flips(void **state)
 	flips += flip_line(&fx, 1, 4); /* a v0 event */
 	fx_free(&fx);
 	print_message("%u single-bit flips, each found once at its line\n", flips);
-	assert_true(flips > (getenv("AUDITLOG_TEST_SCALE") ? 2000u : 12000u));
+	{
+		/* sanitizer builds flip every bit of every n-th byte only */
+		const char *sc = getenv("AUDITLOG_TEST_SCALE");
+		unsigned long scale = sc ? strtoul(sc, NULL, 10) : 1;
+		assert_true(flips * (scale ? scale : 1) > 10000u);
+	}
 }
 
 /* ---- the attacker who recomputes the chain ------------------------------------ */
