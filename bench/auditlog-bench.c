@@ -56,6 +56,7 @@
 
 #include <auditlog.h>
 
+#include "benchutil.h"
 #include "format.h"
 
 #ifndef AUDITLOG_BENCH_BUILD_TYPE
@@ -72,6 +73,7 @@
 #endif
 
 #define PROG "auditlog-bench"
+const char *const bench_prog = PROG;
 
 /* ---- defaults and targets (docs/benchmarks.md, DESIGN.md "Figures") ------- */
 
@@ -191,13 +193,6 @@ __attribute__((format(printf, 1, 2))) static void error_msg(const char *fmt, ...
 	va_end(ap);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t realtime_ns(void)
 {
 	struct timespec ts;
@@ -248,29 +243,6 @@ static inline uint64_t raw_tick(void)
 #endif
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank percentile (q in 0..1) of a sorted array. */
-static uint64_t pct(const uint64_t *v, size_t n, double q)
-{
-	double x = q * (double)n;
-	size_t k = (size_t)x;
-
-	if (n == 0)
-		return 0;
-	if ((double)k < x)
-		k++;
-	if (k == 0)
-		k = 1;
-	if (k > n)
-		k = n;
-	return v[k - 1];
-}
-
 static int write_full(int fd, const void *buf, size_t len, uint64_t off)
 {
 	const uint8_t *p = buf;
@@ -303,46 +275,6 @@ static int datasync(int fd)
 	return fdatasync(fd) < 0 ? -errno : 0;
 }
 
-/* Read a small text file whole (NUL-terminated, trailing newline cut). */
-static int read_small(const char *path, char *buf, size_t cap)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	do
-		n = read(fd, buf, cap - 1);
-	while (n < 0 && errno == EINTR);
-	int e = errno;
-	close(fd);
-	if (n < 0)
-		return -e;
-	buf[n] = '\0';
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-		buf[--n] = '\0';
-	return (int)n;
-}
-
-static void fmt_count(double v, char *out, size_t cap)
-{
-	char tmp[32];
-	int n, j = 0, lead;
-
-	if (!isfinite(v) || v < 0) {
-		snprintf(out, cap, "-");
-		return;
-	}
-	n = snprintf(tmp, sizeof(tmp), "%.0f", v);
-	lead = n % 3 ? n % 3 : 3;
-	for (int i = 0; i < n && (size_t)j + 2 < cap; i++) {
-		if (i && (i - lead) % 3 == 0)
-			out[j++] = ',';
-		out[j++] = tmp[i];
-	}
-	out[j] = '\0';
-}
-
 /* ---- argument parsing ----------------------------------------------------- */
 
 static void usage(FILE *f)
@@ -369,63 +301,6 @@ static void usage(FILE *f)
 	      "                       and keep it (an existing log is continued); no other phase\n"
 	      "  -h, --help           this text\n",
 	      f);
-}
-
-__attribute__((format(printf, 1, 2), noreturn)) static void bad_arg(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fputs(PROG ": ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputs("\n" PROG ": try '" PROG " --help'\n", stderr);
-	va_end(ap);
-	exit(2);
-}
-
-/* Decimal, no sign; with `suffixes`, an optional K, M or G (powers of 1024). */
-static bool parse_u64(const char *s, bool suffixes, uint64_t *ret)
-{
-	char *end;
-	unsigned long long v;
-	unsigned shift = 0;
-
-	if (!s || *s < '0' || *s > '9')
-		return false;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return false;
-	if (suffixes && *end) {
-		switch (*end) {
-		case 'k': case 'K': shift = 10; break;
-		case 'm': case 'M': shift = 20; break;
-		case 'g': case 'G': shift = 30; break;
-		default: return false;
-		}
-		end++;
-		if (*end == 'i' && end[1] == 'B')
-			end += 2;
-		else if (*end == 'B')
-			end++;
-	}
-	if (*end)
-		return false;
-	if (shift && v > (UINT64_MAX >> shift))
-		return false;
-	*ret = (uint64_t)v << shift;
-	return true;
-}
-
-static uint64_t arg_u64(const char *opt, const char *val, uint64_t lo, uint64_t hi, bool suffixes)
-{
-	uint64_t v;
-
-	if (!parse_u64(val, suffixes, &v))
-		bad_arg("%s: not a non-negative integer: '%s'", opt, val);
-	if (v < lo || v > hi)
-		bad_arg("%s: %" PRIu64 " is out of range %" PRIu64 "..%" PRIu64, opt, v, lo, hi);
-	return v;
 }
 
 static void parse_args(int argc, char **argv, struct opts *o)
@@ -562,23 +437,6 @@ struct env {
 	double timer_overhead_ns;
 	double timer_resolution_ns; /* smallest step between two readings */
 };
-
-static const char *magic_name(unsigned long m)
-{
-	switch (m) {
-	case EXT4_SUPER_MAGIC: return "ext2/3/4";
-	case XFS_SUPER_MAGIC: return "xfs";
-	case BTRFS_SUPER_MAGIC: return "btrfs";
-	case TMPFS_MAGIC: return "tmpfs";
-	case RAMFS_MAGIC: return "ramfs";
-	case OVERLAYFS_SUPER_MAGIC: return "overlay";
-	case NFS_SUPER_MAGIC: return "nfs";
-	case F2FS_SUPER_MAGIC: return "f2fs";
-	case 0x2fc12fc1: return "zfs";
-	case 0x65735546: return "fuse";
-	default: return "unknown";
-	}
-}
 
 /* The mount holding `path` (its st_dev, the longest mount point that is a
  * prefix of its real path) from /proc/self/mountinfo. */
@@ -1511,32 +1369,6 @@ static bool target_pass(const struct target *t)
 	return t->ge ? t->value >= t->limit : t->value <= t->limit;
 }
 
-struct jw {
-	FILE *f;
-	bool first;
-};
-
-static void jkey(struct jw *j, const char *k)
-{
-	fprintf(j->f, "%s\"%s\":", j->first ? "" : ",", k);
-	j->first = false;
-}
-
-static void jstr(struct jw *j, const char *k, const char *v)
-{
-	jkey(j, k);
-	fputc('"', j->f);
-	for (const unsigned char *s = (const unsigned char *)v; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fprintf(j->f, "\\%c", *s);
-		else if (*s < 0x20)
-			fprintf(j->f, "\\u%04x", *s);
-		else
-			fputc(*s, j->f);
-	}
-	fputc('"', j->f);
-}
-
 static void jnum(struct jw *j, const char *k, double v)
 {
 	jkey(j, k);
@@ -1544,43 +1376,6 @@ static void jnum(struct jw *j, const char *k, double v)
 		fprintf(j->f, "%.6g", v);
 	else
 		fputs("null", j->f);
-}
-
-static void jfix(struct jw *j, const char *k, double v, int prec)
-{
-	jkey(j, k);
-	if (isfinite(v))
-		fprintf(j->f, "%.*f", prec, v);
-	else
-		fputs("null", j->f);
-}
-
-static void ju64(struct jw *j, const char *k, uint64_t v)
-{
-	jkey(j, k);
-	fprintf(j->f, "%" PRIu64, v);
-}
-
-static void jbool(struct jw *j, const char *k, bool v)
-{
-	jkey(j, k);
-	fputs(v ? "true" : "false", j->f);
-}
-
-static void jopen(struct jw *j, const char *k, char c)
-{
-	if (k)
-		jkey(j, k);
-	else if (!j->first)
-		fputc(',', j->f);
-	fputc(c, j->f);
-	j->first = true;
-}
-
-static void jclose(struct jw *j, char c)
-{
-	fputc(c, j->f);
-	j->first = false;
 }
 
 static void json_env(struct jw *j, const struct env *e)

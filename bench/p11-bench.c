@@ -66,6 +66,7 @@
 #include <openssl/rand.h>
 #include <openssl/rsa.h>
 
+#include "benchutil.h"
 #include "p11names.h"
 
 /* Last: in its default (compat) mode this header #defines common words
@@ -86,6 +87,7 @@
 #endif
 
 #define PROG "p11-bench"
+const char *const bench_prog = PROG;
 #define SOFTHSM_DEFAULT "/usr/lib/softhsm/libsofthsm2.so"
 
 /* ---- defaults ------------------------------------------------------------- */
@@ -222,48 +224,6 @@ __attribute__((format(printf, 1, 2))) static void error_msg(const char *fmt, ...
 	va_end(ap);
 }
 
-__attribute__((format(printf, 1, 2), noreturn)) static void bad_arg(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fputs(PROG ": ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputs("\n" PROG ": try '" PROG " --help'\n", stderr);
-	va_end(ap);
-	exit(2);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank percentile (q in 0..1) of a sorted array. */
-static uint64_t pct(const uint64_t *v, size_t n, double q)
-{
-	double x = q * (double)n;
-	size_t k = (size_t)x;
-
-	if (n == 0)
-		return 0;
-	if ((double)k < x)
-		k++;
-	if (k == 0)
-		k = 1;
-	if (k > n)
-		k = n;
-	return v[k - 1];
-}
-
 static const char *ckr_name(CK_RV rv)
 {
 	static _Thread_local char buf[24];
@@ -273,27 +233,6 @@ static const char *ckr_name(CK_RV rv)
 		return n;
 	snprintf(buf, sizeof(buf), "0x%08lx", (unsigned long)rv);
 	return buf;
-}
-
-/* Read a small text file whole (NUL-terminated, trailing newline cut). */
-static int read_small(const char *path, char *buf, size_t cap)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	do
-		n = read(fd, buf, cap - 1);
-	while (n < 0 && errno == EINTR);
-	int e = errno;
-	close(fd);
-	if (n < 0)
-		return -e;
-	buf[n] = '\0';
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-		buf[--n] = '\0';
-	return (int)n;
 }
 
 static int write_file(const char *path, const char *text)
@@ -339,25 +278,6 @@ static void p11_str(char *out, size_t cap, const unsigned char *s, size_t n)
 		n--;
 	for (size_t i = 0; i < n && j + 1 < cap; i++)
 		out[j++] = s[i] >= 0x20 && s[i] < 0x7f ? (char)s[i] : '?';
-	out[j] = '\0';
-}
-
-static void fmt_count(double v, char *out, size_t cap)
-{
-	char tmp[32];
-	int n, j = 0, lead;
-
-	if (!isfinite(v) || v < 0) {
-		snprintf(out, cap, "-");
-		return;
-	}
-	n = snprintf(tmp, sizeof(tmp), "%.0f", v);
-	lead = n % 3 ? n % 3 : 3;
-	for (int i = 0; i < n && (size_t)j + 2 < cap; i++) {
-		if (i && (i - lead) % 3 == 0)
-			out[j++] = ',';
-		out[j++] = tmp[i];
-	}
 	out[j] = '\0';
 }
 
@@ -448,50 +368,6 @@ static void usage(FILE *f)
 	      "Exit status: 0 done, 1 failure (module, OpenSSL, system, audit record count),\n"
 	      "2 bad arguments, 3 --compare found a regression.\n",
 	      f);
-}
-
-/* Decimal, no sign; with `suffixes`, an optional K or M (powers of 1024). */
-static bool parse_u64(const char *s, bool suffixes, uint64_t *ret)
-{
-	char *end;
-	unsigned long long v;
-	unsigned shift = 0;
-
-	if (!s || *s < '0' || *s > '9')
-		return false;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return false;
-	if (suffixes && *end) {
-		switch (*end) {
-		case 'k': case 'K': shift = 10; break;
-		case 'm': case 'M': shift = 20; break;
-		default: return false;
-		}
-		end++;
-		if (*end == 'i' && end[1] == 'B')
-			end += 2;
-		else if (*end == 'B')
-			end++;
-	}
-	if (*end)
-		return false;
-	if (shift && v > (UINT64_MAX >> shift))
-		return false;
-	*ret = (uint64_t)v << shift;
-	return true;
-}
-
-static uint64_t arg_u64(const char *opt, const char *val, uint64_t lo, uint64_t hi, bool suffixes)
-{
-	uint64_t v;
-
-	if (!parse_u64(val, suffixes, &v))
-		bad_arg("%s: not a non-negative integer: '%s'", opt, val);
-	if (v < lo || v > hi)
-		bad_arg("%s: %" PRIu64 " is out of range %" PRIu64 "..%" PRIu64, opt, v, lo, hi);
-	return v;
 }
 
 /* A comma-separated list of integers into out[]; duplicates are dropped. */
@@ -2131,22 +2007,6 @@ struct env {
 	char ours_absent[PATH_MAX]; /* our token's default path when it is not built */
 };
 
-static const char *magic_name(unsigned long m)
-{
-	switch (m) {
-	case EXT4_SUPER_MAGIC: return "ext2/3/4";
-	case XFS_SUPER_MAGIC: return "xfs";
-	case BTRFS_SUPER_MAGIC: return "btrfs";
-	case TMPFS_MAGIC: return "tmpfs";
-	case RAMFS_MAGIC: return "ramfs";
-	case OVERLAYFS_SUPER_MAGIC: return "overlay";
-	case NFS_SUPER_MAGIC: return "nfs";
-	case F2FS_SUPER_MAGIC: return "f2fs";
-	case 0x2fc12fc1: return "zfs";
-	default: return "unknown";
-	}
-}
-
 static void gather_env(struct env *e, const char *dir)
 {
 	struct utsname u;
@@ -2319,69 +2179,6 @@ static const char *kind_name(enum kind k)
 static const char *audit_name(enum audit a)
 {
 	return a == AUDIT_ON ? "on" : a == AUDIT_OFF ? "off" : "n/a";
-}
-
-struct jw {
-	FILE *f;
-	bool first;
-};
-
-static void jkey(struct jw *j, const char *k)
-{
-	fprintf(j->f, "%s\"%s\":", j->first ? "" : ",", k);
-	j->first = false;
-}
-
-static void jstr(struct jw *j, const char *k, const char *v)
-{
-	jkey(j, k);
-	fputc('"', j->f);
-	for (const unsigned char *s = (const unsigned char *)v; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fprintf(j->f, "\\%c", *s);
-		else if (*s < 0x20)
-			fprintf(j->f, "\\u%04x", *s);
-		else
-			fputc(*s, j->f);
-	}
-	fputc('"', j->f);
-}
-
-static void jfix(struct jw *j, const char *k, double v, int prec)
-{
-	jkey(j, k);
-	if (isfinite(v))
-		fprintf(j->f, "%.*f", prec, v);
-	else
-		fputs("null", j->f);
-}
-
-static void ju64(struct jw *j, const char *k, uint64_t v)
-{
-	jkey(j, k);
-	fprintf(j->f, "%" PRIu64, v);
-}
-
-static void jbool(struct jw *j, const char *k, bool v)
-{
-	jkey(j, k);
-	fputs(v ? "true" : "false", j->f);
-}
-
-static void jopen(struct jw *j, const char *k, char c)
-{
-	if (k)
-		jkey(j, k);
-	else if (!j->first)
-		fputc(',', j->f);
-	fputc(c, j->f);
-	j->first = true;
-}
-
-static void jclose(struct jw *j, char c)
-{
-	fputc(c, j->f);
-	j->first = false;
 }
 
 static const char *arm_path(const struct arm *a)

@@ -216,6 +216,9 @@ CK_RV tok_obj_complete(struct tok_session *s, struct tok_attrs *a, CK_OBJECT_CLA
 /* ---- sessions (module.c) -------------------------------------------------- */
 CK_RV tok_session_get(CK_SESSION_HANDLE h, struct tok_session **ret);
 void tok_session_put(struct tok_session *s);
+/* An audited call's entry: tok_session_get, then tok_audit_gate (the
+ * session is put again when the gate is shut). */
+CK_RV tok_session_enter(CK_SESSION_HANDLE h, struct tok_session **ret);
 bool tok_session_rw(const struct tok_session *s);
 enum tok_login tok_login_state(struct tok_token *t);
 

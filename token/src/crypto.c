@@ -78,7 +78,7 @@ static CK_RV op_init(CK_SESSION_HANDLE h, enum tok_opslot k, CK_MECHANISM_PTR me
 	struct tok_session *s;
 	struct tok_object *key = NULL;
 	struct tok_active *a;
-	CK_RV rv = tok_session_get(h, &s), arv;
+	CK_RV rv = tok_session_enter(h, &s), arv;
 
 	if (rv != CKR_OK)
 		return rv;
@@ -466,9 +466,6 @@ CK_RV C_GenerateKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mech, CK_ATTRIBUTE_PTR
 	if (rv != CKR_OK)
 		return rv;
 	a.s = s;
-	rv = tok_audit_gate();
-	if (rv != CKR_OK)
-		goto out_put;
 	if (!mech || !phKey) {
 		rv = CKR_ARGUMENTS_BAD;
 		goto out;
@@ -500,7 +497,6 @@ out:
 done:
 	tok_attrs_free(&made);
 	tok_attrs_free(&attrs);
-out_put:
 	tok_session_put(s);
 	return rv;
 }
@@ -547,14 +543,11 @@ CK_RV C_GenerateKeyPair(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mech, CK_ATTRIBUTE
 	struct tok_object *opub = NULL, *opriv = NULL;
 	struct tok_audit a = { .action = "C_GenerateKeyPair", .kind = TOK_AUD_SENSITIVE };
 	CK_ULONG kt = 0, gm;
-	CK_RV rv = tok_session_get(h, &s), arv;
+	CK_RV rv = tok_session_enter(h, &s), arv;
 
 	if (rv != CKR_OK)
 		return rv;
 	a.s = s;
-	rv = tok_audit_gate();
-	if (rv != CKR_OK)
-		goto out_put;
 	if (!mech || !phPub || !phPriv) {
 		rv = CKR_ARGUMENTS_BAD;
 		goto out;
@@ -614,7 +607,6 @@ out:
 	tok_attrs_free(&priv);
 	tok_attrs_free(&mpub);
 	tok_attrs_free(&mpriv);
-out_put:
 	tok_session_put(s);
 	return rv;
 }
@@ -646,14 +638,11 @@ CK_RV C_WrapKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mech, CK_OBJECT_HANDLE hWr
 	struct tok_session *s;
 	struct tok_object *w = NULL, *k = NULL;
 	struct tok_audit a = { .action = "C_WrapKey", .kind = TOK_AUD_SENSITIVE };
-	CK_RV rv = tok_session_get(h, &s), arv;
+	CK_RV rv = tok_session_enter(h, &s), arv;
 
 	if (rv != CKR_OK)
 		return rv;
 	a.s = s;
-	rv = tok_audit_gate();
-	if (rv != CKR_OK)
-		goto out_put;
 	if (!mech || !out_len) {
 		rv = CKR_ARGUMENTS_BAD;
 		goto out;
@@ -692,7 +681,6 @@ out:
 quiet:
 	tok_obj_put(w);
 	tok_obj_put(k);
-out_put:
 	tok_session_put(s);
 	return rv;
 }
@@ -706,14 +694,11 @@ CK_RV C_UnwrapKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mech, CK_OBJECT_HANDLE h
 	struct tok_attrs attrs = { 0 }, made = { 0 };
 	struct tok_audit a = { .action = "C_UnwrapKey", .kind = TOK_AUD_SENSITIVE };
 	CK_ULONG cls = 0, kt = (CK_ULONG)-1;
-	CK_RV rv = tok_session_get(h, &s), arv;
+	CK_RV rv = tok_session_enter(h, &s), arv;
 
 	if (rv != CKR_OK)
 		return rv;
 	a.s = s;
-	rv = tok_audit_gate();
-	if (rv != CKR_OK)
-		goto out_put;
 	if (!mech || !phKey || (wrapped_len && !wrapped) || !wrapped_len) {
 		rv = CKR_ARGUMENTS_BAD;
 		goto out;
@@ -762,7 +747,6 @@ done:
 	tok_obj_put(u);
 	tok_attrs_free(&made);
 	tok_attrs_free(&attrs);
-out_put:
 	tok_session_put(s);
 	return rv;
 }

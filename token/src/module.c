@@ -95,6 +95,15 @@ bool tok_session_rw(const struct tok_session *s)
 	return s->flags & CKF_RW_SESSION;
 }
 
+CK_RV tok_session_enter(CK_SESSION_HANDLE h, struct tok_session **ret)
+{
+	CK_RV rv = tok_session_get(h, ret);
+
+	if (rv == CKR_OK && (rv = tok_audit_gate()) != CKR_OK)
+		tok_session_put(*ret);
+	return rv;
+}
+
 static void logout_locked(struct tok_token *t)
 {
 	if (tok_login_state(t) == TOK_USER)
@@ -582,14 +591,11 @@ CK_RV C_InitPIN(CK_SESSION_HANDLE h, CK_UTF8CHAR_PTR pPin, CK_ULONG ulPinLen)
 	struct tok_session *s;
 	struct tok_token *t;
 	struct tok_pin old;
-	CK_RV rv = tok_session_get(h, &s), arv;
+	CK_RV rv = tok_session_enter(h, &s), arv;
 
 	if (rv != CKR_OK)
 		return rv;
 	t = s->tok;
-	rv = tok_audit_gate();
-	if (rv != CKR_OK)
-		goto out_put;
 	pthread_mutex_lock(&t->mu);
 	old = t->user;
 	if (tok_login_state(t) != TOK_SO)
@@ -614,7 +620,6 @@ CK_RV C_InitPIN(CK_SESSION_HANDLE h, CK_UTF8CHAR_PTR pPin, CK_ULONG ulPinLen)
 		rv = arv;
 	}
 	pthread_mutex_unlock(&t->mu);
-out_put:
 	tok_session_put(s);
 	return rv;
 }
@@ -626,14 +631,11 @@ CK_RV C_SetPIN(CK_SESSION_HANDLE h, CK_UTF8CHAR_PTR pOldPin, CK_ULONG ulOldLen,
 	struct tok_token *t;
 	struct tok_pin *p, old;
 	uint8_t mk[32];
-	CK_RV rv = tok_session_get(h, &s), arv;
+	CK_RV rv = tok_session_enter(h, &s), arv;
 
 	if (rv != CKR_OK)
 		return rv;
 	t = s->tok;
-	rv = tok_audit_gate();
-	if (rv != CKR_OK)
-		goto out_put;
 	pthread_mutex_lock(&t->mu);
 	/* The SO changes the SO PIN; anyone else the user PIN. */
 	p = tok_login_state(t) == TOK_SO ? &t->so : &t->user;
@@ -670,7 +672,6 @@ CK_RV C_SetPIN(CK_SESSION_HANDLE h, CK_UTF8CHAR_PTR pOldPin, CK_ULONG ulOldLen,
 		rv = arv;
 	}
 	pthread_mutex_unlock(&t->mu);
-out_put:
 	tok_session_put(s);
 	return rv;
 }
@@ -768,7 +769,7 @@ CK_RV C_CloseSession(CK_SESSION_HANDLE h)
 {
 	struct tok_session *s;
 	struct tok_token *t;
-	CK_RV rv = tok_session_get(h, &s);
+	CK_RV rv = tok_session_enter(h, &s);
 
 	if (rv != CKR_OK)
 		return rv;
@@ -849,9 +850,6 @@ CK_RV C_Login(CK_SESSION_HANDLE h, CK_USER_TYPE type, CK_UTF8CHAR_PTR pPin, CK_U
 	if (rv != CKR_OK)
 		return rv;
 	t = s->tok;
-	rv = tok_audit_gate();
-	if (rv != CKR_OK)
-		goto out_put;
 	pthread_mutex_lock(&t->mu);
 	now = tok_login_state(t);
 	if (type != CKU_SO && type != CKU_USER && type != CKU_CONTEXT_SPECIFIC) {
@@ -918,7 +916,6 @@ out:
 	if (rv != CKR_OK && tok_login_state(t) == want && now != want)
 		logout_locked(t);
 	pthread_mutex_unlock(&t->mu);
-out_put:
 	tok_session_put(s);
 	return rv;
 }
@@ -927,14 +924,11 @@ CK_RV C_Logout(CK_SESSION_HANDLE h)
 {
 	struct tok_session *s;
 	struct tok_token *t;
-	CK_RV rv = tok_session_get(h, &s);
+	CK_RV rv = tok_session_enter(h, &s);
 
 	if (rv != CKR_OK)
 		return rv;
 	t = s->tok;
-	rv = tok_audit_gate();
-	if (rv != CKR_OK)
-		goto out_put;
 	pthread_mutex_lock(&t->mu);
 	if (tok_login_state(t) == TOK_PUBLIC) {
 		rv = CKR_USER_NOT_LOGGED_IN;
@@ -947,7 +941,6 @@ CK_RV C_Logout(CK_SESSION_HANDLE h)
 		logout_locked(t);
 	}
 	pthread_mutex_unlock(&t->mu);
-out_put:
 	tok_session_put(s);
 	return rv;
 }

@@ -402,14 +402,11 @@ CK_RV C_CreateObject(CK_SESSION_HANDLE h, CK_ATTRIBUTE_PTR pTemplate, CK_ULONG u
 	struct tok_attrs attrs = { 0 };
 	struct tok_audit a = { .action = "C_CreateObject", .kind = TOK_AUD_SENSITIVE };
 	CK_ULONG cls, kt = (CK_ULONG)-1;
-	CK_RV rv = tok_session_get(h, &s);
+	CK_RV rv = tok_session_enter(h, &s);
 
 	if (rv != CKR_OK)
 		return rv;
 	a.s = s;
-	rv = tok_audit_gate();
-	if (rv != CKR_OK)
-		goto out_put;
 	if (!phObject) {
 		rv = CKR_ARGUMENTS_BAD;
 		goto out_put;
@@ -495,14 +492,11 @@ CK_RV C_CopyObject(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE hObject, CK_ATTRIBUTE_P
 	struct tok_object *o = NULL;
 	struct tok_attrs tmpl = { 0 }, attrs = { 0 };
 	struct tok_audit a = { .action = "C_CopyObject", .kind = TOK_AUD_SENSITIVE };
-	CK_RV rv = tok_session_get(h, &s);
+	CK_RV rv = tok_session_enter(h, &s);
 
 	if (rv != CKR_OK)
 		return rv;
 	a.s = s;
-	rv = tok_audit_gate();
-	if (rv != CKR_OK)
-		goto out_put;
 	if (!phNewObject) {
 		rv = CKR_ARGUMENTS_BAD;
 		goto out_put;
@@ -555,14 +549,11 @@ CK_RV C_DestroyObject(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE hObject)
 	struct tok_session *s;
 	struct tok_object *o = NULL;
 	struct tok_audit a = { .action = "C_DestroyObject", .kind = TOK_AUD_SENSITIVE };
-	CK_RV rv = tok_session_get(h, &s), arv;
+	CK_RV rv = tok_session_enter(h, &s), arv;
 
 	if (rv != CKR_OK)
 		return rv;
 	a.s = s;
-	rv = tok_audit_gate();
-	if (rv != CKR_OK)
-		goto out_put;
 	rv = tok_obj_get(s, hObject, &o);
 	if (rv == CKR_OK && o->token_obj && !tok_session_rw(s))
 		rv = CKR_SESSION_READ_ONLY;
@@ -586,7 +577,6 @@ CK_RV C_DestroyObject(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE hObject)
 	if (arv != CKR_OK)
 		rv = arv;
 	tok_obj_put(o);
-out_put:
 	tok_session_put(s);
 	return rv;
 }
@@ -595,7 +585,7 @@ CK_RV C_GetObjectSize(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE hObject, CK_ULONG_PT
 {
 	struct tok_session *s;
 	struct tok_object *o;
-	CK_RV rv = tok_session_get(h, &s);
+	CK_RV rv = tok_session_enter(h, &s);
 	CK_ULONG n = 0;
 
 	if (rv != CKR_OK)
@@ -735,9 +725,6 @@ CK_RV C_SetAttributeValue(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE hObject, CK_ATTR
 	if (rv != CKR_OK)
 		return rv;
 	a.s = s;
-	rv = tok_audit_gate();
-	if (rv != CKR_OK)
-		goto out_put;
 	rv = tok_obj_get(s, hObject, &o);
 	if (rv == CKR_OK)
 		rv = tok_attrs_from_template(&tmpl, pTemplate, ulCount);
@@ -782,7 +769,6 @@ out:
 	tok_attrs_free(&next);
 	tok_attrs_free(&tmpl);
 	tok_obj_put(o);
-out_put:
 	tok_session_put(s);
 	return rv;
 }
