@@ -943,6 +943,52 @@ static void test_exit_without_finalize(void **state)
 	assert_audit_verifies();
 }
 
+/* A child forked after C_Initialize: it initialises again and writes its
+ * own chain; the parent goes on with its sessions and its chain. (Not in
+ * the TSan build: TSan cannot start threads in the child of a threaded
+ * process.) */
+static __attribute__((unused)) void test_fork_child(void **state)
+{
+	CK_SESSION_HANDLE h;
+	CK_BYTE rnd[8];
+	pid_t pid;
+	int st;
+
+	init();
+	init_token(0, "fork");
+	h = open_rw(0);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		CK_SESSION_HANDLE c;
+		CK_BYTE b[8];
+		if (f->C_GenerateRandom(h, b, sizeof(b)) != CKR_CRYPTOKI_NOT_INITIALIZED ||
+		    f->C_Initialize(NULL) != CKR_OK ||
+		    f->C_OpenSession(0, CKF_SERIAL_SESSION, NULL, NULL, &c) != CKR_OK ||
+		    f->C_Login(c, CKU_USER, PIN(USER_PIN)) != CKR_OK ||
+		    f->C_GenerateRandom(c, b, sizeof(b)) != CKR_OK || f->C_Finalize(NULL) != CKR_OK)
+			_exit(1);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(f->C_GenerateRandom(h, rnd, sizeof(rnd)), CKR_OK);
+	fini();
+	{
+		char *paths[2] = { tu_path(audit_dir, "softtoken-0.log"), tu_path(audit_dir, "softtoken-1.log") };
+		struct al_vopts o = { 0 };
+		struct al_vresult res = { 0 };
+		assert_int_equal(al_verify_files(paths, 2, &o, &res), 0);
+		assert_int_equal(res.chains, 2);
+		for (int k = 0; k < AL_V__MAX; k++)
+			assert_int_equal(res.findings[k], 0);
+		al_vresult_free(&res);
+		free(paths[0]);
+		free(paths[1]);
+	}
+}
+
 /* Two processes at once: each writes its own chain; the directory verifies. */
 static void test_two_processes(void **state)
 {
@@ -1078,6 +1124,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_corrupt_store, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exit_without_finalize, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_processes, setup, teardown),
+#ifndef __SANITIZE_THREAD__
+		cmocka_unit_test_setup_teardown(test_fork_child, setup, teardown),
+#endif
 		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 	};
 	CK_C_GetFunctionList getfl;

@@ -131,7 +131,6 @@ struct tok_module {
 	char *log_path;
 	atomic_bool audit_failed; /* fail-closed tripped: audited calls answer CKR_DEVICE_ERROR */
 	atomic_uint_fast64_t audit_errors;
-	pid_t pid;
 };
 
 extern struct tok_module tok_g;

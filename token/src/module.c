@@ -18,6 +18,8 @@
 
 #define TOK_API __attribute__((visibility("default")))
 
+static bool atfork_registered; /* guarded by tok_g.mu */
+
 struct tok_module tok_g = {
 	.mu = PTHREAD_MUTEX_INITIALIZER,
 	.slock = PTHREAD_RWLOCK_INITIALIZER,
@@ -152,6 +154,21 @@ static void free_tokens(void)
 	tok_g.nsessions = tok_g.session_cap = 0;
 }
 
+/* A child forked after C_Initialize starts uninitialised (PKCS#11 asks it
+ * to call C_Initialize): the parent's audit writer thread does not exist in
+ * it, so the inherited log, sessions and objects are abandoned (not freed:
+ * their locks may have been held at the fork), and its own C_Initialize
+ * opens its own chain (the parent holds the lock of the one it writes). */
+static void tok_atfork_child(void)
+{
+	if (!tok_g.initialized)
+		return;
+	tok_g = (struct tok_module){
+		.mu = PTHREAD_MUTEX_INITIALIZER,
+		.slock = PTHREAD_RWLOCK_INITIALIZER,
+	};
+}
+
 static CK_RV check_init_args(CK_VOID_PTR p)
 {
 	CK_C_INITIALIZE_ARGS *a = p;
@@ -272,7 +289,10 @@ CK_RV C_Initialize(CK_VOID_PTR pInitArgs)
 		goto fail_tokens;
 	if (err[0])
 		tok_msg("%s", err); /* failed closed at open: said, and the module runs */
-	tok_g.pid = getpid();
+	if (!atfork_registered) {
+		if (pthread_atfork(NULL, NULL, tok_atfork_child) == 0)
+			atfork_registered = true;
+	}
 	__atomic_store_n(&tok_g.initialized, true, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&tok_g.mu);
 	(void)tok_audit_write(&(struct tok_audit){ .action = "C_Initialize", .rv = CKR_OK,
@@ -324,12 +344,6 @@ static CK_RV finalize(bool from_destructor)
 	if (!tok_g.initialized) {
 		pthread_mutex_unlock(&tok_g.mu);
 		return CKR_CRYPTOKI_NOT_INITIALIZED;
-	}
-	/* A process that forked after C_Initialize must not drain the
-	 * parent's log: the writer thread lives only in the parent. */
-	if (getpid() != tok_g.pid) {
-		pthread_mutex_unlock(&tok_g.mu);
-		return CKR_OK;
 	}
 	close_all_sessions(NULL);
 	(void)tok_audit_write(&(struct tok_audit){
