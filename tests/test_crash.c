@@ -130,8 +130,10 @@ static uint64_t rnd(uint64_t *s)
 	return *s;
 }
 
-/* Fork a writer, let it run 2-60 ms, SIGKILL it. */
-static void crash_writer(const char *path, bool skip_fsync, uint64_t *seed)
+/* Fork a writer, let it run 2-60 ms (and until it acknowledged min_acks
+ * events, for at most 10 s: a slow sanitizer build may not have started
+ * writing yet), SIGKILL it. */
+static void crash_writer(const char *path, bool skip_fsync, uint64_t *seed, unsigned min_acks)
 {
 	memset(shm, 0, sizeof(*shm));
 	for (unsigned i = 0; i < 8; i++)
@@ -142,6 +144,8 @@ static void crash_writer(const char *path, bool skip_fsync, uint64_t *seed)
 		child(path, skip_fsync);
 	struct timespec ts = {0, (long)(2 + rnd(seed) % 58) * 1000000};
 	nanosleep(&ts, NULL);
+	for (unsigned i = 0; i < 10000 && atomic_load(&shm->nack) < min_acks; i++)
+		usleep(1000);
 	kill(pid, SIGKILL);
 	int status;
 	assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -193,7 +197,7 @@ static void test_sigkill(void **state)
 	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
 
 	for (unsigned round = 0; round < rounds; round++) {
-		crash_writer(path, false, &seed);
+		crash_writer(path, false, &seed, 0);
 		acked += (unsigned)atomic_load(&shm->nack);
 		long missing = check_acked(path);
 		if (missing != 0)
@@ -247,7 +251,7 @@ static unsigned power_loss_rounds(bool skip_fsync, unsigned rounds)
 	for (unsigned round = 0; round < rounds; round++) {
 		char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
 		char *sim = tu_path(dir, "sim.log");
-		crash_writer(path, skip_fsync, &seed);
+		crash_writer(path, skip_fsync, &seed, skip_fsync ? 50 : 0);
 		simulate_power_loss(path, sim, &seed);
 		long missing = check_acked(sim);
 		if (missing < 0)
