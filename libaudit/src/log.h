@@ -122,6 +122,7 @@ struct auditlog {
 	uint64_t mask;
 	_Alignas(64) _Atomic uint64_t enq_pos;
 	_Alignas(64) _Atomic uint32_t worker_sleeping;
+	_Atomic uint32_t spinners; /* sync callers polling their waiter (at most one) */
 	_Atomic uint32_t space_gen;   /* futex: bumped when slots are freed and someone waits */
 	_Atomic uint32_t full_waiters;
 	_Alignas(64) uint64_t deq_pos; /* worker only */
@@ -162,6 +163,7 @@ struct auditlog {
 	int failover_err;        /* a batch failed: seal the file once nothing is in flight */
 	uint64_t failover_off;
 	bool rotate_pending;
+	bool released_waiters;   /* the last retired batch released a synchronous caller */
 	struct {
 		uint8_t b, op;
 		int32_t res;

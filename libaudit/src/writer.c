@@ -12,6 +12,7 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <stdio.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -50,6 +51,14 @@ static void futex_wake_all(_Atomic uint32_t *w)
 	(void)syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void waiter_release(struct waiter *w, int result)
 {
 	w->result = result;
@@ -57,8 +66,26 @@ static void waiter_release(struct waiter *w, int result)
 	futex_wake_all(&w->done);
 }
 
-static int waiter_wait(struct waiter *w)
+/*
+ * Waiting for a batch: one caller at a time polls its waiter for up to
+ * WAIT_SPIN_NS (a write + fdatasync's p99 on a quiet disk), the others sleep
+ * on the futex. Waking a sleeping thread on another vCPU costs 20-40 us on a
+ * VM, about a sixth of the fdatasync being waited for; a caller that polls
+ * sees its release at once. The poller yields its CPU between looks, so a
+ * runnable thread (the worker, other producers) is not held up.
+ */
+#define WAIT_SPIN_NS (2u * 1000 * 1000)
+
+static int waiter_wait(struct auditlog *l, struct waiter *w)
 {
+	uint32_t none = 0;
+
+	if (atomic_compare_exchange_strong(&l->spinners, &none, 1)) {
+		uint64_t until = mono_ns() + WAIT_SPIN_NS;
+		while (!atomic_load_explicit(&w->done, memory_order_acquire) && mono_ns() < until)
+			sched_yield();
+		atomic_store(&l->spinners, 0);
+	}
 	while (!atomic_load_explicit(&w->done, memory_order_acquire))
 		futex_wait(&w->done, 0, NULL);
 	return w->result;
@@ -634,10 +661,11 @@ static struct batch *oldest_inflight(struct auditlog *l)
 	return o;
 }
 
-static void release_waiters(struct batch *b, int result)
+static void release_waiters(struct auditlog *l, struct batch *b, int result)
 {
 	struct waiter *w = b->waiters;
 	b->waiters = NULL;
+	l->released_waiters = w != NULL; /* a synchronous caller may come straight back */
 	while (w) {
 		struct waiter *next = w->next; /* w may vanish once released */
 		waiter_release(w, result);
@@ -663,7 +691,7 @@ static void retire_ok(struct auditlog *l, struct batch *b)
 	if (b->nrec > atomic_load(&l->st.largest_batch))
 		atomic_store(&l->st.largest_batch, b->nrec);
 	l->consecutive_failovers = 0;
-	release_waiters(b, 0);
+	release_waiters(l, b, 0);
 	b->state = B_FREE;
 }
 
@@ -734,7 +762,7 @@ static void failover(struct auditlog *l)
 			save_for_requeue(l, b);
 		else
 			atomic_fetch_add(&l->st.events_failed, b->nevents);
-		release_waiters(b, err);
+		release_waiters(l, b, err);
 		b->state = B_FREE;
 	}
 	l->failover_err = 0;
@@ -984,6 +1012,30 @@ static bool run_retries(struct auditlog *l)
 	return any;
 }
 
+/*
+ * The worker, idle with nothing in flight right after it released a
+ * synchronous caller, looks at the queue for up to IDLE_SPIN_NS before it
+ * arms the eventfd and sleeps. A caller in a loop of synchronous records (key
+ * generation, logins) enqueues its next record a few microseconds after its
+ * release; caught here, it skips the cross-CPU wake-up (20-40 us on a VM).
+ * Asynchronous traffic never makes it spin. The look yields the CPU between
+ * tries.
+ * Returns true when a record is ready.
+ */
+#define IDLE_SPIN_NS (100u * 1000)
+
+static bool idle_spin(struct auditlog *l)
+{
+	uint64_t until = mono_ns() + IDLE_SPIN_NS;
+
+	do {
+		if (slot_ready(l))
+			return true;
+		sched_yield();
+	} while (mono_ns() < until && !atomic_load(&l->stopping));
+	return slot_ready(l);
+}
+
 static void *worker_main(void *arg)
 {
 	struct auditlog *l = arg;
@@ -1031,6 +1083,10 @@ static void *worker_main(void *arg)
 
 		/* Nothing to do now: sleep until a completion, an event or a retry. */
 		bool want_events = free_batch(l) && !l->failover_err && !l->rotate_pending;
+		if (want_events && l->released_waiters && inflight_batches(l) == 0 &&
+		    !atomic_load(&l->stopping) && idle_spin(l))
+			continue;
+		l->released_waiters = false;
 		if (want_events) {
 			atomic_store(&l->worker_sleeping, 1);
 			atomic_thread_fence(memory_order_seq_cst);
@@ -1178,7 +1234,7 @@ AUDITLOG_API int auditlog_record_sync(struct auditlog *log, const struct auditlo
 	r = enqueue(log, ev, SLOT_EVENT, &w);
 	if (r < 0)
 		return r;
-	return waiter_wait(&w);
+	return waiter_wait(log, &w);
 }
 
 AUDITLOG_API int auditlog_flush(struct auditlog *log)
@@ -1194,7 +1250,7 @@ AUDITLOG_API int auditlog_flush(struct auditlog *log)
 		atomic_fetch_sub(&log->barriers, 1);
 		return r;
 	}
-	return waiter_wait(&w);
+	return waiter_wait(log, &w);
 }
 
 AUDITLOG_API int auditlog_close(struct auditlog *log)
