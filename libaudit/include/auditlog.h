@@ -186,6 +186,102 @@ AUDITLOG_API const char *auditlog_backend_name(enum auditlog_backend b);
 AUDITLOG_API const char *auditlog_ckr_name(uint64_t rv);
 AUDITLOG_API const char *auditlog_ckm_name(uint64_t mechanism);
 
+/* ---- verification -------------------------------------------------------------
+ * The verifier's engine, the same code auditlog-verify runs: walks log files
+ * (several, rotated sets, v0 and v1 records mixed), groups them into chains by
+ * chain_id, orders each chain by its headers' links, checks every record, and
+ * reports every problem with file, line, byte offset and seq, classified as
+ * docs/format.md section 11 says. Streams each file: memory does not grow
+ * with the log. A v0/v1 chain cannot show a recomputed tail without an
+ * expected head (auditlog_verifier_set_expect_head): an intact verdict without
+ * one does not rule that out.
+ *
+ * A verifier is not thread-safe; distinct verifiers are independent.
+ */
+
+enum auditlog_vclass {
+	AUDITLOG_V_MODIFIED = 0,    /* a record's hash does not follow from its predecessor */
+	AUDITLOG_V_INSERTED = 1,    /* a record that cannot belong where it is */
+	AUDITLOG_V_DELETED = 2,     /* a seq gap: records missing */
+	AUDITLOG_V_DUPLICATED = 3,  /* a record seen before, again */
+	AUDITLOG_V_REORDERED = 4,   /* seq or time goes backwards */
+	AUDITLOG_V_NONCANONICAL = 5,/* valid JSON, not the canonical line */
+	AUDITLOG_V_UNPARSEABLE = 6, /* not a JSON object line */
+	AUDITLOG_V_VERSION = 7,     /* unknown or decreasing version, or below the minimum */
+	AUDITLOG_V_MISSING_FILE = 8,/* a file the chain needs is not among the inputs */
+	AUDITLOG_V_FORKED = 9,      /* two files continue the same record */
+	AUDITLOG_V_TRUNCATED = 10,  /* the chain ends before what something names */
+	AUDITLOG_V_RECOVERED = 11,  /* crash damage a recovery record names (informational) */
+	AUDITLOG_V__COUNT = 12
+};
+
+/* One finding, passed to the on_finding callback (valid during the call). */
+struct auditlog_finding {
+	uint32_t cls;     /* enum auditlog_vclass */
+	uint32_t has_seq; /* seq is set */
+	const char *file; /* the path as added */
+	uint64_t line;    /* 1-based; 0 when not about one line */
+	uint64_t offset;  /* byte offset in the file */
+	uint64_t seq;
+	const char *msg;  /* what exactly, in words (bytes from the log may appear:
+			   * escape them before a terminal) */
+};
+
+/* What a run found. Fields are only ever appended. */
+struct auditlog_vsummary {
+	uint64_t files, chains, records, bytes;
+	uint64_t findings[32];       /* per enum auditlog_vclass */
+	uint64_t integrity_findings; /* findings that make the verdict "not intact" */
+};
+
+/* One chain of the inputs. Fields are only ever appended. */
+struct auditlog_vchain {
+	char chain_id[33];             /* 32 hex digits */
+	uint32_t files;
+	uint64_t records, events;
+	uint64_t first_seq, last_seq;
+	uint8_t head_hash[32];         /* the hash of last_seq's record */
+	char first_ts[31], last_ts[31]; /* RFC 3339 */
+	uint32_t min_version, max_version;
+};
+
+struct auditlog_verifier; /* opaque */
+
+AUDITLOG_API int auditlog_verifier_new(struct auditlog_verifier **ret_v);
+AUDITLOG_API void auditlog_verifier_free(struct auditlog_verifier *v);
+/* A log file, or a directory whose regular files (not dot files) are taken.
+ * 0, -ENOENT and the like from stat/opendir, -ENOMEM. */
+AUDITLOG_API int auditlog_verifier_add_path(struct auditlog_verifier *v, const char *path);
+/* Report every record below this version (default 0). */
+AUDITLOG_API int auditlog_verifier_set_min_version(struct auditlog_verifier *v, unsigned version);
+/* Count recovered crash damage as an integrity finding (default: informational). */
+AUDITLOG_API int auditlog_verifier_set_strict(struct auditlog_verifier *v, int strict);
+/* The head exported elsewhere: the chain must reach seq with this hash. */
+AUDITLOG_API int auditlog_verifier_set_expect_head(struct auditlog_verifier *v, uint64_t seq,
+						   const uint8_t hash[32]);
+/* Start at a record verified before (a checkpoint): files wholly before it are
+ * not read, records before it not checked; it must carry this hash. */
+AUDITLOG_API int auditlog_verifier_set_from(struct auditlog_verifier *v, uint64_t seq,
+					    const uint8_t hash[32]);
+AUDITLOG_API int auditlog_verifier_set_on_finding(struct auditlog_verifier *v,
+						  void (*cb)(void *ctx, const struct auditlog_finding *f),
+						  void *ctx);
+/* Each line that verified, in chain order, without its newline. */
+AUDITLOG_API int auditlog_verifier_set_on_record(struct auditlog_verifier *v,
+						 void (*cb)(void *ctx, const char *line, size_t len),
+						 void *ctx);
+/* Verify everything added. Returns 0 when it ran (the verdict is in the
+ * summary: intact when integrity_findings is 0), or -errno when an input
+ * could not be read. size = sizeof(struct auditlog_vsummary) of the caller.
+ * May be called once per verifier. */
+AUDITLOG_API int auditlog_verifier_run(struct auditlog_verifier *v, struct auditlog_vsummary *ret,
+				       size_t size);
+/* Chain i (0 <= i < summary.chains) of the last run. -ERANGE beyond. */
+AUDITLOG_API int auditlog_verifier_chain(struct auditlog_verifier *v, unsigned i,
+					 struct auditlog_vchain *ret, size_t size);
+/* "modified", "inserted", ...; NULL for an unknown class. */
+AUDITLOG_API const char *auditlog_vclass_name(uint32_t cls);
+
 #ifdef __cplusplus
 }
 #endif

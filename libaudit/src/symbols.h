@@ -26,6 +26,11 @@
 #define al_format_ts auditlog__al_format_ts
 #define al_format_ts_cached auditlog__al_format_ts_cached
 #define al_hex auditlog__al_hex
+#define al_verify_add_path auditlog__al_verify_add_path
+#define al_verify_files auditlog__al_verify_files
+#define al_vresult_free auditlog__al_vresult_free
+#define al_vclass_name auditlog__al_vclass_name
+#define al_vclass_is_integrity auditlog__al_vclass_is_integrity
 #define al_now_ns auditlog__al_now_ns
 #define al_p11_lookup auditlog__al_p11_lookup
 #define al_parse auditlog__al_parse

@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: MIT */
+/* The verification engine's public face (auditlog_verifier_* in <auditlog.h>):
+ * a handle over verify.c's al_verify_files. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "auditlog.h"
+#include "verify.h"
+
+/* The public classes are the engine's, by number. */
+#define SAME(pub, in) _Static_assert((int)(pub) == (int)(in), #pub)
+SAME(AUDITLOG_V_MODIFIED, AL_V_MODIFIED);
+SAME(AUDITLOG_V_INSERTED, AL_V_INSERTED);
+SAME(AUDITLOG_V_DELETED, AL_V_DELETED);
+SAME(AUDITLOG_V_DUPLICATED, AL_V_DUPLICATED);
+SAME(AUDITLOG_V_REORDERED, AL_V_REORDERED);
+SAME(AUDITLOG_V_NONCANONICAL, AL_V_NONCANONICAL);
+SAME(AUDITLOG_V_UNPARSEABLE, AL_V_UNPARSEABLE);
+SAME(AUDITLOG_V_VERSION, AL_V_VERSION);
+SAME(AUDITLOG_V_MISSING_FILE, AL_V_MISSING_FILE);
+SAME(AUDITLOG_V_FORKED, AL_V_FORKED);
+SAME(AUDITLOG_V_TRUNCATED, AL_V_TRUNCATED);
+SAME(AUDITLOG_V_RECOVERED, AL_V_RECOVERED);
+SAME(AUDITLOG_V__COUNT, AL_V__MAX);
+
+struct auditlog_verifier {
+	char **paths;
+	unsigned n, cap;
+	struct al_vopts o;
+	bool strict, ran;
+	struct al_vresult res;
+	void (*on_finding)(void *ctx, const struct auditlog_finding *f);
+	void *finding_ctx;
+	void (*on_record)(void *ctx, const char *line, size_t len);
+	void *record_ctx;
+};
+
+AUDITLOG_API int auditlog_verifier_new(struct auditlog_verifier **ret_v)
+{
+	struct auditlog_verifier *v;
+
+	if (!ret_v)
+		return -EINVAL;
+	v = calloc(1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	*ret_v = v;
+	return 0;
+}
+
+AUDITLOG_API void auditlog_verifier_free(struct auditlog_verifier *v)
+{
+	if (!v)
+		return;
+	for (unsigned i = 0; i < v->n; i++)
+		free(v->paths[i]);
+	free(v->paths);
+	if (v->ran)
+		al_vresult_free(&v->res);
+	free(v);
+}
+
+AUDITLOG_API int auditlog_verifier_add_path(struct auditlog_verifier *v, const char *path)
+{
+	if (!v || !path || v->ran)
+		return -EINVAL;
+	return al_verify_add_path(path, &v->paths, &v->n, &v->cap);
+}
+
+AUDITLOG_API int auditlog_verifier_set_min_version(struct auditlog_verifier *v, unsigned version)
+{
+	if (!v || version > 255)
+		return -EINVAL;
+	v->o.min_version = version;
+	return 0;
+}
+
+AUDITLOG_API int auditlog_verifier_set_strict(struct auditlog_verifier *v, int strict)
+{
+	if (!v)
+		return -EINVAL;
+	v->strict = strict != 0;
+	return 0;
+}
+
+AUDITLOG_API int auditlog_verifier_set_expect_head(struct auditlog_verifier *v, uint64_t seq,
+						       const uint8_t hash[32])
+{
+	if (!v || !hash)
+		return -EINVAL;
+	v->o.has_expect_head = true;
+	v->o.expect_seq = seq;
+	memcpy(v->o.expect_hash, hash, AL_HASH_LEN);
+	return 0;
+}
+
+AUDITLOG_API int auditlog_verifier_set_from(struct auditlog_verifier *v, uint64_t seq,
+						const uint8_t hash[32])
+{
+	if (!v || !hash)
+		return -EINVAL;
+	v->o.has_from = true;
+	v->o.from_seq = seq;
+	memcpy(v->o.from_hash, hash, AL_HASH_LEN);
+	return 0;
+}
+
+static void finding_cb(void *ctx, const struct al_finding *f)
+{
+	struct auditlog_verifier *v = ctx;
+	struct auditlog_finding pf = {
+		.cls = (uint32_t)f->cls,
+		.has_seq = f->has_seq,
+		.file = f->file,
+		.line = f->line,
+		.offset = f->offset,
+		.seq = f->seq,
+		.msg = f->msg,
+	};
+
+	if (v->on_finding)
+		v->on_finding(v->finding_ctx, &pf);
+}
+
+static void record_cb(void *ctx, const uint8_t *line, size_t len)
+{
+	struct auditlog_verifier *v = ctx;
+
+	v->on_record(v->record_ctx, (const char *)line, len);
+}
+
+AUDITLOG_API int auditlog_verifier_set_on_finding(struct auditlog_verifier *v,
+						      void (*cb)(void *ctx, const struct auditlog_finding *f),
+						      void *ctx)
+{
+	if (!v)
+		return -EINVAL;
+	v->on_finding = cb;
+	v->finding_ctx = ctx;
+	return 0;
+}
+
+AUDITLOG_API int auditlog_verifier_set_on_record(struct auditlog_verifier *v,
+						     void (*cb)(void *ctx, const char *line, size_t len),
+						     void *ctx)
+{
+	if (!v)
+		return -EINVAL;
+	v->on_record = cb;
+	v->record_ctx = ctx;
+	return 0;
+}
+
+AUDITLOG_API int auditlog_verifier_run(struct auditlog_verifier *v, struct auditlog_vsummary *ret,
+					   size_t size)
+{
+	struct auditlog_vsummary s = { 0 };
+	int r;
+
+	if (!v || !ret || v->ran || size > sizeof(s))
+		return -EINVAL;
+	v->o.on_finding = finding_cb;
+	v->o.on_record = v->on_record ? record_cb : NULL;
+	v->o.ctx = v;
+	r = al_verify_files(v->paths, v->n, &v->o, &v->res);
+	v->ran = true;
+	if (r < 0)
+		return r;
+	s.files = v->res.files;
+	s.chains = v->res.chains;
+	s.records = v->res.records;
+	s.bytes = v->res.bytes;
+	for (int c = 0; c < AL_V__MAX; c++) {
+		s.findings[c] = v->res.findings[c];
+		if (al_vclass_is_integrity((enum al_vclass)c, v->strict))
+			s.integrity_findings += v->res.findings[c];
+	}
+	memcpy(ret, &s, size);
+	return 0;
+}
+
+AUDITLOG_API int auditlog_verifier_chain(struct auditlog_verifier *v, unsigned i,
+					     struct auditlog_vchain *ret, size_t size)
+{
+	struct auditlog_vchain c = { 0 };
+	const struct al_vchain *ch;
+
+	if (!v || !ret || !v->ran || size > sizeof(c))
+		return -EINVAL;
+	if (i >= v->res.chains)
+		return -ERANGE;
+	ch = &v->res.chain[i];
+	memcpy(c.chain_id, ch->chain_id, sizeof(c.chain_id));
+	c.files = ch->files;
+	c.records = ch->records;
+	c.events = ch->events;
+	c.first_seq = ch->first_seq;
+	c.last_seq = ch->last_seq;
+	memcpy(c.head_hash, ch->head_hash, sizeof(c.head_hash));
+	memcpy(c.first_ts, ch->first_ts, sizeof(c.first_ts));
+	memcpy(c.last_ts, ch->last_ts, sizeof(c.last_ts));
+	c.min_version = ch->min_version;
+	c.max_version = ch->max_version;
+	memcpy(ret, &c, size);
+	return 0;
+}
+
+AUDITLOG_API const char *auditlog_vclass_name(uint32_t cls)
+{
+	return cls < AL_V__MAX ? al_vclass_name((enum al_vclass)cls) : NULL;
+}
