@@ -34,18 +34,7 @@ static void collect(void *ctx, const struct al_finding *f)
 
 static void write_log(const char *path, unsigned version, unsigned n, uint64_t rotate)
 {
-	struct auditlog_config *cfg = tu_config(path);
-	struct auditlog *log;
-	assert_int_equal(auditlog_config_set_format_version(cfg, version), 0);
-	assert_int_equal(auditlog_config_set_max_batch_bytes(cfg, 16u << 10), 0);
-	assert_int_equal(auditlog_config_set_rotate_bytes(cfg, rotate), 0);
-	assert_int_equal(auditlog_open(cfg, &log), 0);
-	auditlog_config_free(cfg);
-	for (unsigned i = 0; i < n; i++) {
-		struct auditlog_event ev = tu_event(i % 2 ? "C_Sign" : "C_Encrypt", i);
-		assert_int_equal(auditlog_record(log, &ev), 0);
-	}
-	assert_int_equal(auditlog_close(log), 0);
+	tu_write_log(path, version, n, rotate, 2, 0);
 }
 
 /* All regular files of dir, sorted. */

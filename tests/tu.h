@@ -68,6 +68,13 @@ void tu_count_ids(void *ctx, const struct al_parsed *p);
 /* Honour $TEST_FILTER (a cmocka test-name pattern) to run one test. */
 void tu_filter(void);
 
+/* Write n events into the log at path with format version `version`, 16 KiB
+ * batches and rotation at `rotate` bytes: event i is C_Sign, or C_Encrypt
+ * when i % action_mod == 0; every detail_every-th (when not 0) carries a
+ * detail that needs escaping. Fails the test on any error. */
+void tu_write_log(const char *path, unsigned version, unsigned n, uint64_t rotate, unsigned action_mod,
+		  unsigned detail_every);
+
 /* Open a log at path with a fresh config; cfg tweaks through the callback. */
 struct auditlog_config *tu_config(const char *path);
 #endif
