@@ -173,6 +173,22 @@ static void assert_audit_verifies(void)
 	free(path);
 }
 
+/* softtoken-0.log and softtoken-1.log: two chains, not one finding. */
+static void assert_two_chains_verify(void)
+{
+	char *paths[2] = { tu_path(audit_dir, "softtoken-0.log"), tu_path(audit_dir, "softtoken-1.log") };
+	struct al_vopts o = { 0 };
+	struct al_vresult res = { 0 };
+
+	assert_int_equal(al_verify_files(paths, 2, &o, &res), 0);
+	assert_int_equal(res.chains, 2);
+	for (int k = 0; k < AL_V__MAX; k++)
+		assert_int_equal(res.findings[k], 0);
+	al_vresult_free(&res);
+	free(paths[0]);
+	free(paths[1]);
+}
+
 static const struct rec *find_rec(const struct rec *r, size_t n, const char *action, size_t nth)
 {
 	for (size_t i = 0; i < n; i++)
@@ -975,18 +991,7 @@ static __attribute__((unused)) void test_fork_child(void **state)
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	assert_int_equal(f->C_GenerateRandom(h, rnd, sizeof(rnd)), CKR_OK);
 	fini();
-	{
-		char *paths[2] = { tu_path(audit_dir, "softtoken-0.log"), tu_path(audit_dir, "softtoken-1.log") };
-		struct al_vopts o = { 0 };
-		struct al_vresult res = { 0 };
-		assert_int_equal(al_verify_files(paths, 2, &o, &res), 0);
-		assert_int_equal(res.chains, 2);
-		for (int k = 0; k < AL_V__MAX; k++)
-			assert_int_equal(res.findings[k], 0);
-		al_vresult_free(&res);
-		free(paths[0]);
-		free(paths[1]);
-	}
+	assert_two_chains_verify();
 }
 
 /* Two processes at once: each writes its own chain; the directory verifies. */
@@ -1025,22 +1030,14 @@ static void test_two_processes(void **state)
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	{
 		char *p1 = tu_path(audit_dir, "softtoken-1.log");
-		char *paths[2] = { tu_path(audit_dir, "softtoken-0.log"), p1 };
-		struct al_vopts o = { 0 };
-		struct al_vresult res = { 0 };
 		size_t len;
 		uint8_t *b = tu_read_file(p1, &len);
 		assert_non_null(b); /* the parent's chain */
 		assert_non_null(memmem(b, len, "\"C_Login\"", 9));
 		free(b);
-		assert_int_equal(al_verify_files(paths, 2, &o, &res), 0);
-		assert_int_equal(res.chains, 2);
-		for (int k = 0; k < AL_V__MAX; k++)
-			assert_int_equal(res.findings[k], 0);
-		al_vresult_free(&res);
-		free(paths[0]);
 		free(p1);
 	}
+	assert_two_chains_verify();
 	close(to_child[0]);
 	close(to_child[1]);
 	close(to_parent[0]);

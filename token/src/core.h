@@ -201,9 +201,15 @@ void tok_obj_drop_session(struct tok_token *t, CK_SESSION_HANDLE owner);
 void tok_obj_drop_all(struct tok_token *t);
 /* Stored encrypted, loaded only at login: private objects and key material. */
 bool tok_obj_sealed(const struct tok_object *o);
-/* Publish attrs as a new object of s's token (taking them), persist a token
- * object, write the audit record a (its rv is set here); on any failure the
- * object is gone again. ret_o, when not NULL, receives a reference. */
+/* Publish attrs as a new object of s's token (taking them) and persist it
+ * when it is a token object; on failure it is gone again. *ret receives a
+ * reference. */
+CK_RV tok_obj_add(struct tok_session *s, struct tok_attrs *attrs, struct tok_object **ret);
+/* Undo tok_obj_add (its record could not be written): the store file and the
+ * handle are gone, the caller's reference is dropped. NULL is a no-op. */
+void tok_obj_discard(struct tok_token *t, struct tok_object *o);
+/* tok_obj_add, then write the audit record a (its rv is set here); an object
+ * whose record fails is discarded. ret_o, when not NULL, receives a reference. */
 CK_RV tok_obj_create(struct tok_session *s, struct tok_attrs *attrs, struct tok_audit *a,
 		     CK_OBJECT_HANDLE *ret_h, struct tok_object **ret_o);
 /* Defaults and checks for a new object from a caller's template (create,

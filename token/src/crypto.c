@@ -501,39 +501,6 @@ done:
 	return rv;
 }
 
-static void undo_object(struct tok_token *t, struct tok_object *o)
-{
-	if (!o)
-		return;
-	if (o->token_obj) {
-		pthread_mutex_lock(&t->mu);
-		(void)tok_store_delete_object(t, o);
-		pthread_mutex_unlock(&t->mu);
-	}
-	tok_obj_unpublish(t, o);
-	tok_obj_put(o);
-}
-
-static CK_RV publish_persist(struct tok_session *s, struct tok_attrs *attrs, struct tok_object **ret)
-{
-	struct tok_token *t = s->tok;
-	CK_RV rv = tok_obj_publish(t, attrs, s->handle, ret);
-
-	if (rv != CKR_OK)
-		return rv;
-	if ((*ret)->token_obj) {
-		pthread_mutex_lock(&t->mu);
-		rv = tok_store_save_object(t, *ret);
-		pthread_mutex_unlock(&t->mu);
-		if (rv != CKR_OK) {
-			tok_obj_unpublish(t, *ret);
-			tok_obj_put(*ret);
-			*ret = NULL;
-		}
-	}
-	return rv;
-}
-
 CK_RV C_GenerateKeyPair(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mech, CK_ATTRIBUTE_PTR pPubT,
 			CK_ULONG nPub, CK_ATTRIBUTE_PTR pPrivT, CK_ULONG nPriv,
 			CK_OBJECT_HANDLE_PTR phPub, CK_OBJECT_HANDLE_PTR phPriv)
@@ -578,11 +545,11 @@ CK_RV C_GenerateKeyPair(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mech, CK_ATTRIBUTE
 	if (rv == CKR_OK)
 		rv = tok_attrs_set_ulong(&priv, CKA_KEY_GEN_MECHANISM, gm);
 	if (rv == CKR_OK)
-		rv = publish_persist(s, &pub, &opub);
+		rv = tok_obj_add(s, &pub, &opub);
 	if (rv == CKR_OK) {
-		rv = publish_persist(s, &priv, &opriv);
+		rv = tok_obj_add(s, &priv, &opriv);
 		if (rv != CKR_OK) {
-			undo_object(s->tok, opub);
+			tok_obj_discard(s->tok, opub);
 			opub = NULL;
 		}
 	}
@@ -591,8 +558,8 @@ out:
 	a.rv = rv;
 	arv = tok_audit_obj(&a, opriv);
 	if (rv == CKR_OK && arv != CKR_OK) {
-		undo_object(s->tok, opub);
-		undo_object(s->tok, opriv);
+		tok_obj_discard(s->tok, opub);
+		tok_obj_discard(s->tok, opriv);
 		opub = opriv = NULL;
 	}
 	if (arv != CKR_OK)

@@ -355,32 +355,49 @@ static CK_RV persist_new(struct tok_token *t, struct tok_object *o)
 	return rv;
 }
 
-/* Publish attrs as a new object of s's token, persist it when it is a token
- * object, and audit; on any failure the object is gone again. */
-CK_RV tok_obj_create(struct tok_session *s, struct tok_attrs *attrs, struct tok_audit *a,
-		     CK_OBJECT_HANDLE *ret_h, struct tok_object **ret_o)
+CK_RV tok_obj_add(struct tok_session *s, struct tok_attrs *attrs, struct tok_object **ret)
 {
 	struct tok_token *t = s->tok;
 	struct tok_object *o = NULL;
+	CK_RV rv = tok_obj_publish(t, attrs, s->handle, &o);
+
+	if (rv != CKR_OK)
+		return rv;
+	rv = persist_new(t, o);
+	if (rv != CKR_OK) {
+		tok_obj_unpublish(t, o);
+		tok_obj_put(o);
+		return rv;
+	}
+	*ret = o;
+	return CKR_OK;
+}
+
+void tok_obj_discard(struct tok_token *t, struct tok_object *o)
+{
+	if (!o)
+		return;
+	if (o->token_obj) {
+		pthread_mutex_lock(&t->mu);
+		(void)tok_store_delete_object(t, o);
+		pthread_mutex_unlock(&t->mu);
+	}
+	tok_obj_unpublish(t, o);
+	tok_obj_put(o);
+}
+
+CK_RV tok_obj_create(struct tok_session *s, struct tok_attrs *attrs, struct tok_audit *a,
+		     CK_OBJECT_HANDLE *ret_h, struct tok_object **ret_o)
+{
+	struct tok_object *o = NULL;
 	CK_RV rv, arv;
 
-	rv = tok_obj_publish(t, attrs, s->handle, &o);
-	if (rv == CKR_OK) {
-		rv = persist_new(t, o);
-		if (rv != CKR_OK)
-			tok_obj_unpublish(t, o);
-	}
+	rv = tok_obj_add(s, attrs, &o);
 	a->rv = rv;
-	arv = tok_audit_obj(a, rv == CKR_OK ? o : NULL);
+	arv = tok_audit_obj(a, o);
 	if (rv == CKR_OK && arv != CKR_OK) {
-		/* Not audited: the object never existed. */
-		if (o->token_obj) {
-			pthread_mutex_lock(&t->mu);
-			(void)tok_store_delete_object(t, o);
-			pthread_mutex_unlock(&t->mu);
-		}
-		tok_obj_unpublish(t, o);
-		rv = arv;
+		tok_obj_discard(s->tok, o); /* not audited: the object never existed */
+		return arv;
 	}
 	if (rv == CKR_OK) {
 		*ret_h = o->handle;
