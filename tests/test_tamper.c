@@ -603,6 +603,32 @@ static void test_truncation_and_files(void **state)
 	lines_free(l);
 	fx_free(&fx);
 
+	/* a record appended to a rotated file that chains from its last one: the
+	 * next file's header says where the file ended */
+	fx = fx_copy(&V1);
+	l = lines_of(fx.files[mid]);
+	{
+		uint8_t dec[AL_LINE_MAX], line[AL_LINE_MAX], work[AL_HASH_LEN + AL_BODY_MAX];
+		struct al_parsed p;
+		struct al_emit_out eo;
+		size_t eoff, z = l->n - 1;
+		assert_int_equal(al_parse(l->buf + l->off[z], l->len[z], dec, &p, &eoff), AL_PERR_OK);
+		struct al_record r = p.rec;
+		r.f[AL_F_SEQ].u++;
+		r.plain = 0;
+		long len = al_emit(&r, p.hash, line, work, &eo);
+		assert_true(len > 0);
+		int fd = open(fx.files[mid], O_WRONLY | O_APPEND | O_CLOEXEC);
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, line, (size_t)len), len);
+		close(fd);
+		g = verify_fx(&fx, NULL);
+		expect_one("a chained record appended to a rotated file", &g, AL_V_INSERTED, fx.files[mid],
+			   l->n + 1, l->size, l->seq[z] + 1);
+	}
+	lines_free(l);
+	fx_free(&fx);
+
 	/* a rotated file removed: the middle one, the first one */
 	unsigned gone[] = {mid, 0};
 	for (int i = 0; i < 2; i++) {

@@ -947,11 +947,13 @@ static void enter_file(struct walk *w, struct vfile *f)
 			report(c, AL_V_TRUNCATED, pf->path, pf->lines + 1, pf->walked, true, w->next,
 			       "the file ends at seq %" PRIu64 " (byte %" PRIu64 "), but %s continues it from seq %"
 			       PRIu64 " (byte %" PRIu64 ")", last, pf->walked, f->base, f->prev_seq, f->prev_size);
-		else if (f->prev_seq < last && !pf->findings) /* (else reported where it is) */
-			report(c, AL_V_INSERTED, f->path, 1, 0, true, f->prev_seq + 1,
-			       "continues %s from seq %" PRIu64 ", but that file goes on to seq %" PRIu64,
-			       f->prev_name, f->prev_seq, last);
-		else if (CRYPTO_memcmp(f->prev_hash, w->prev, AL_HASH_LEN) != 0)
+		else if (f->prev_seq < last) {
+			/* (with findings in pf: its records beyond prev_seq were reported there) */
+			if (!pf->findings)
+				report(c, AL_V_INSERTED, f->path, 1, 0, true, f->prev_seq + 1,
+				       "continues %s from seq %" PRIu64 ", but that file goes on to seq %" PRIu64,
+				       f->prev_name, f->prev_seq, last);
+		} else if (CRYPTO_memcmp(f->prev_hash, w->prev, AL_HASH_LEN) != 0)
 			report(c, AL_V_MODIFIED, f->path, 1, 0, true, f->prev_seq + 1,
 			       "its header names seq %" PRIu64 " of %s with another hash than that file ends with",
 			       f->prev_seq, f->prev_name);
