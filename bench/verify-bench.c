@@ -3,17 +3,20 @@
  * verify-bench: the verifier's figures (docs/benchmarks.md), each next to a
  * baseline measured in the same run on the same file:
  *
- *   engine    al_verify_files (what auditlog-verify runs), one core
+ *   engine    al_verify_files (what auditlog-verify runs), one core, and
+ *             with one worker thread per CPU (--jobs 0, its default)
  *   naive     a jansson-only verifier in C: json_loadb per line + SHA-256 of
  *             the line (no canonical check, no chain): what a quick script does
  *   sha256sum coreutils over the file: one hash, no parsing
  *
- *   verify-bench [--dir DIR] [--events N] [--runs N] [--keep]
+ *   verify-bench [--dir DIR] [--events N] [--runs N] [--keep] [--log FILE]
  *
  * Writes a log of N events (default 3,300,000: > 1 GiB) with the library into
  * a new directory under DIR (default /var/tmp; tmpfs and ramfs are refused),
- * then times each contender --runs times (default 3) on the file, warm in the
- * page cache, and prints the median. Timings are never asserted anywhere.
+ * or takes FILE (a log kept by an earlier run), then times each contender
+ * --runs times (default 3) on the file, warm in the page cache, and prints
+ * the median. The two engine arms alternate within each run. Timings are
+ * never asserted anywhere.
  * Exit 0 the run completed, 1 a failure, 2 bad arguments or a refused DIR.
  */
 #include <errno.h>
@@ -180,9 +183,10 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{"dir", required_argument, NULL, 'd'},  {"events", required_argument, NULL, 'n'},
 		{"runs", required_argument, NULL, 'r'}, {"keep", no_argument, NULL, 'k'},
-		{"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0},
+		{"log", required_argument, NULL, 'l'},  {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
-	const char *base = "/var/tmp";
+	const char *base = "/var/tmp", *given = NULL;
 	unsigned long events = 3300000, runs = 3;
 	bool keep = false;
 	int c, r;
@@ -192,6 +196,7 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'd': base = optarg; break;
 		case 'k': keep = true; break;
+		case 'l': given = optarg; break;
 		case 'n':
 		case 'r': {
 			errno = 0;
@@ -204,58 +209,76 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'h':
-			printf("usage: verify-bench [--dir DIR] [--events N] [--runs N] [--keep]\n");
+			printf("usage: verify-bench [--dir DIR] [--events N] [--runs N] [--keep] [--log FILE]\n");
 			return 0;
 		default: return 2;
 		}
 	}
 	struct statfs sf;
-	if (statfs(base, &sf) < 0 || sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC) {
-		fprintf(stderr, "verify-bench: %s: %s\n", base,
+	if (statfs(given ? given : base, &sf) < 0 || sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC) {
+		fprintf(stderr, "verify-bench: %s: %s\n", given ? given : base,
 			errno ? strerror(errno) : "tmpfs/ramfs refused: use a real disk");
 		return 2;
 	}
 	char dir[4096], path[4200], cmd[4400];
-	snprintf(dir, sizeof(dir), "%s/verify-bench.XXXXXX", base);
-	if (!mkdtemp(dir)) {
-		perror("verify-bench: mkdtemp");
-		return 1;
-	}
-	snprintf(path, sizeof(path), "%s/audit.log", dir);
-	env(dir);
 	double t0 = now();
-	r = write_log(path, events);
-	if (r < 0) {
-		fprintf(stderr, "verify-bench: writing the log: %s\n", strerror(-r));
-		return 1;
+	if (given) {
+		snprintf(path, sizeof(path), "%s", given);
+		snprintf(dir, sizeof(dir), "(given)");
+		keep = true;
+		env(path);
+	} else {
+		snprintf(dir, sizeof(dir), "%s/verify-bench.XXXXXX", base);
+		if (!mkdtemp(dir)) {
+			perror("verify-bench: mkdtemp");
+			return 1;
+		}
+		snprintf(path, sizeof(path), "%s/audit.log", dir);
+		env(dir);
+		r = write_log(path, events);
+		if (r < 0) {
+			fprintf(stderr, "verify-bench: writing the log: %s\n", strerror(-r));
+			return 1;
+		}
 	}
 	struct stat st;
-	if (stat(path, &st) < 0)
+	if (stat(path, &st) < 0) {
+		fprintf(stderr, "verify-bench: %s: %s\n", path, strerror(errno));
 		return 1;
-	uint64_t records = events + 1;
+	}
+	/* the engine counts the records (a given log's too) */
+	uint64_t records = given ? 0 : events + 1;
 	double mb = (double)st.st_size / 1e6;
-	printf("log: %" PRIu64 " records, %lld bytes (%.1f bytes a line), written in %.1f s; one file, v1; "
-	       "warm page cache\n", records, (long long)st.st_size, (double)st.st_size / (double)records,
-	       now() - t0);
 
-	double te[100], tc[100], tn[100], ts[100];
+	/* runs alternate: one core, then all cores (the order flips each run) */
+	double te[100], tc[100], tp[100], tpc[100], tn[100], ts[100];
+	unsigned workers = al_vpool_cpus();
 	char *paths[1] = {path};
-	for (unsigned long i = 0; i < runs; i++) {
-		struct al_vopts o = {0};
+	for (unsigned long i = 0; i < 2 * runs; i++) {
+		bool par = (i % 2) ^ ((i / 2) % 2);
+		struct al_vopts o = {.threads = par ? 0 : 1};
 		struct al_vresult res;
 		double a = now(), ac = cpu_now();
 		r = al_verify_files(paths, 1, &o, &res);
-		te[i] = now() - a;
-		tc[i] = cpu_now() - ac;
+		double t = now() - a, tcpu = cpu_now() - ac;
+		*(par ? &tp[i / 2] : &te[i / 2]) = t;
+		*(par ? &tpc[i / 2] : &tc[i / 2]) = tcpu;
 		uint64_t bad = 0;
 		for (int k = 0; k < AL_V__MAX; k++)
 			bad += res.findings[k];
-		if (r < 0 || bad || res.records != records) {
-			fprintf(stderr, "verify-bench: the engine did not verify the log clean\n");
+		if (!records)
+			records = res.records;
+		if (r < 0 || bad || res.records != records || (par && workers > 1 && res.taken < records / 2)) {
+			fprintf(stderr, "verify-bench: the engine did not verify the log clean%s\n",
+				par ? " with its workers" : "");
 			return 1;
 		}
 		al_vresult_free(&res);
 	}
+	printf("log: %" PRIu64 " records, %lld bytes (%.1f bytes a line)%s%.1f s; one file, v1; warm page "
+	       "cache\n", records, (long long)st.st_size, (double)st.st_size / (double)records,
+	       given ? ", given; runs took " : ", written in ", now() - t0);
+
 	for (unsigned long i = 0; i < runs; i++) {
 		uint64_t lines = 0;
 		double a = now();
@@ -274,26 +297,39 @@ int main(int argc, char **argv)
 		}
 		ts[i] = now() - a;
 	}
-	double me = median(te, (int)runs), mc = median(tc, (int)runs), mn = median(tn, (int)runs),
-	       ms = median(ts, (int)runs);
+	double ratio[100];
+	for (unsigned long i = 0; i < runs; i++)
+		ratio[i] = te[i] / tp[i];
+	double mr = median(ratio, (int)runs);
+	double me = median(te, (int)runs), mc = median(tc, (int)runs), mp = median(tp, (int)runs),
+	       mpc = median(tpc, (int)runs), mn = median(tn, (int)runs), ms = median(ts, (int)runs);
+	char all[64];
+	snprintf(all, sizeof(all), "engine, %u workers (all cores)", workers);
 	printf("\n%-34s %10s %14s %10s %8s\n", "contender (median of runs)", "seconds", "records/s", "MB/s",
 	       "ratio");
 	printf("%-34s %10.3f %14.0f %10.1f %8.2f\n", "engine (auditlog-verify), 1 core", me, records / me,
 	       mb / me, 1.0);
 	printf("%-34s %10.3f %14.0f %10.1f %8.2f\n", "  same, CPU time", mc, records / mc, mb / mc, me / mc);
+	printf("%-34s %10.3f %14.0f %10.1f %8.2f\n", all, mp, records / mp, mb / mp, me / mp);
+	printf("%-34s %10.3f %14.0f %10.1f %8.2f\n", "  same, CPU time (all threads)", mpc, records / mpc,
+	       mb / mpc, me / mpc);
 	printf("%-34s %10.3f %14.0f %10.1f %8.2f\n", "naive: jansson + SHA-256 a line", mn, records / mn,
 	       mb / mn, me / mn);
 	printf("%-34s %10.3f %14s %10.1f %8.2f\n", "sha256sum of the file", ms, "-", mb / ms, me / ms);
-	printf("(ratio: engine time / contender time; > 1: the contender is faster)\n");
-	printf("runs: engine");
+	printf("(ratio: engine time on 1 core / contender time; > 1: the contender is faster)\n");
+	printf("runs (sorted): engine");
 	for (unsigned long i = 0; i < runs; i++)
 		printf(" %.3f", te[i]);
+	printf("; all cores");
+	for (unsigned long i = 0; i < runs; i++)
+		printf(" %.3f", tp[i]);
 	printf("; naive");
 	for (unsigned long i = 0; i < runs; i++)
 		printf(" %.3f", tn[i]);
 	printf("; sha256sum");
 	for (unsigned long i = 0; i < runs; i++)
 		printf(" %.3f", ts[i]);
+	printf("\nspeed-up with all cores: %.2fx on %u CPU(s) (median of the runs' ratios)\n", mr, workers);
 	printf("\ntarget: >= 1,000,000 records/s per core on canonical lines: %s\n",
 	       records / mc >= 1e6 ? "met" : "NOT met");
 	if (!keep) {

@@ -1,6 +1,6 @@
 #!/bin/sh
 # auditlog-verify as a user runs it: exit codes, --json, --expect-head, the
-# progress bar, and terminal escaping of what comes from the log. Args: auditlog-demo auditlog-verify
+# progress bar, --jobs, and terminal escaping of what comes from the log. Args: auditlog-demo auditlog-verify
 set -u
 DEMO=$1
 VERIFY=$2
@@ -53,6 +53,16 @@ expect 1 "$VERIFY" -q "$d/log"
 expect 1 "$VERIFY" --emit "$d/log"
 [ "$(wc -l <"$d/out")" -eq "$(($(wc -l <"$d/log/audit.log") - 1))" ] || fail "--emit after a deletion"
 if grep -q '"seq":5,' "$d/out"; then fail "--emit passed the record after the gap"; fi
+
+# --jobs: the same report from one thread and from workers checking small
+# blocks (AUDITLOG_VERIFY_BLOCK: a small log in many blocks)
+expect 1 "$VERIFY" --jobs 1 --json "$d/log"
+mv "$d/out" "$d/one.json"
+expect 1 env AUDITLOG_VERIFY_BLOCK=4096 "$VERIFY" -j 3 --json "$d/log"
+cmp -s "$d/out" "$d/one.json" || fail "--jobs 3 reports otherwise than --jobs 1"
+grep -q '"class": *"deleted"' "$d/out" || fail "--jobs: no deleted finding: $(cat "$d/out")"
+expect 2 "$VERIFY" --jobs x "$d/log"
+expect 2 "$VERIFY" --jobs -1 "$d/log"
 
 # usage and I/O errors: exit 2
 expect 2 "$VERIFY"

@@ -172,14 +172,66 @@ static struct fx fx_mixed(unsigned events, uint64_t rotate)
 	return fx;
 }
 
+static void same_findings(const struct got *a, const struct got *b)
+{
+	if (a->n != b->n) {
+		print_message("the walk alone:\n");
+		dump(a);
+		print_message("with workers:\n");
+		dump(b);
+	}
+	assert_int_equal(a->n, b->n);
+	for (unsigned i = 0; i < a->n && i < 16; i++) {
+		const struct finding *x = &a->f[i], *y = &b->f[i];
+		assert_int_equal(x->cls, y->cls);
+		assert_string_equal(x->file, y->file);
+		assert_int_equal(x->line, y->line);
+		assert_int_equal(x->off, y->off);
+		assert_int_equal(x->seq, y->seq);
+		assert_int_equal(x->has_seq, y->has_seq);
+		assert_string_equal(x->msg, y->msg);
+	}
+}
+
+static void same_result(const struct al_vresult *a, const struct al_vresult *b)
+{
+	assert_int_equal(a->files, b->files);
+	assert_int_equal(a->chains, b->chains);
+	assert_int_equal(a->records, b->records);
+	assert_int_equal(a->bytes, b->bytes);
+	assert_memory_equal(a->findings, b->findings, sizeof(a->findings));
+	assert_memory_equal(a->chain, b->chain, a->chains * sizeof(*a->chain));
+}
+
+/* Every verification runs twice: by the walk alone, and with worker threads
+ * checking small blocks ahead of it (block sizes vary from run to run, so
+ * that block edges fall everywhere). Both must report the same, finding for
+ * finding (verify_par.c). */
+static uint64_t taken_total; /* records the workers checked, over all runs */
+
 static struct al_vresult verify_paths(char **paths, unsigned n, struct got *g, const struct al_vopts *base)
 {
+	static const uint64_t blocks[] = {512, 1777, 4096, 300};
+	static unsigned turn;
 	struct al_vopts o = base ? *base : (struct al_vopts){0};
-	struct al_vresult res;
+	struct al_vresult res, par;
+	struct got gp;
+
 	memset(g, 0, sizeof(*g));
+	memset(&gp, 0, sizeof(gp));
 	o.on_finding = collect;
 	o.ctx = g;
+	o.threads = 1;
 	assert_int_equal(al_verify_files(paths, n, &o, &res), 0);
+	assert_int_equal(res.taken, 0);
+	o.ctx = &gp;
+	o.threads = 3;
+	o.block = base && base->block ? base->block : blocks[turn++ % (sizeof(blocks) / sizeof(blocks[0]))];
+	assert_int_equal(al_verify_files(paths, n, &o, &par), 0);
+	same_findings(g, &gp);
+	same_result(&res, &par);
+	taken_total += par.taken;
+	al_vresult_free(&par);
 	return res;
 }
 
@@ -318,6 +370,11 @@ static void test_clean(void **state)
 		struct al_vresult res = verify_paths(fx->files, fx->n, &g, NULL);
 		expect_none("clean log", &g);
 		assert_int_equal(res.chains, 1);
+		/* and the workers did check most of it */
+		uint64_t before = taken_total;
+		al_vresult_free(&res);
+		res = verify_paths(fx->files, fx->n, &g, NULL);
+		assert_true(taken_total - before > res.records / 2);
 		uint64_t records = res.records;
 		al_vresult_free(&res);
 		/* the order of the inputs does not matter: the headers' links do */
@@ -878,6 +935,14 @@ static enum rw_act downgrade(struct rw *rw, struct al_record *rec, uint64_t seq)
 	return RW_KEEP;
 }
 
+static enum rw_act ts_back(struct rw *rw, struct al_record *rec, uint64_t seq)
+{
+	static const char early[] = "2001-01-01T00:00:00.000000000Z";
+	if (seq == rw->from)
+		rec->f[AL_F_TIMESTAMP] = (struct al_val){.p = (const uint8_t *)early, .n = AL_TS_LEN};
+	return RW_KEEP;
+}
+
 static enum rw_act drop_range(struct rw *rw, struct al_record *rec, uint64_t seq)
 {
 	return seq >= rw->from && seq <= rw->to ? RW_DROP : RW_KEEP;
@@ -956,6 +1021,55 @@ static void test_recomputed_chain(void **state)
 	g = verify_fx(&fx, &head);
 	expect_head_finding("deleted and renumbered, --expect-head", &g, AL_V_TRUNCATED, head.expect_seq);
 	fx_free(&fx);
+}
+
+/* Blocks smaller than a line: every line is the first of its block, so the
+ * walk decides for each line whether it may take the workers' check
+ * (verify_par.c): a version or a timestamp going back across a block edge,
+ * --from, --expect-head and --min-version must give what the walk alone
+ * gives (verify_paths compares the two). */
+static void test_block_edges(void **state)
+{
+	struct al_vopts o = {.block = 200};
+	struct got g;
+	struct lines *l = lines_of(V1.files[V1.n / 2]);
+	uint64_t seq = l->seq[7];
+	struct al_vresult res;
+
+	lines_free(l);
+	g = verify_fx(&V1, &o);
+	expect_none("clean, a block a line", &g);
+	res = verify_paths(V1.files, V1.n, &g, &o);
+	o.has_expect_head = true;
+	o.expect_seq = res.chain[0].last_seq - 3;
+	memcpy(o.expect_hash, res.chain[0].head_hash, AL_HASH_LEN); /* not that record's */
+	al_vresult_free(&res);
+	g = verify_fx(&V1, &o);
+	expect_head_finding("a wrong expected head, a block a line", &g, AL_V_MODIFIED, o.expect_seq);
+	o.has_expect_head = false;
+	o.has_from = true;
+	o.from_seq = seq;
+	memset(o.from_hash, 0, AL_HASH_LEN);
+	g = verify_fx(&V1, &o);
+	assert_int_equal(g.n, 1);
+	o.has_from = false;
+	o.min_version = 1;
+	g = verify_fx(&MIXED, &o);
+	assert_true(g.n >= 1);
+	assert_int_equal(g.f[0].cls, AL_V_VERSION);
+	o.min_version = 0;
+
+	enum rw_act (*edits[])(struct rw *, struct al_record *, uint64_t) = {downgrade, ts_back};
+	for (int i = 0; i < 2; i++) {
+		struct fx fx = fx_copy(&V1);
+		struct rw rw = {.edit = edits[i], .from = seq};
+		rewrite(&fx, &rw);
+		g = verify_fx(&fx, &o);
+		assert_int_equal(g.n, 1);
+		assert_int_equal(g.f[0].cls, i ? AL_V_REORDERED : AL_V_VERSION);
+		assert_int_equal(g.f[0].seq, seq);
+		fx_free(&fx);
+	}
 }
 
 static void test_downgrade_attack(void **state)
@@ -1048,6 +1162,7 @@ int main(void)
 		cmocka_unit_test(test_bit_flips),
 		cmocka_unit_test(test_recomputed_chain),
 		cmocka_unit_test(test_downgrade_attack),
+		cmocka_unit_test(test_block_edges),
 		cmocka_unit_test(test_forged_recovery),
 	};
 	tu_filter();

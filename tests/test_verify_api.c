@@ -3,7 +3,8 @@
  * The public verification API (auditlog_verifier_* in <auditlog.h>), through
  * libauditlog.so as an application links it: a clean rotated log, one changed
  * byte found at its line, an expected head that the chain does not reach,
- * the emitted lines, and the argument and state errors.
+ * the emitted lines, the same verdict with and without worker threads, and
+ * the argument and state errors.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -150,6 +152,69 @@ static void test_one_byte_changed(void **state)
 	close(fd);
 }
 
+/* A file large enough for the workers (two 4 MiB blocks and more): the same
+ * verdict with 1 and with 4 threads, clean and with one byte changed. */
+static void verify_big(const char *file, unsigned threads, struct seen *s, struct auditlog_vsummary *sum)
+{
+	struct auditlog_verifier *v;
+
+	memset(s, 0, sizeof(*s));
+	assert_int_equal(auditlog_verifier_new(&v), 0);
+	assert_int_equal(auditlog_verifier_add_path(v, file), 0);
+	assert_int_equal(auditlog_verifier_set_on_finding(v, on_finding, s), 0);
+	assert_int_equal(auditlog_verifier_set_threads(v, threads), 0);
+	assert_int_equal(auditlog_verifier_run(v, sum, sizeof(*sum)), 0);
+	auditlog_verifier_free(v);
+}
+
+static void test_threads(void **state)
+{
+	char bigdir[sizeof(dir) + 8], big[sizeof(dir) + 16];
+	struct auditlog_config *cfg;
+	struct auditlog *log;
+	struct auditlog_vsummary one, four;
+	struct seen s1, s4;
+	struct stat st;
+
+	snprintf(bigdir, sizeof(bigdir), "%s/big", dir); /* (not among the files of dir) */
+	snprintf(big, sizeof(big), "%s/a.log", bigdir);
+	assert_int_equal(mkdir(bigdir, 0700), 0);
+	assert_int_equal(auditlog_config_new(&cfg), 0);
+	assert_int_equal(auditlog_config_set_path(cfg, big), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	auditlog_config_free(cfg);
+	for (int i = 0; i < 60000; i++) {
+		struct auditlog_event ev = { .action = "C_Encrypt", .action_len = 9,
+					     .detail = "a detail long enough to fill two blocks quickly",
+					     .detail_len = 47 };
+		assert_int_equal(auditlog_record(log, &ev), 0);
+	}
+	assert_int_equal(auditlog_close(log), 0);
+	assert_int_equal(stat(big, &st), 0);
+	assert_true(st.st_size > (9 << 20));
+
+	verify_big(big, 1, &s1, &one);
+	verify_big(big, 4, &s4, &four);
+	assert_int_equal(one.integrity_findings, 0);
+	assert_int_equal(four.integrity_findings, 0);
+	assert_int_equal(one.records, 60001);
+	assert_memory_equal(&one, &four, sizeof(one));
+
+	int fd = open(big, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "B", 1, st.st_size / 2 + 3), 1);
+	close(fd);
+	verify_big(big, 1, &s1, &one);
+	verify_big(big, 4, &s4, &four);
+	assert_true(one.integrity_findings > 0);
+	assert_memory_equal(&one, &four, sizeof(one));
+	assert_int_equal(s1.findings, s4.findings);
+	assert_int_equal(s1.first.cls, s4.first.cls);
+	assert_int_equal(s1.first.line, s4.first.line);
+	assert_int_equal(s1.first.offset, s4.first.offset);
+	assert_true(s1.first.offset <= (uint64_t)st.st_size / 2 + 3);
+}
+
 static void test_errors(void **state)
 {
 	struct auditlog_verifier *v;
@@ -159,6 +224,8 @@ static void test_errors(void **state)
 	assert_int_equal(auditlog_verifier_new(&v), 0);
 	assert_int_equal(auditlog_verifier_add_path(v, "/nonexistent/audit.log"), -ENOENT);
 	assert_int_equal(auditlog_verifier_set_min_version(v, 1000), -EINVAL);
+	assert_int_equal(auditlog_verifier_set_threads(v, 1025), -EINVAL);
+	assert_int_equal(auditlog_verifier_set_threads(NULL, 1), -EINVAL);
 	assert_int_equal(auditlog_verifier_run(v, &sum, sizeof(sum) + 1), -EINVAL);
 	assert_int_equal(auditlog_verifier_chain(v, 0, NULL, 0), -EINVAL); /* not run */
 	assert_null(auditlog_vclass_name(AUDITLOG_V__COUNT));
@@ -172,6 +239,7 @@ int main(void)
 		cmocka_unit_test(test_clean),
 		cmocka_unit_test(test_expect_head_not_reached),
 		cmocka_unit_test(test_one_byte_changed),
+		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_errors),
 	};
 	return cmocka_run_group_tests(tests, write_log, remove_log);

@@ -270,6 +270,11 @@ AUDITLOG_API int auditlog_verifier_set_on_finding(struct auditlog_verifier *v,
 AUDITLOG_API int auditlog_verifier_set_on_record(struct auditlog_verifier *v,
 						 void (*cb)(void *ctx, const char *line, size_t len),
 						 void *ctx);
+/* Threads that check large files (several MiB) ahead of the walk: 0, the
+ * default, one per CPU the process may run on; 1 none. At most 1024. The
+ * findings are the same with any number. Not used with an on_record
+ * callback (the records are passed on in order by the calling thread). */
+AUDITLOG_API int auditlog_verifier_set_threads(struct auditlog_verifier *v, unsigned threads);
 /* Verify everything added. Returns 0 when it ran (the verdict is in the
  * summary: intact when integrity_findings is 0), or -errno when an input
  * could not be read. size = sizeof(struct auditlog_vsummary) of the caller.

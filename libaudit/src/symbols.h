@@ -29,6 +29,13 @@
 #define al_verify_add_path auditlog__al_verify_add_path
 #define al_verify_files auditlog__al_verify_files
 #define al_vresult_free auditlog__al_vresult_free
+#define al_vpool_cpus auditlog__al_vpool_cpus
+#define al_vpool_free auditlog__al_vpool_free
+#define al_vpool_new auditlog__al_vpool_new
+#define al_vpool_next auditlog__al_vpool_next
+#define al_vpool_peek auditlog__al_vpool_peek
+#define al_vpool_start auditlog__al_vpool_start
+#define al_vpool_stop auditlog__al_vpool_stop
 #define al_vclass_name auditlog__al_vclass_name
 #define al_vclass_is_integrity auditlog__al_vclass_is_integrity
 #define al_now_ns auditlog__al_now_ns

@@ -78,6 +78,7 @@ struct vfile {
 	uint64_t end_seq;
 	/* what the walk saw */
 	uint64_t lines, walked, findings;
+	uint64_t counted; /* bytes reported to on_progress */
 	bool partial;    /* ended inside a line (reported) */
 	/* --follow */
 	bool follow;     /* the chain's head: tailed */
@@ -102,6 +103,8 @@ struct vctx {
 	struct vfile *more;        /* every file met while following */
 	const char *follow_path;   /* the writer's active path */
 	char *names;               /* renamed paths, for the messages (a list: next at the start) */
+	struct al_vpool *pool;     /* workers checking ahead (made for the first large file) */
+	bool no_pool;              /* none to be made */
 };
 
 static bool stopped(const struct vctx *c)
@@ -130,9 +133,13 @@ static void report(struct vctx *c, enum al_vclass cls, const char *file, uint64_
 	}
 }
 
-static void progress(struct vctx *c, uint64_t add)
+/* f has been read or taken up to offset `to`. */
+static void progress(struct vctx *c, struct vfile *f, uint64_t to)
 {
-	c->done_bytes += add;
+	if (to <= f->counted)
+		return;
+	c->done_bytes += to - f->counted;
+	f->counted = to;
 	if (c->o->on_progress)
 		c->o->on_progress(c->o->ctx, c->done_bytes, c->total_bytes);
 }
@@ -191,7 +198,7 @@ static int read_head(struct vctx *c, struct vfile *f)
 
 /* ---- walking one file -------------------------------------------------------- */
 
-#define RING 64
+#define RING AL_VRING
 
 /* A record that did not chain, held until the next record says why. */
 struct pend {
@@ -367,6 +374,57 @@ static void accept(struct walk *w, const struct al_parsed *p, const uint8_t h[AL
 	if (w->c->o->has_expect_head && seq == w->c->o->expect_seq) {
 		w->c->saw_expect = true;
 		w->c->expect_ok = CRYPTO_memcmp(h, w->c->o->expect_hash, AL_HASH_LEN) == 0;
+	}
+}
+
+/* Can the walk take block b in one step, as if each of its lines went
+ * through check_line? Only from a settled state that ends at b's context
+ * record, and when no line of b can be a finding here. */
+static bool can_take(const struct walk *w, const struct al_vblock *b)
+{
+	const struct al_vopts *o = w->c->o;
+	return b->lines && b->has_ctx && !w->x.on && !w->damage && !w->moved && w->have_next &&
+	       w->next == b->ctx_seq + 1 && memcmp(w->prev, b->ctx_hash, AL_HASH_LEN) == 0 &&
+	       (!w->have_ts || (b->first_version >= w->last_version &&
+				memcmp(b->first_ts, w->last_ts, AL_TS_LEN) >= 0)) &&
+	       !(o->has_from && !w->c->past_from) && !(w->f->has_end && b->last_seq > w->f->end_seq);
+}
+
+/* accept() for every line of block b. */
+static void take_block(struct walk *w, const struct al_vblock *b)
+{
+	struct vctx *c = w->c;
+	struct al_vchain *ch = w->ch;
+
+	w->absorbed = 0;
+	memcpy(w->prev, b->last_hash, AL_HASH_LEN);
+	w->next = b->last_seq + 1;
+	memcpy(w->last_ts, b->last_ts, AL_TS_LEN);
+	w->have_ts = true;
+	w->last_version = b->last_version;
+	for (uint64_t i = b->lines > RING ? b->lines - RING : 0; i < b->lines; i++) {
+		unsigned k = (unsigned)(i % RING);
+		remember(w, b->ring_seq[k], b->ring_off[k], b->ring_len[k]);
+	}
+	if (!ch->records) {
+		ch->first_seq = b->first_seq;
+		memcpy(ch->first_ts, b->first_ts, AL_TS_LEN);
+		ch->min_version = ch->max_version = b->first_version;
+	}
+	ch->records += b->lines;
+	ch->events += b->events;
+	ch->last_seq = b->last_seq;
+	memcpy(ch->head_hash, b->last_hash, AL_HASH_LEN);
+	memcpy(ch->last_ts, b->last_ts, AL_TS_LEN);
+	if (b->min_version < ch->min_version)
+		ch->min_version = b->min_version;
+	if (b->max_version > ch->max_version)
+		ch->max_version = b->max_version;
+	c->res->records += b->lines;
+	c->res->taken += b->lines;
+	if (b->has_expect) {
+		c->saw_expect = true;
+		c->expect_ok = CRYPTO_memcmp(b->expect_hash, c->o->expect_hash, AL_HASH_LEN) == 0;
 	}
 }
 
@@ -828,6 +886,25 @@ static int successor(struct vctx *c, struct vfile *f, uint64_t next_seq)
 
 /* Walk f up to f->limit bytes, a buffer at a time: lines are checked where
  * they lie; only a line cut by the buffer's end is moved to its start. */
+static struct al_vpool *pool_for(struct vctx *c, const struct vfile *f)
+{
+	const struct al_vopts *o = c->o;
+	uint64_t block = o->block ? o->block : AL_VBLOCK;
+
+	if (c->no_pool || o->follow || o->on_record || f->limit / block < 2)
+		return NULL;
+	if (!c->pool) {
+		unsigned n = o->threads ? o->threads : al_vpool_cpus();
+		/* no workers to be had: the walk does it all, with the same result */
+		if (n < 2 || al_vpool_new(n, block, &c->pool) < 0) {
+			c->no_pool = true;
+			return NULL;
+		}
+	}
+	al_vpool_start(c->pool, f->fd, f->limit, o->min_version, o->has_expect_head, o->expect_seq);
+	return c->pool;
+}
+
 static int walk_file(struct vctx *c, struct vfile *f, struct walk *w)
 {
 	size_t cap = 1u << 20, have = 0, pos = 0;
@@ -840,7 +917,25 @@ static int walk_file(struct vctx *c, struct vfile *f, struct walk *w)
 		return -ENOMEM;
 	w->f = f;
 	c->cur = f;
+	struct al_vpool *pool = pool_for(c, f);
+	const struct al_vblock *blk = pool ? al_vpool_peek(pool) : NULL;
 	for (;;) {
+		while (blk && base + pos >= blk->start) {
+			/* at (or past) the next block the workers checked */
+			if (base + pos == blk->start && can_take(w, blk)) {
+				take_block(w, blk);
+				lineno += blk->lines;
+				progress(c, f, blk->end);
+				if (blk->end < base + have) {
+					pos = (size_t)(blk->end - base);
+				} else {
+					base = blk->end;
+					have = pos = 0;
+				}
+			}
+			al_vpool_next(pool);
+			blk = al_vpool_peek(pool);
+		}
 		uint8_t *nl = pos < have ? memchr(buf + pos, '\n', have - pos) : NULL;
 		if (nl) {
 			size_t len = (size_t)(nl - (buf + pos));
@@ -871,7 +966,7 @@ static int walk_file(struct vctx *c, struct vfile *f, struct walk *w)
 			goto out;
 		}
 		have += (size_t)n;
-		progress(c, (uint64_t)n);
+		progress(c, f, base + have);
 		if (c->o->follow && stopped(c)) {
 			f->stopped = true;
 			eof = true;
@@ -922,6 +1017,8 @@ static int walk_file(struct vctx *c, struct vfile *f, struct walk *w)
 		f->size = f->walked; /* it grew while followed */
 	c->res->bytes += base + have;
 out:
+	if (pool)
+		al_vpool_stop(pool);
 	free(buf);
 	return r;
 }
@@ -1213,6 +1310,7 @@ out:
 		memcpy(&c.names, p, sizeof(char *));
 		free(p);
 	}
+	al_vpool_free(c.pool);
 	free(c.files);
 	free(c.dec);
 	free(c.line2);

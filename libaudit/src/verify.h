@@ -4,8 +4,8 @@
  * libauditlog, groups them into chains by chain_id, orders each chain by its
  * headers' links, and reports every problem with file, line, byte offset and
  * seq. Streams each file (constant memory in the log's size, except the
- * bounded look-ahead a damaged region needs). Internal for now: used by
- * auditlog-verify and the tests; the public API comes with the next step.
+ * bounded look-ahead a damaged region needs). Used by auditlog-verify, the
+ * token and the tests; auditlog_verifier_* (verify_api.c) is its public face.
  */
 #ifndef AUDITLOG_VERIFY_H
 #define AUDITLOG_VERIFY_H
@@ -78,6 +78,13 @@ struct al_vopts {
 	 * each read (at most every 1 MiB); may be NULL. For a progress bar. */
 	void (*on_progress)(void *ctx, uint64_t done, uint64_t total);
 	void *ctx;
+	/* Worker threads that check large files ahead of the walk (verify_par.c):
+	 * 0 one per CPU this process may run on, 1 none (the walk alone). The
+	 * findings are the same either way. Not used with follow or on_record. */
+	unsigned threads;
+	/* Their block size in bytes (0: 4 MiB); a file is checked in parallel
+	 * when it holds at least two. Tests set small ones. */
+	uint64_t block;
 };
 
 struct al_vchain {
@@ -94,6 +101,7 @@ struct al_vresult {
 	unsigned files, chains;
 	uint64_t records, bytes;
 	uint64_t findings[AL_V__MAX];
+	uint64_t taken; /* records the workers checked (the rest: the walk itself) */
 	struct al_vchain *chain; /* chains[] in the order found; freed by al_vresult_free */
 };
 
@@ -102,6 +110,45 @@ struct al_vresult {
  * could not read an input (res then says how far it got). */
 int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, struct al_vresult *res);
 void al_vresult_free(struct al_vresult *res);
+
+/* ---- parallel checking (verify_par.c) ---------------------------------------- */
+
+#define AL_VRING 64           /* recent records the walk keeps (to tell a duplicate) */
+#define AL_VBLOCK (4u << 20) /* the workers' default block */
+
+/* What a worker found in one block: the clean prefix of its lines (start to
+ * end), each chaining from the one before it, the first from the context
+ * line (the line before start). */
+struct al_vblock {
+	uint64_t k;
+	uint64_t start, end; /* file offsets; lines == 0: nothing to take */
+	uint64_t lines, events;
+	bool has_ctx;
+	uint64_t ctx_seq;
+	uint8_t ctx_hash[AL_HASH_LEN];
+	uint64_t first_seq, last_seq;
+	char first_ts[AL_TS_LEN], last_ts[AL_TS_LEN];
+	unsigned first_version, last_version, min_version, max_version;
+	uint8_t last_hash[AL_HASH_LEN];
+	bool has_expect; /* the record with the expected head's seq is here */
+	uint8_t expect_hash[AL_HASH_LEN];
+	/* the last min(lines, AL_VRING) records: line i at [i % AL_VRING] */
+	uint64_t ring_seq[AL_VRING], ring_off[AL_VRING];
+	uint32_t ring_len[AL_VRING];
+};
+
+struct al_vpool;
+unsigned al_vpool_cpus(void);
+int al_vpool_new(unsigned threads, uint64_t block, struct al_vpool **ret);
+void al_vpool_free(struct al_vpool *pl);
+/* Check file fd up to limit, block by block, ahead of the walk. */
+void al_vpool_start(struct al_vpool *pl, int fd, uint64_t limit, unsigned min_version, bool has_expect,
+		    uint64_t expect_seq);
+/* The next block in file order (waits for it), NULL after the last. */
+const struct al_vblock *al_vpool_peek(struct al_vpool *pl);
+void al_vpool_next(struct al_vpool *pl);
+/* Done with the file: waits for the workers to put it down. */
+void al_vpool_stop(struct al_vpool *pl);
 
 /* Append PATH to *list (n used, cap allocated): a file as given, or a
  * directory's regular files (not dot files), in directory order. 0 or -errno. */

@@ -106,6 +106,14 @@ AUDITLOG_API int auditlog_verifier_set_from(struct auditlog_verifier *v, uint64_
 	return 0;
 }
 
+AUDITLOG_API int auditlog_verifier_set_threads(struct auditlog_verifier *v, unsigned threads)
+{
+	if (!v || threads > 1024)
+		return -EINVAL;
+	v->o.threads = threads;
+	return 0;
+}
+
 static void finding_cb(void *ctx, const struct al_finding *f)
 {
 	struct auditlog_verifier *v = ctx;
