@@ -235,10 +235,95 @@ static struct al_vresult verify_paths(char **paths, unsigned n, struct got *g, c
 	return res;
 }
 
+/* The same files as one stream (al_vstream_*): concatenated in chain order
+ * and fed in pieces of varying size. A stream must report what the files
+ * report, class for class and seq for seq, each at the stream's line and
+ * offset of the file's line and offset. */
+static bool stream_elsewhere; /* records appended to a rotated file: a stream learns where the
+			       * file should have ended at the next header, and says it there */
+static bool stream_glued; /* a file cut inside a line: as a stream, its last line and the
+			   * next file's header are one line (at least one finding, elsewhere) */
+
+static void stream_like_files(const struct fx *fx, const struct al_vopts *base, const struct got *g,
+			      const struct al_vresult *res)
+{
+	static unsigned turn;
+	struct al_vopts o = base ? *base : (struct al_vopts){0};
+	uint64_t lines_before[64], bytes_before[64], lines = 0, bytes = 0;
+	struct al_vstream *st;
+	struct al_vresult sr;
+	struct got gs;
+
+	assert_true(fx->n <= 64);
+	memset(&gs, 0, sizeof(gs));
+	o.on_finding = collect;
+	o.ctx = &gs;
+	assert_int_equal(al_vstream_new("stream", &o, &sr, &st), 0);
+	for (unsigned i = 0; i < fx->n; i++) {
+		size_t len;
+		uint8_t *buf = tu_read_file(fx->files[i], &len);
+		if (!buf) { /* removed by the test: not part of the stream either */
+			lines_before[i] = lines;
+			bytes_before[i] = bytes;
+			continue;
+		}
+		lines_before[i] = lines;
+		bytes_before[i] = bytes;
+		for (size_t k = 0; k < len; k++)
+			lines += buf[k] == '\n';
+		if (len && buf[len - 1] != '\n')
+			lines++; /* a last line without its newline: the next file's lines follow it */
+		bytes += len;
+		/* pieces of 1 byte to 8 KiB, in a pattern that changes from run to run */
+		for (size_t k = 0, piece = 1 + turn++ % 97; k < len; k += piece, piece = 1 + (piece * 389 + 7) % 8191) {
+			size_t m = len - k < piece ? len - k : piece;
+			assert_int_equal(al_vstream_feed(st, buf + k, m), 0);
+		}
+		free(buf);
+	}
+	assert_int_equal(al_vstream_end(st), 0);
+	if (stream_glued) {
+		assert_true(gs.n >= 1);
+		al_vresult_free(&sr);
+		return;
+	}
+	if (gs.n != g->n) {
+		print_message("files:\n");
+		dump(g);
+		print_message("stream:\n");
+		dump(&gs);
+	}
+	assert_int_equal(gs.n, g->n);
+	for (unsigned i = 0; i < g->n && i < 16; i++) {
+		const struct finding *x = &g->f[i], *y = &gs.f[i];
+		unsigned fi = 0;
+		while (fi < fx->n && strcmp(fx->files[fi], x->file) != 0)
+			fi++;
+		if (x->cls != y->cls || x->seq != y->seq || x->has_seq != y->has_seq ||
+		    (x->line && fi < fx->n && !stream_elsewhere &&
+		     (y->line != lines_before[fi] + x->line || y->off != bytes_before[fi] + x->off))) {
+			print_message("finding %u differs; files:\n", i);
+			dump(g);
+			print_message("stream:\n");
+			dump(&gs);
+			fail();
+		}
+		assert_string_equal(y->file, "stream");
+	}
+	assert_int_equal(sr.records, res->records);
+	if (!o.has_from) /* (files wholly before it are not read) */
+		assert_int_equal(sr.bytes, res->bytes);
+	assert_int_equal(sr.chains, 1);
+	assert_int_equal(sr.chain[0].last_seq, res->chain[0].last_seq);
+	assert_memory_equal(sr.chain[0].head_hash, res->chain[0].head_hash, AL_HASH_LEN);
+	al_vresult_free(&sr);
+}
+
 static struct got verify_fx(const struct fx *fx, const struct al_vopts *base)
 {
 	struct got g;
 	struct al_vresult res = verify_paths(fx->files, fx->n, &g, base);
+	stream_like_files(fx, base, &g, &res);
 	al_vresult_free(&res);
 	return g;
 }
@@ -645,7 +730,9 @@ static void test_truncation_and_files(void **state)
 		fx = fx_copy(&V1);
 		l = lines_of(fx.files[mid]);
 		truncate_to(fx.files[mid], l->off[k] + (boundary ? 0 : 57));
+		stream_glued = !boundary;
 		g = verify_fx(&fx, NULL);
+		stream_glued = false;
 		expect_one(boundary ? "middle file cut at a line" : "middle file cut in a line", &g,
 			   AL_V_TRUNCATED, fx.files[mid], k + 1, l->off[k], l->seq[k]);
 		lines_free(l);
@@ -679,7 +766,9 @@ static void test_truncation_and_files(void **state)
 		assert_true(fd >= 0);
 		assert_int_equal(write(fd, line, (size_t)len), len);
 		close(fd);
+		stream_elsewhere = true;
 		g = verify_fx(&fx, NULL);
+		stream_elsewhere = false;
 		expect_one("a chained record appended to a rotated file", &g, AL_V_INSERTED, fx.files[mid],
 			   l->n + 1, l->size, l->seq[z] + 1);
 	}
@@ -767,7 +856,11 @@ static unsigned flip_line(struct fx *fx, unsigned fi, size_t k)
 				want = end + 1 == l->size ? AL_V_TRUNCATED : AL_V_UNPARSEABLE;
 			else
 				want = oracle(buf + a, l->len[k], prev_version);
+			/* a rotated file's last '\n' flipped: as a stream, its last line runs
+			 * into the next file's header */
+			stream_glued = i == end && end + 1 == l->size && fi + 1 < fx->n;
 			struct got g = verify_fx(fx, NULL);
+			stream_glued = false;
 			char what[96];
 			snprintf(what, sizeof(what), "file %u line %zu byte %zu bit %d", fi, k + 1, i - a, bit);
 			if (!(g.n == 1 && g.f[0].cls == want && !strcmp(g.f[0].file, fx->files[fi]) &&

@@ -3,10 +3,11 @@
  * The public verification API (auditlog_verifier_* in <auditlog.h>), through
  * libauditlog.so as an application links it: a clean rotated log, one changed
  * byte found at its line, an expected head that the chain does not reach,
- * the emitted lines, the same verdict with and without worker threads, and
- * the argument and state errors.
+ * the emitted lines, the same verdict with and without worker threads, the
+ * rotated set fed as a stream, and the argument and state errors.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -215,6 +216,94 @@ static void test_threads(void **state)
 	assert_true(s1.first.offset <= (uint64_t)st.st_size / 2 + 3);
 }
 
+/* The rotated set as a stream: its files concatenated in chain order (by
+ * the seq in their names: the writer's rotated files end in -<first seq>,
+ * the active file comes last), fed in pieces of 1 to 700 bytes. The same
+ * verdict and records as the files; then a line changed in the stream is
+ * found at its line of the stream. */
+static int by_seq(const void *a, const void *b)
+{
+	const char *x = *(char *const *)a, *y = *(char *const *)b;
+	const char *dx = strrchr(x, '-'), *dy = strrchr(y, '-');
+	unsigned long long sx = dx ? strtoull(dx + 1, NULL, 10) : ~0ull, sy = dy ? strtoull(dy + 1, NULL, 10) : ~0ull;
+	return sx < sy ? -1 : sx > sy;
+}
+
+static struct auditlog_vsummary feed_set(struct seen *s, const char *flip_from, const char *flip_to)
+{
+	struct auditlog_verifier *v;
+	struct auditlog_vsummary sum;
+	char *names[64], cmd[sizeof(dir) + 32], name[512];
+	unsigned n = 0;
+	FILE *ls;
+	bool flipped = false;
+
+	snprintf(cmd, sizeof(cmd), "ls -1 %s", dir);
+	ls = popen(cmd, "r");
+	assert_non_null(ls);
+	while (n < 64 && fgets(name, sizeof(name), ls)) {
+		name[strcspn(name, "\n")] = 0;
+		if (strncmp(name, "audit.log", 9) == 0)
+			names[n++] = strdup(name);
+	}
+	pclose(ls);
+	qsort(names, n, sizeof(char *), by_seq);
+	memset(s, 0, sizeof(*s));
+	assert_int_equal(auditlog_verifier_new(&v), 0);
+	assert_int_equal(auditlog_verifier_feed(v, "x", 1), -EINVAL); /* no stream added */
+	assert_int_equal(auditlog_verifier_add_stream(v, "siem"), 0);
+	assert_int_equal(auditlog_verifier_add_path(v, dir), -EINVAL);
+	assert_int_equal(auditlog_verifier_add_stream(v, "again"), -EINVAL);
+	assert_int_equal(auditlog_verifier_set_on_finding(v, on_finding, s), 0);
+	assert_int_equal(auditlog_verifier_set_on_record(v, on_record, s), 0);
+	for (unsigned i = 0; i < n; i++) {
+		char p[sizeof(dir) + 512];
+		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+		FILE *f = fopen(p, "r");
+		char buf[65536];
+		size_t len;
+		assert_non_null(f);
+		len = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[len] = 0;
+		char *at = flip_from && !flipped ? strstr(buf, flip_from) : NULL;
+		if (at) {
+			memcpy(at, flip_to, strlen(flip_to));
+			flipped = true;
+		}
+		for (size_t k = 0, piece = 1; k < len; k += piece, piece = 1 + (piece * 31 + 5) % 700)
+			assert_int_equal(auditlog_verifier_feed(v, buf + k, len - k < piece ? len - k : piece), 0);
+		free(names[i]);
+	}
+	assert_int_equal(auditlog_verifier_set_strict(v, 1), -EBUSY); /* fixed by the first feed */
+	assert_int_equal(auditlog_verifier_run(v, &sum, sizeof(sum)), 0);
+	assert_int_equal(auditlog_verifier_feed(v, "x", 1), -EINVAL); /* after the run */
+	auditlog_verifier_free(v);
+	assert_true(!flip_from || flipped);
+	return sum;
+}
+
+static void test_stream(void **state)
+{
+	struct seen fs = { 0 }, ss;
+	struct auditlog_vsummary files = run(&fs, NULL);
+	struct auditlog_vsummary stream = feed_set(&ss, NULL, NULL);
+
+	assert_int_equal(stream.integrity_findings, 0);
+	assert_int_equal(ss.findings, 0);
+	assert_int_equal(stream.records, files.records);
+	assert_int_equal(stream.bytes, files.bytes);
+	assert_int_equal(stream.files, files.files); /* a segment a file */
+	assert_int_equal(ss.records, fs.records);
+
+	stream = feed_set(&ss, "\"detail\":\"x\"", "\"detail\":\"z\"");
+	assert_true(stream.integrity_findings > 0);
+	assert_int_equal(ss.first.cls, AUDITLOG_V_MODIFIED);
+	assert_string_equal(ss.file, "siem");
+	assert_true(ss.first.line >= 2);
+	assert_true(ss.first.has_seq);
+}
+
 static void test_errors(void **state)
 {
 	struct auditlog_verifier *v;
@@ -240,6 +329,7 @@ int main(void)
 		cmocka_unit_test(test_expect_head_not_reached),
 		cmocka_unit_test(test_one_byte_changed),
 		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_stream),
 		cmocka_unit_test(test_errors),
 	};
 	return cmocka_run_group_tests(tests, write_log, remove_log);

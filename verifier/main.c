@@ -23,8 +23,10 @@
 
 static const char usage[] =
 	"usage: auditlog-verify [options] PATH...\n"
+	"       auditlog-verify [options] -        (the log on standard input)\n"
 	"\n"
-	"Verify audit logs written by libauditlog: files, or directories of rotated files.\n"
+	"Verify audit logs written by libauditlog: files, or directories of rotated files,\n"
+	"or a stream on standard input (a rotated set concatenated in order).\n"
 	"Files are grouped into chains by chain id and ordered by their headers' links.\n"
 	"\n"
 	"  --json                 print a machine report (every finding) on stdout\n"
@@ -253,6 +255,35 @@ static int parse_seq_hash(const char *s, uint64_t *ret_seq, uint8_t ret_hash[AL_
 	return 0;
 }
 
+/* The log on standard input, fed to the engine as it is read. */
+static int verify_stdin(const struct al_vopts *o, struct al_vresult *res)
+{
+	static uint8_t buf[1 << 20];
+	struct al_vstream *st;
+	int r = al_vstream_new("(stdin)", o, res, &st);
+
+	if (r < 0)
+		return r;
+	for (;;) {
+		ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = -errno;
+			al_vstream_free(st);
+			return r;
+		}
+		if (n == 0)
+			break;
+		r = al_vstream_feed(st, buf, (size_t)n);
+		if (r < 0) {
+			al_vstream_free(st);
+			return r;
+		}
+	}
+	return al_vstream_end(st);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -329,6 +360,18 @@ int main(int argc, char **argv)
 	rep.out = rep.emit ? stderr : stdout;
 	if (rep.emit)
 		o.on_record = on_record;
+	/* "-": the log on standard input, as a stream (cat of a rotated set in
+	 * order, or a pipe from wherever the trail is kept) */
+	bool from_stdin = false;
+	for (int i = optind; i < argc; i++)
+		from_stdin |= strcmp(argv[i], "-") == 0;
+	if (from_stdin && (argc - optind != 1 || o.follow)) {
+		fprintf(stderr, "auditlog-verify: - (standard input) is the only input when given, and not "
+				"with --follow\n");
+		return 2;
+	}
+	if (from_stdin)
+		goto verify;
 relist:
 	/* --follow: a rotation may rename a file between the listing and the
 	 * opening; list until two listings agree (names). */
@@ -360,6 +403,7 @@ relist:
 		}
 	}
 	qsort(paths, n, sizeof(char *), cmp_str); /* stable output; order comes from the links */
+verify:
 	if (rep.json && !rep.findings)
 		rep.findings = json_array();
 	if (o.follow) {
@@ -401,7 +445,7 @@ relist:
 	}
 
 	struct al_vresult res;
-	r = al_verify_files(paths, n, &o, &res);
+	r = from_stdin ? verify_stdin(&o, &res) : al_verify_files(paths, n, &o, &res);
 	bar_clear(&rep);
 	if (r == -ENOENT && o.follow && follow_tries++ < 50) {
 		/* A file was renamed between the listing and its opening (the

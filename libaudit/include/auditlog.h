@@ -191,8 +191,8 @@ AUDITLOG_API const char *auditlog_ckm_name(uint64_t mechanism);
  * (several, rotated sets, v0 and v1 records mixed), groups them into chains by
  * chain_id, orders each chain by its headers' links, checks every record, and
  * reports every problem with file, line, byte offset and seq, classified as
- * docs/format.md section 11 says. Streams each file: memory does not grow
- * with the log. A v0/v1 chain cannot show a recomputed tail without an
+ * docs/format.md section 11 says. Streams each file, or bytes fed to it:
+ * memory does not grow with the log. A v0/v1 chain cannot show a recomputed tail without an
  * expected head (auditlog_verifier_set_expect_head): an intact verdict without
  * one does not rule that out.
  *
@@ -252,6 +252,24 @@ AUDITLOG_API void auditlog_verifier_free(struct auditlog_verifier *v);
 /* A log file, or a directory whose regular files (not dot files) are taken.
  * 0, -ENOENT and the like from stat/opendir, -ENOMEM. */
 AUDITLOG_API int auditlog_verifier_add_path(struct auditlog_verifier *v, const char *path);
+/* Instead of files: a stream, the bytes of a log fed in order with
+ * auditlog_verifier_feed (a pipe, a SIEM's copy of the trail). One chain; a
+ * header that links to the record before it (the next file of a rotated
+ * set, concatenated in order) starts a new segment whose link is checked as
+ * a file's. Findings name the stream `name` (file), with line numbers and
+ * offsets counted in the stream. Memory stays constant. -EINVAL once a path
+ * was added, or a second time. (A file sealed after a write error is not
+ * cut at the size its successor records, as it is among files: see
+ * docs/auditlog-verify.md.) */
+AUDITLOG_API int auditlog_verifier_add_stream(struct auditlog_verifier *v, const char *name);
+/* The stream's next len bytes, in pieces of any size: a line with its
+ * newline, or whatever a read() returned. Findings are reported (and
+ * verified lines passed to on_record) as lines complete, during the call.
+ * The first feed fixes the settings: the set_* calls answer -EBUSY after
+ * it. _run then ends the stream (a last line without its newline is a
+ * truncated finding) and fills the summary. 0, -EINVAL (no stream added,
+ * or after _run), -ENOMEM. */
+AUDITLOG_API int auditlog_verifier_feed(struct auditlog_verifier *v, const void *buf, size_t len);
 /* Report every record below this version (default 0). */
 AUDITLOG_API int auditlog_verifier_set_min_version(struct auditlog_verifier *v, unsigned version);
 /* Count recovered crash damage as an integrity finding (default: informational). */

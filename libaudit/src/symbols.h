@@ -29,6 +29,10 @@
 #define al_verify_add_path auditlog__al_verify_add_path
 #define al_verify_files auditlog__al_verify_files
 #define al_vresult_free auditlog__al_vresult_free
+#define al_vstream_end auditlog__al_vstream_end
+#define al_vstream_feed auditlog__al_vstream_feed
+#define al_vstream_free auditlog__al_vstream_free
+#define al_vstream_new auditlog__al_vstream_new
 #define al_vpool_cpus auditlog__al_vpool_cpus
 #define al_vpool_free auditlog__al_vpool_free
 #define al_vpool_new auditlog__al_vpool_new

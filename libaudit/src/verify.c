@@ -78,6 +78,7 @@ struct vfile {
 	uint64_t end_seq;
 	/* what the walk saw */
 	uint64_t lines, walked, findings;
+	uint64_t base_line, base_off; /* a stream's segment: lines and bytes before it (files: 0) */
 	uint64_t counted; /* bytes reported to on_progress */
 	bool partial;    /* ended inside a line (reported) */
 	/* --follow */
@@ -228,6 +229,7 @@ struct walk {
 	uint64_t ring_off[RING]; /* where the line is, to compare its bytes when needed */
 	uint32_t ring_len[RING];
 	struct vfile *ring_file[RING];
+	uint8_t *ring_copy; /* a stream (no file to read back): RING lines of AL_LINE_MAX */
 	unsigned ring_n;
 	uint64_t cur_off; /* file offset of the line being checked */
 	/* a damaged region waiting for a recovery record that names it */
@@ -262,13 +264,15 @@ static void moved_inserted(struct walk *w)
 /* Recent records: seq and where their line is. Only a record whose seq
  * goes back needs the bytes of the earlier one: read back then (nothing is
  * hashed or copied for the records that chain). */
-static void remember(struct walk *w, uint64_t seq, uint64_t off, size_t len)
+static void remember(struct walk *w, uint64_t seq, const uint8_t *line, uint64_t off, size_t len)
 {
 	unsigned i = w->ring_n++ % RING;
 	w->ring_seq[i] = seq;
 	w->ring_off[i] = off;
 	w->ring_len[i] = (uint32_t)len;
 	w->ring_file[i] = w->f;
+	if (w->ring_copy && line)
+		memcpy(w->ring_copy + (size_t)i * AL_LINE_MAX, line, len);
 }
 
 /* 0 seq never seen, 1 seen with other content, 2 the same line again */
@@ -281,8 +285,9 @@ static int seen(const struct walk *w, uint64_t seq, const uint8_t *line, size_t 
 		if (w->ring_seq[i] != seq)
 			continue;
 		bool same = w->ring_len[i] == len &&
-			    pread(w->ring_file[i]->fd, old, len, (off_t)w->ring_off[i]) == (ssize_t)len &&
-			    memcmp(old, line, len) == 0;
+			    (w->ring_copy ? memcmp(w->ring_copy + (size_t)i * AL_LINE_MAX, line, len) == 0 :
+			     pread(w->ring_file[i]->fd, old, len, (off_t)w->ring_off[i]) == (ssize_t)len &&
+			     memcmp(old, line, len) == 0);
 		r = same ? 2 : r ? r : 1;
 	}
 	return r;
@@ -354,7 +359,7 @@ static void accept(struct walk *w, const struct al_parsed *p, const uint8_t h[AL
 	if (w->moved && seq >= w->moved_seq)
 		moved_inserted(w);
 	follow(w, p, h, seq, ref);
-	remember(w, p->rec.f[AL_F_SEQ].u, off, len);
+	remember(w, p->rec.f[AL_F_SEQ].u, line, off, len);
 	struct al_vchain *ch = w->ch;
 	if (!ch->records) {
 		ch->first_seq = seq;
@@ -404,7 +409,7 @@ static void take_block(struct walk *w, const struct al_vblock *b)
 	w->last_version = b->last_version;
 	for (uint64_t i = b->lines > RING ? b->lines - RING : 0; i < b->lines; i++) {
 		unsigned k = (unsigned)(i % RING);
-		remember(w, b->ring_seq[k], b->ring_off[k], b->ring_len[k]);
+		remember(w, b->ring_seq[k], NULL, b->ring_off[k], b->ring_len[k]);
 	}
 	if (!ch->records) {
 		ch->first_seq = b->first_seq;
@@ -508,12 +513,12 @@ static void settle_inserted(struct walk *w)
 		w->moved_line = x->lineno;
 		w->moved_off = x->off;
 		memcpy(w->moved_hash, x->p.hash, AL_HASH_LEN);
-		remember(w, seq, x->off, x->len);
+		remember(w, seq, x->line, x->off, x->len);
 		return;
 	}
 	report(w->c, AL_V_INSERTED, w->f->path, x->lineno, x->off, true, seq,
 	       "a record that is not part of the chain: the next record follows the one before it");
-	remember(w, x->p.rec.f[AL_F_SEQ].u, x->off, x->len);
+	remember(w, x->p.rec.f[AL_F_SEQ].u, x->line, x->off, x->len);
 }
 
 /* No record follows the held one in this file: `hint` (the link in the next
@@ -555,12 +560,12 @@ static void process(struct walk *w, const struct al_parsed *p, const uint8_t *li
 	const char *path = w->f->path;
 	uint64_t seq = p->rec.f[AL_F_SEQ].u;
 
-	if (lineno > 1 && p->rec.type == AL_T_HEADER) {
+	if (lineno > w->f->base_line + 1 && p->rec.type == AL_T_HEADER) {
 		report(c, AL_V_INSERTED, path, lineno, off, true, seq, "a header in the middle of a file");
-		remember(w, seq, off, len);
+		remember(w, seq, line, off, len);
 		return;
 	}
-	if (lineno == 1 && p->rec.type != AL_T_HEADER && !w->have_next) {
+	if (lineno == w->f->base_line + 1 && p->rec.type != AL_T_HEADER && !w->have_next) {
 		report(c, AL_V_DELETED, path, lineno, off, true, seq, "the file does not start with its header");
 		accept(w, p, p->hash, line, len, seq, w->cur_off, false, true);
 		return;
@@ -638,7 +643,8 @@ static bool settle_with(struct walk *w, const struct al_parsed *r, const uint8_t
 		settle_in_place(w, x->computed);
 		return false;
 	}
-	if (rseq == e && !(lineno > 1 && r->rec.type == AL_T_HEADER) && chains_from(w, r, line, w->prev)) {
+	if (rseq == e && !(lineno > w->f->base_line + 1 && r->rec.type == AL_T_HEADER) &&
+	    chains_from(w, r, line, w->prev)) {
 		if (xseq == e + 1 && chains_from(w, &x->p, x->line, r->hash)) {
 			/* two records swapped: one finding, at the first of the two */
 			uint64_t xd = x->off;
@@ -717,7 +723,7 @@ static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t
 
 	bool after_damage = false;
 	if (w->damage) {
-		if (p.rec.type == AL_T_RECOVERY && p.rec.f[AL_F_DAMAGE_OFFSET].u == w->damage_off &&
+		if (p.rec.type == AL_T_RECOVERY && p.rec.f[AL_F_DAMAGE_OFFSET].u + w->f->base_off == w->damage_off &&
 		    w->have_next && p.rec.f[AL_F_LAST_SEQ].u + 1 == w->next && seq == w->next &&
 		    chains_from(w, &p, line, w->prev)) {
 			uint8_t md[AL_HASH_LEN], want[AL_HASH_LEN];
@@ -1037,25 +1043,28 @@ static void enter_file(struct walk *w, struct vfile *f)
 		uint64_t last = w->next - 1;
 		if (w->absorbed) { /* pf ends in damage already reported: its last records unread */
 			if (f->prev_seq > last + w->absorbed)
-				report(c, AL_V_TRUNCATED, pf->path, pf->lines + 1, pf->walked, true, w->next,
+				report(c, AL_V_TRUNCATED, pf->path, pf->base_line + pf->lines + 1,
+				       pf->base_off + pf->walked, true, w->next,
 				       "the file ends before seq %" PRIu64 ", where %s continues it", f->prev_seq,
 				       f->base);
 		} else if (f->prev_seq > last)
-			report(c, AL_V_TRUNCATED, pf->path, pf->lines + 1, pf->walked, true, w->next,
+			report(c, AL_V_TRUNCATED, pf->path, pf->base_line + pf->lines + 1, pf->base_off + pf->walked,
+			       true, w->next,
 			       "the file ends at seq %" PRIu64 " (byte %" PRIu64 "), but %s continues it from seq %"
 			       PRIu64 " (byte %" PRIu64 ")", last, pf->walked, f->base, f->prev_seq, f->prev_size);
 		else if (f->prev_seq < last) {
 			/* (with findings in pf: its records beyond prev_seq were reported there) */
 			if (!pf->findings)
-				report(c, AL_V_INSERTED, f->path, 1, 0, true, f->prev_seq + 1,
+				report(c, AL_V_INSERTED, f->path, f->base_line + 1, f->base_off, true, f->prev_seq + 1,
 				       "continues %s from seq %" PRIu64 ", but that file goes on to seq %" PRIu64,
 				       f->prev_name, f->prev_seq, last);
 		} else if (CRYPTO_memcmp(f->prev_hash, w->prev, AL_HASH_LEN) != 0)
-			report(c, AL_V_MODIFIED, f->path, 1, 0, true, f->prev_seq + 1,
+			report(c, AL_V_MODIFIED, f->path, f->base_line + 1, f->base_off, true, f->prev_seq + 1,
 			       "its header names seq %" PRIu64 " of %s with another hash than that file ends with",
 			       f->prev_seq, f->prev_name);
 		else if (!f->sealed_prev && f->prev_size != pf->size && !pf->findings)
-			report(c, AL_V_MODIFIED, pf->path, 0, pf->size < f->prev_size ? pf->size : f->prev_size,
+			report(c, AL_V_MODIFIED, pf->path, 0,
+			       pf->base_off + (pf->size < f->prev_size ? pf->size : f->prev_size),
 			       true, f->prev_seq, "the file is %" PRIu64 " bytes long, but %s recorded %" PRIu64
 			       " when it continued it", pf->size, f->base, f->prev_size);
 	}
@@ -1144,6 +1153,26 @@ static void link_files(struct vctx *c, unsigned i, unsigned found)
 		f->skip = true; /* every record of f is before the checkpoint */
 	else if (g->sealed_prev && g->prev_size <= f->size)
 		f->limit = g->prev_size; /* beyond it: a sealed file's unacknowledged tail */
+}
+
+/* After the walk: the checkpoint and the expected head were met? */
+static void anchors(struct vctx *c, const char *last)
+{
+	const struct al_vopts *o = c->o;
+
+	if (o->has_from && !c->saw_from)
+		report(c, AL_V_TRUNCATED, last, 0, 0, true, o->from_seq,
+		       "no record with seq %" PRIu64 " (the --from checkpoint) among the inputs", o->from_seq);
+	if (o->has_expect_head) {
+		if (!c->saw_expect)
+			report(c, AL_V_TRUNCATED, last, 0, 0, true, o->expect_seq,
+			       "no record with seq %" PRIu64 ": the log ends before the expected head",
+			       o->expect_seq);
+		else if (!c->expect_ok)
+			report(c, AL_V_MODIFIED, last, 0, 0, true, o->expect_seq,
+			       "the record with seq %" PRIu64 " does not have the expected hash: the chain was "
+			       "rewritten", o->expect_seq);
+	}
 }
 
 int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, struct al_vresult *res)
@@ -1281,19 +1310,7 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 				goto out;
 		}
 	}
-	if (o->has_from && !c.saw_from)
-		report(&c, AL_V_TRUNCATED, n ? paths[n - 1] : "", 0, 0, true, o->from_seq,
-		       "no record with seq %" PRIu64 " (the --from checkpoint) among the inputs", o->from_seq);
-	if (o->has_expect_head) {
-		if (!c.saw_expect)
-			report(&c, AL_V_TRUNCATED, n ? paths[n - 1] : "", 0, 0, true, o->expect_seq,
-			       "no record with seq %" PRIu64 ": the log ends before the expected head",
-			       o->expect_seq);
-		else if (!c.expect_ok)
-			report(&c, AL_V_MODIFIED, n ? paths[n - 1] : "", 0, 0, true, o->expect_seq,
-			       "the record with seq %" PRIu64 " does not have the expected hash: the chain was "
-			       "rewritten", o->expect_seq);
-	}
+	anchors(&c, n ? paths[n - 1] : "");
 out:
 	for (unsigned i = 0; c.files && i < n; i++)
 		if (c.files[i].fd >= 0)
@@ -1316,6 +1333,207 @@ out:
 	free(c.line2);
 	free(c.work);
 	return r;
+}
+
+/* ---- a stream: the bytes of a log fed in order -------------------------------- */
+
+struct al_vstream {
+	struct vctx c;
+	struct walk *w;
+	char *name;
+	struct vfile *f;      /* the segment being walked; NULL before the first line */
+	uint64_t lineno, off; /* complete lines and their bytes so far */
+	uint8_t *part;        /* a line not complete yet (AL_LINE_MAX + 1) */
+	size_t plen;          /* its bytes kept (at most AL_LINE_MAX) */
+	uint64_t pfull;       /* its length so far */
+};
+
+static void stream_free(struct al_vstream *s)
+{
+	if (!s)
+		return;
+	while (s->c.more) {
+		struct vfile *nf = s->c.more;
+		s->c.more = nf->more;
+		free(nf);
+	}
+	if (s->w)
+		free(s->w->ring_copy);
+	free(s->w);
+	free(s->c.dec);
+	free(s->c.line2);
+	free(s->c.work);
+	free(s->part);
+	free(s->name);
+	free(s);
+}
+
+int al_vstream_new(const char *name, const struct al_vopts *o, struct al_vresult *res, struct al_vstream **ret)
+{
+	struct al_vstream *s = calloc(1, sizeof(*s));
+
+	memset(res, 0, sizeof(*res));
+	if (!s)
+		return -ENOMEM;
+	s->c.o = o;
+	s->c.res = res;
+	s->c.dec = malloc(AL_LINE_MAX);
+	s->c.line2 = malloc(AL_LINE_MAX);
+	s->c.work = malloc(AL_HASH_LEN + AL_BODY_MAX);
+	s->w = calloc(1, sizeof(*s->w));
+	s->part = malloc(AL_LINE_MAX + 1);
+	s->name = strdup(name);
+	res->chain = calloc(1, sizeof(*res->chain)); /* one chain a stream */
+	if (s->w)
+		s->w->ring_copy = malloc((size_t)RING * AL_LINE_MAX);
+	if (!s->c.dec || !s->c.line2 || !s->c.work || !s->w || !s->w->ring_copy || !s->part || !s->name ||
+	    !res->chain) {
+		stream_free(s);
+		al_vresult_free(res);
+		return -ENOMEM;
+	}
+	s->w->c = &s->c;
+	s->w->ch = &res->chain[0];
+	*ret = s;
+	return 0;
+}
+
+/* A segment of the stream: what a file is to al_verify_files. */
+static struct vfile *segment(struct al_vstream *s, const struct vfile *head)
+{
+	struct vfile *f = malloc(sizeof(*f));
+	if (!f)
+		return NULL;
+	*f = *head;
+	f->path = f->base = s->name;
+	f->fd = -1;
+	f->next = f->prevf = -1;
+	f->chain = 0;
+	f->more = s->c.more;
+	s->c.more = f;
+	s->c.res->files++;
+	s->c.res->chain[0].files++;
+	return f;
+}
+
+/* One complete line (line[len] is its '\n'; full: its length, when only the
+ * first AL_LINE_MAX bytes were kept). */
+static int stream_line(struct al_vstream *s, const uint8_t *line, size_t len, uint64_t full)
+{
+	static const char hdr[] = "\"type\":\"header\"";
+	struct vctx *c = &s->c;
+	struct walk *w = s->w;
+	uint64_t lineno = ++s->lineno, off = s->off;
+	struct vfile head = {0};
+
+	s->off += full + 1;
+	c->res->bytes += full + 1;
+	/* the stream's first line, or a trusted header of this chain that
+	 * continues from the record before it or later (the next file of a
+	 * rotated set, concatenated; later: a file is missing): a segment
+	 * starts, and its link is checked as a file's header is. A header
+	 * that links back is an inserted line, as in a file. */
+	bool first = !s->f;
+	if (first || memmem(line, len < 160 ? len : 160, hdr, sizeof(hdr) - 1)) {
+		char *id = c->res->chain[0].chain_id;
+		parse_head(c, &head, line, len + 1);
+		/* (a header that links a little back, to a recent record, is the
+		 * next file's: records were appended to the one before it; one
+		 * that links further back, or repeats a recent header, is a copy) */
+		bool next_file = head.hdr_ok && head.has_prev && (!id[0] || strcmp(head.chain_id, id) == 0) &&
+				 (!w->have_next || head.prev_seq + 1 >= w->next ||
+				  (w->next - head.prev_seq - 1 < RING && seen(w, head.first_seq, line, len) != 2));
+		/* an altered header right where the next record is due: the next
+		 * file's, altered (its line 1, as among files) */
+		bool altered_next = head.has_header && !head.hdr_ok && w->have_next &&
+				    (head.first_seq == w->next || (head.has_prev && head.prev_seq + 1 == w->next));
+		if (first || next_file || altered_next) {
+			struct vfile *f = segment(s, &head);
+			if (!f)
+				return -ENOMEM;
+			if (first) {
+				c->res->chains = 1;
+			} else {
+				s->f->lines = lineno - 1 - s->f->base_line;
+				s->f->walked = s->f->size = off - s->f->base_off;
+				c->cur = s->f;
+				flush_damage(w);
+			}
+			if (head.hdr_ok && !id[0]) /* the chain is named by a trusted header */
+				snprintf(id, sizeof(c->res->chain[0].chain_id), "%s", head.chain_id);
+			f->base_line = lineno - 1;
+			f->base_off = off;
+			w->pf = s->f;
+			w->f = s->f = f;
+			enter_file(w, f);
+		}
+	}
+	check_line(w, line, len, lineno, off);
+	return 0;
+}
+
+int al_vstream_feed(struct al_vstream *s, const uint8_t *buf, size_t n)
+{
+	while (n) {
+		const uint8_t *nl = memchr(buf, '\n', n);
+		size_t take = nl ? (size_t)(nl - buf) : n;
+		int r = 0;
+		if (nl && !s->pfull) { /* a whole line: checked where it is */
+			r = stream_line(s, buf, take, take);
+		} else {
+			size_t room = AL_LINE_MAX - s->plen, k = take < room ? take : room;
+			memcpy(s->part + s->plen, buf, k);
+			s->plen += k;
+			s->pfull += take;
+			if (nl) {
+				s->part[s->plen] = '\n';
+				r = stream_line(s, s->part, s->plen, s->pfull);
+				s->plen = 0;
+				s->pfull = 0;
+			}
+		}
+		if (r < 0)
+			return r;
+		if (!nl)
+			break;
+		buf += take + 1;
+		n -= take + 1;
+	}
+	return 0;
+}
+
+int al_vstream_end(struct al_vstream *s)
+{
+	struct vctx *c = &s->c;
+	struct walk *w = s->w;
+
+	c->cur = s->f;
+	if (!c->res->chain[0].chain_id[0] && c->more) { /* no trusted header: the first one's id */
+		struct vfile *f = c->more;
+		while (f->more)
+			f = f->more;
+		if (f->has_header)
+			memcpy(c->res->chain[0].chain_id, f->chain_id, sizeof(f->chain_id));
+	}
+	if (s->pfull) { /* the last line without its '\n' */
+		settle_end(w, NULL);
+		flush_damage(w);
+		report(c, AL_V_TRUNCATED, s->name, s->lineno + 1, s->off, w->have_next, w->have_next ? w->next : 0,
+		       "the stream ends inside a line (%" PRIu64 " bytes without a newline)", s->pfull);
+		c->res->bytes += s->pfull;
+	}
+	flush_damage(w);
+	settle_end(w, NULL);
+	moved_inserted(w);
+	c->cur = NULL;
+	anchors(c, s->name);
+	stream_free(s);
+	return 0;
+}
+
+void al_vstream_free(struct al_vstream *s)
+{
+	stream_free(s);
 }
 
 void al_vresult_free(struct al_vresult *res)

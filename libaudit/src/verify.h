@@ -150,6 +150,20 @@ void al_vpool_next(struct al_vpool *pl);
 /* Done with the file: waits for the workers to put it down. */
 void al_vpool_stop(struct al_vpool *pl);
 
+/* A stream: the bytes of a log fed in order, in pieces of any size (a pipe,
+ * a SIEM's copy), checked as it comes: one chain; a header that links to the
+ * record before it (the next file of a rotated set, concatenated) starts a
+ * new segment whose link is checked as a file's. Findings name the stream
+ * `name`, with line numbers and offsets in the stream. Memory is constant
+ * (recent lines are kept, not read back). o and res must outlive it; res is
+ * filled as it goes, final after al_vstream_end, which frees the stream. */
+struct al_vstream;
+int al_vstream_new(const char *name, const struct al_vopts *o, struct al_vresult *res, struct al_vstream **ret);
+int al_vstream_feed(struct al_vstream *s, const uint8_t *buf, size_t n);
+int al_vstream_end(struct al_vstream *s);
+/* Give up a stream without ending it (res keeps what it had). */
+void al_vstream_free(struct al_vstream *s);
+
 /* Append PATH to *list (n used, cap allocated): a file as given, or a
  * directory's regular files (not dot files), in directory order. 0 or -errno. */
 int al_verify_add_path(const char *path, char ***list, unsigned *n, unsigned *cap);

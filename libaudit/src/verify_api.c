@@ -34,6 +34,8 @@ struct auditlog_verifier {
 	void *finding_ctx;
 	void (*on_record)(void *ctx, const char *line, size_t len);
 	void *record_ctx;
+	char *stream_name;         /* auditlog_verifier_add_stream: fed, not files */
+	struct al_vstream *stream; /* made at the first feed */
 };
 
 AUDITLOG_API int auditlog_verifier_new(struct auditlog_verifier **ret_v)
@@ -56,22 +58,33 @@ AUDITLOG_API void auditlog_verifier_free(struct auditlog_verifier *v)
 	for (unsigned i = 0; i < v->n; i++)
 		free(v->paths[i]);
 	free(v->paths);
-	if (v->ran)
-		al_vresult_free(&v->res);
+	al_vstream_free(v->stream);
+	al_vresult_free(&v->res);
+	free(v->stream_name);
 	free(v);
 }
 
 AUDITLOG_API int auditlog_verifier_add_path(struct auditlog_verifier *v, const char *path)
 {
-	if (!v || !path || v->ran)
+	if (!v || !path || v->ran || v->stream_name)
 		return -EINVAL;
 	return al_verify_add_path(path, &v->paths, &v->n, &v->cap);
+}
+
+AUDITLOG_API int auditlog_verifier_add_stream(struct auditlog_verifier *v, const char *name)
+{
+	if (!v || !name || v->ran || v->n || v->stream_name)
+		return -EINVAL;
+	v->stream_name = strdup(name);
+	return v->stream_name ? 0 : -ENOMEM;
 }
 
 AUDITLOG_API int auditlog_verifier_set_min_version(struct auditlog_verifier *v, unsigned version)
 {
 	if (!v || version > 255)
 		return -EINVAL;
+	if (v->stream)
+		return -EBUSY;
 	v->o.min_version = version;
 	return 0;
 }
@@ -80,6 +93,8 @@ AUDITLOG_API int auditlog_verifier_set_strict(struct auditlog_verifier *v, int s
 {
 	if (!v)
 		return -EINVAL;
+	if (v->stream)
+		return -EBUSY;
 	v->strict = strict != 0;
 	return 0;
 }
@@ -89,6 +104,8 @@ AUDITLOG_API int auditlog_verifier_set_expect_head(struct auditlog_verifier *v, 
 {
 	if (!v || !hash)
 		return -EINVAL;
+	if (v->stream)
+		return -EBUSY;
 	v->o.has_expect_head = true;
 	v->o.expect_seq = seq;
 	memcpy(v->o.expect_hash, hash, AL_HASH_LEN);
@@ -100,6 +117,8 @@ AUDITLOG_API int auditlog_verifier_set_from(struct auditlog_verifier *v, uint64_
 {
 	if (!v || !hash)
 		return -EINVAL;
+	if (v->stream)
+		return -EBUSY;
 	v->o.has_from = true;
 	v->o.from_seq = seq;
 	memcpy(v->o.from_hash, hash, AL_HASH_LEN);
@@ -110,6 +129,8 @@ AUDITLOG_API int auditlog_verifier_set_threads(struct auditlog_verifier *v, unsi
 {
 	if (!v || threads > 1024)
 		return -EINVAL;
+	if (v->stream)
+		return -EBUSY;
 	v->o.threads = threads;
 	return 0;
 }
@@ -144,6 +165,8 @@ AUDITLOG_API int auditlog_verifier_set_on_finding(struct auditlog_verifier *v,
 {
 	if (!v)
 		return -EINVAL;
+	if (v->stream)
+		return -EBUSY;
 	v->on_finding = cb;
 	v->finding_ctx = ctx;
 	return 0;
@@ -155,9 +178,34 @@ AUDITLOG_API int auditlog_verifier_set_on_record(struct auditlog_verifier *v,
 {
 	if (!v)
 		return -EINVAL;
+	if (v->stream)
+		return -EBUSY;
 	v->on_record = cb;
 	v->record_ctx = ctx;
 	return 0;
+}
+
+/* The engine's options from the settings: at the run, or the first feed. */
+static void engine_opts(struct auditlog_verifier *v)
+{
+	v->o.on_finding = finding_cb;
+	v->o.on_record = v->on_record ? record_cb : NULL;
+	v->o.ctx = v;
+}
+
+AUDITLOG_API int auditlog_verifier_feed(struct auditlog_verifier *v, const void *buf, size_t len)
+{
+	int r;
+
+	if (!v || (!buf && len) || !v->stream_name || v->ran)
+		return -EINVAL;
+	if (!v->stream) {
+		engine_opts(v);
+		r = al_vstream_new(v->stream_name, &v->o, &v->res, &v->stream);
+		if (r < 0)
+			return r;
+	}
+	return al_vstream_feed(v->stream, buf, len);
 }
 
 AUDITLOG_API int auditlog_verifier_run(struct auditlog_verifier *v, struct auditlog_vsummary *ret,
@@ -168,10 +216,16 @@ AUDITLOG_API int auditlog_verifier_run(struct auditlog_verifier *v, struct audit
 
 	if (!v || !ret || v->ran || size > sizeof(s))
 		return -EINVAL;
-	v->o.on_finding = finding_cb;
-	v->o.on_record = v->on_record ? record_cb : NULL;
-	v->o.ctx = v;
-	r = al_verify_files(v->paths, v->n, &v->o, &v->res);
+	if (v->stream_name) {
+		r = v->stream ? 0 : auditlog_verifier_feed(v, "", 0); /* nothing fed: an empty stream */
+		if (r == 0) {
+			r = al_vstream_end(v->stream);
+			v->stream = NULL;
+		}
+	} else {
+		engine_opts(v);
+		r = al_verify_files(v->paths, v->n, &v->o, &v->res);
+	}
 	v->ran = true;
 	if (r < 0)
 		return r;
