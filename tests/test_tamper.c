@@ -209,6 +209,19 @@ static void same_result(const struct al_vresult *a, const struct al_vresult *b)
  * finding (verify_par.c). */
 static uint64_t taken_total; /* records the workers checked, over all runs */
 
+/* The records passed on (--emit), as a count and an FNV-1a digest: the same
+ * lines in the same order. */
+static uint64_t emitted, emitted_n;
+
+static void on_record(void *ctx, const uint8_t *line, size_t len)
+{
+	(void)ctx;
+	for (size_t i = 0; i < len; i++)
+		emitted = (emitted ^ line[i]) * 0x100000001b3ull;
+	emitted = (emitted ^ '\n') * 0x100000001b3ull;
+	emitted_n++;
+}
+
 static struct al_vresult verify_paths(char **paths, unsigned n, struct got *g, const struct al_vopts *base)
 {
 	static const uint64_t blocks[] = {512, 1777, 4096, 300};
@@ -216,20 +229,30 @@ static struct al_vresult verify_paths(char **paths, unsigned n, struct got *g, c
 	struct al_vopts o = base ? *base : (struct al_vopts){0};
 	struct al_vresult res, par;
 	struct got gp;
+	uint64_t e1, n1;
 
 	memset(g, 0, sizeof(*g));
 	memset(&gp, 0, sizeof(gp));
 	o.on_finding = collect;
+	o.on_record = on_record;
 	o.ctx = g;
 	o.threads = 1;
+	emitted = 0xcbf29ce484222325ull;
+	emitted_n = 0;
 	assert_int_equal(al_verify_files(paths, n, &o, &res), 0);
+	e1 = emitted;
+	n1 = emitted_n;
 	assert_int_equal(res.taken, 0);
 	o.ctx = &gp;
 	o.threads = 3;
 	o.block = base && base->block ? base->block : blocks[turn++ % (sizeof(blocks) / sizeof(blocks[0]))];
+	emitted = 0xcbf29ce484222325ull;
+	emitted_n = 0;
 	assert_int_equal(al_verify_files(paths, n, &o, &par), 0);
 	same_findings(g, &gp);
 	same_result(&res, &par);
+	assert_int_equal(emitted_n, n1);
+	assert_int_equal(emitted, e1);
 	taken_total += par.taken;
 	al_vresult_free(&par);
 	return res;

@@ -290,8 +290,8 @@ AUDITLOG_API int auditlog_verifier_set_on_record(struct auditlog_verifier *v,
 						 void *ctx);
 /* Threads that check large files (several MiB) ahead of the walk: 0, the
  * default, one per CPU the process may run on; 1 none. At most 1024. The
- * findings are the same with any number. Not used with an on_record
- * callback (the records are passed on in order by the calling thread). */
+ * findings, and the records passed to on_record (in order, by the calling
+ * thread), are the same with any number. Not used on a stream. */
 AUDITLOG_API int auditlog_verifier_set_threads(struct auditlog_verifier *v, unsigned threads);
 /* Verify everything added. Returns 0 when it ran (the verdict is in the
  * summary: intact when integrity_findings is 0), or -errno when an input

@@ -106,6 +106,7 @@ struct vctx {
 	char *names;               /* renamed paths, for the messages (a list: next at the start) */
 	struct al_vpool *pool;     /* workers checking ahead (made for the first large file) */
 	bool no_pool;              /* none to be made */
+	uint8_t *blockbuf;         /* on_record: the lines of a block the workers verified */
 };
 
 static bool stopped(const struct vctx *c)
@@ -262,8 +263,10 @@ static void moved_inserted(struct walk *w)
 }
 
 /* Recent records: seq and where their line is. Only a record whose seq
- * goes back needs the bytes of the earlier one: read back then (nothing is
- * hashed or copied for the records that chain). */
+ * goes back needs the bytes of the earlier one: read back from the file
+ * then (nothing is hashed or copied for the records that chain). A stream
+ * cannot read back: its lines are copied (line NULL: a block the workers
+ * took, never in a stream). */
 static void remember(struct walk *w, uint64_t seq, const uint8_t *line, uint64_t off, size_t len)
 {
 	unsigned i = w->ring_n++ % RING;
@@ -890,15 +893,19 @@ static int successor(struct vctx *c, struct vfile *f, uint64_t next_seq)
 	return 1;
 }
 
-/* Walk f up to f->limit bytes, a buffer at a time: lines are checked where
- * they lie; only a line cut by the buffer's end is moved to its start. */
+/* The workers for f (started on it), or NULL when the walk goes alone. */
 static struct al_vpool *pool_for(struct vctx *c, const struct vfile *f)
 {
 	const struct al_vopts *o = c->o;
 	uint64_t block = o->block ? o->block : AL_VBLOCK;
 
-	if (c->no_pool || o->follow || o->on_record || f->limit / block < 2)
+	if (c->no_pool || o->follow || f->limit / block < 2)
 		return NULL;
+	if (o->on_record && !c->blockbuf) {
+		c->blockbuf = malloc(block + AL_LINE_MAX);
+		if (!c->blockbuf)
+			return NULL;
+	}
 	if (!c->pool) {
 		unsigned n = o->threads ? o->threads : al_vpool_cpus();
 		/* no workers to be had: the walk does it all, with the same result */
@@ -911,6 +918,35 @@ static struct al_vpool *pool_for(struct vctx *c, const struct vfile *f)
 	return c->pool;
 }
 
+/* on_record for each line of a block the workers verified: read back (it
+ * is in the page cache: they just read it). */
+static int emit_block(struct vctx *c, struct vfile *f, const struct al_vblock *b)
+{
+	size_t n = (size_t)(b->end - b->start), got = 0;
+
+	while (got < n) {
+		ssize_t r = pread(f->fd, c->blockbuf + got, n - got, (off_t)(b->start + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EIO; /* (the file shrank under us) */
+		got += (size_t)r;
+	}
+	for (size_t pos = 0; pos < n;) {
+		const uint8_t *nl = memchr(c->blockbuf + pos, '\n', n - pos);
+		if (!nl)
+			return -EIO; /* changed since the workers read it */
+		size_t len = (size_t)(nl - (c->blockbuf + pos));
+		c->o->on_record(c->o->ctx, c->blockbuf + pos, len);
+		pos += len + 1;
+	}
+	return 0;
+}
+
+/* Walk f up to f->limit bytes, a buffer at a time: lines are checked where
+ * they lie; only a line cut by the buffer's end is moved to its start. A
+ * block the workers verified is taken in one step when the walk's state
+ * allows (can_take). */
 static int walk_file(struct vctx *c, struct vfile *f, struct walk *w)
 {
 	size_t cap = 1u << 20, have = 0, pos = 0;
@@ -929,6 +965,8 @@ static int walk_file(struct vctx *c, struct vfile *f, struct walk *w)
 		while (blk && base + pos >= blk->start) {
 			/* at (or past) the next block the workers checked */
 			if (base + pos == blk->start && can_take(w, blk)) {
+				if (c->o->on_record && (r = emit_block(c, f, blk)) < 0)
+					goto out;
 				take_block(w, blk);
 				lineno += blk->lines;
 				progress(c, f, blk->end);
@@ -1328,6 +1366,7 @@ out:
 		free(p);
 	}
 	al_vpool_free(c.pool);
+	free(c.blockbuf);
 	free(c.files);
 	free(c.dec);
 	free(c.line2);
@@ -1348,7 +1387,7 @@ struct al_vstream {
 	uint64_t pfull;       /* its length so far */
 };
 
-static void stream_free(struct al_vstream *s)
+void al_vstream_free(struct al_vstream *s)
 {
 	if (!s)
 		return;
@@ -1388,7 +1427,7 @@ int al_vstream_new(const char *name, const struct al_vopts *o, struct al_vresult
 		s->w->ring_copy = malloc((size_t)RING * AL_LINE_MAX);
 	if (!s->c.dec || !s->c.line2 || !s->c.work || !s->w || !s->w->ring_copy || !s->part || !s->name ||
 	    !res->chain) {
-		stream_free(s);
+		al_vstream_free(s);
 		al_vresult_free(res);
 		return -ENOMEM;
 	}
@@ -1527,13 +1566,8 @@ int al_vstream_end(struct al_vstream *s)
 	moved_inserted(w);
 	c->cur = NULL;
 	anchors(c, s->name);
-	stream_free(s);
+	al_vstream_free(s);
 	return 0;
-}
-
-void al_vstream_free(struct al_vstream *s)
-{
-	stream_free(s);
 }
 
 void al_vresult_free(struct al_vresult *res)

@@ -80,7 +80,8 @@ struct al_vopts {
 	void *ctx;
 	/* Worker threads that check large files ahead of the walk (verify_par.c):
 	 * 0 one per CPU this process may run on, 1 none (the walk alone). The
-	 * findings are the same either way. Not used with follow or on_record. */
+	 * findings and the records passed to on_record are the same either way.
+	 * Not used with follow. */
 	unsigned threads;
 	/* Their block size in bytes (0: 4 MiB); a file is checked in parallel
 	 * when it holds at least two. Tests set small ones. */

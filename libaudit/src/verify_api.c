@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The verification engine's public face (auditlog_verifier_* in <auditlog.h>):
- * a handle over verify.c's al_verify_files. */
+ * a handle over verify.c's al_verify_files, or its al_vstream_* for bytes fed
+ * to it. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
