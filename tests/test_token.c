@@ -728,6 +728,46 @@ static void test_operation_rules(void **state)
 	assert_int_equal(olen, 32);
 	assert_int_equal(out[0], 0xba); /* SHA-256("abc") = ba7816bf... */
 	assert_int_equal(out[1], 0x78);
+	/* A finished digest is reused by the session's next one (its OpenSSL
+	 * context reinitialised): each must start from scratch, whatever came
+	 * before it: another mechanism, a short buffer, a refused one-shot. */
+	{
+		static const CK_BYTE empty256[4] = { 0xe3, 0xb0, 0xc4, 0x42 }, abc1[4] = { 0xa9, 0x99, 0x3e, 0x36 },
+				     a256[4] = { 0xca, 0x97, 0x81, 0x12 }, abc256[4] = { 0xba, 0x78, 0x16, 0xbf };
+		CK_MECHANISM sha1 = { CKM_SHA_1, NULL, 0 };
+		assert_int_equal(f->C_DigestInit(h, &sha), CKR_OK);
+		olen = sizeof(out);
+		assert_int_equal(f->C_Digest(h, (CK_BYTE_PTR)"", 0, out, &olen), CKR_OK);
+		assert_memory_equal(out, empty256, 4);
+		assert_int_equal(f->C_DigestInit(h, &sha1), CKR_OK);
+		olen = sizeof(out);
+		assert_int_equal(f->C_Digest(h, (CK_BYTE_PTR)"abc", 3, out, &olen), CKR_OK);
+		assert_int_equal(olen, 20);
+		assert_memory_equal(out, abc1, 4);
+		assert_int_equal(f->C_DigestInit(h, &sha), CKR_OK);
+		assert_int_equal(f->C_DigestUpdate(h, (CK_BYTE_PTR)"a", 1), CKR_OK);
+		assert_int_equal(f->C_DigestUpdate(h, (CK_BYTE_PTR)"bc", 2), CKR_OK);
+		olen = sizeof(out);
+		assert_int_equal(f->C_DigestFinal(h, out, &olen), CKR_OK);
+		assert_memory_equal(out, abc256, 4);
+		assert_int_equal(f->C_DigestInit(h, &sha), CKR_OK);
+		olen = 8;
+		assert_int_equal(f->C_Digest(h, (CK_BYTE_PTR)"abc", 3, out, &olen), CKR_BUFFER_TOO_SMALL);
+		olen = sizeof(out);
+		assert_int_equal(f->C_Digest(h, (CK_BYTE_PTR)"abc", 3, out, &olen), CKR_OK);
+		assert_memory_equal(out, abc256, 4);
+		assert_int_equal(f->C_DigestInit(h, &sha), CKR_OK);
+		assert_int_equal(f->C_DigestUpdate(h, (CK_BYTE_PTR)"a", 1), CKR_OK);
+		olen = sizeof(out);
+		assert_int_equal(f->C_Digest(h, (CK_BYTE_PTR)"bc", 2, out, &olen), CKR_OPERATION_ACTIVE);
+		assert_int_equal(f->C_DigestFinal(h, out, &olen), CKR_OK);
+		assert_memory_equal(out, a256, 4);
+		assert_int_equal(f->C_DigestInit(h, &(CK_MECHANISM){ CKM_AES_CBC, NULL, 0 }), CKR_MECHANISM_INVALID);
+		assert_int_equal(f->C_DigestInit(h, &sha), CKR_OK);
+		olen = sizeof(out);
+		assert_int_equal(f->C_Digest(h, (CK_BYTE_PTR)"abc", 3, out, &olen), CKR_OK);
+		assert_memory_equal(out, abc256, 4);
+	}
 	/* A key without CKA_DECRYPT... has it by default; a mechanism it can't do: */
 	assert_int_equal(f->C_SignInit(h, &(CK_MECHANISM){ CKM_ECDSA, NULL, 0 }, k),
 			 CKR_KEY_TYPE_INCONSISTENT);

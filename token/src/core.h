@@ -108,6 +108,7 @@ struct tok_session {
 	CK_FLAGS flags;
 	pthread_mutex_t mu; /* one call at a time on this session's state */
 	struct tok_active act[TOK_SLOT__MAX];
+	struct tok_op *digest_spare; /* the last digest that succeeded, for the next C_DigestInit */
 	bool find_active;
 	CK_OBJECT_HANDLE *found;
 	size_t nfound, found_pos;

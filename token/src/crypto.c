@@ -109,6 +109,9 @@ static CK_RV op_init(CK_SESSION_HANDLE h, enum tok_opslot k, CK_MECHANISM_PTR me
 		if (rv == CKR_OK)
 			rv = tok_op_init(slot_kind[k], mech, key, &a->op);
 		pthread_mutex_unlock(&key->mu);
+	} else if (rv == CKR_OK && s->digest_spare && tok_op_reinit_digest(s->digest_spare, mech) == CKR_OK) {
+		a->op = s->digest_spare; /* (k is the digest slot: no key) */
+		s->digest_spare = NULL;
 	} else if (rv == CKR_OK) {
 		rv = tok_op_init(slot_kind[k], mech, NULL, &a->op);
 	}
@@ -189,6 +192,11 @@ end:
 		if (out && out_len && rv == CKR_OK)
 			OPENSSL_cleanse(out, *out_len);
 		rv = arv;
+	}
+	if (k == TOK_SLOT_DIGEST && rv == CKR_OK && !s->digest_spare) {
+		/* kept for the session's next digest (tok_op_reinit_digest) */
+		s->digest_spare = a->op;
+		a->op = NULL;
 	}
 	tok_active_end(a);
 out:

@@ -386,6 +386,16 @@ static CK_RV init_digest(struct tok_op *op, const CK_MECHANISM *mech)
 	return CKR_OK;
 }
 
+CK_RV tok_op_reinit_digest(struct tok_op *op, const CK_MECHANISM *mech)
+{
+	if (!op || !mech || op->fam != F_DIGEST || op->kind != TOK_OP_DIGEST || op->mech != mech->mechanism)
+		return CKR_MECHANISM_INVALID;
+	if (!EVP_DigestInit_ex2(op->mdctx, op->md, NULL))
+		return tok_ossl_fail();
+	op->updated = false;
+	return CKR_OK;
+}
+
 static CK_RV init_hmac(struct tok_op *op, struct tok_object *key)
 {
 	const struct tok_attr *v;

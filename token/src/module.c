@@ -87,6 +87,7 @@ void tok_session_put(struct tok_session *s)
 		return;
 	for (int k = 0; k < TOK_SLOT__MAX; k++)
 		tok_active_end(&s->act[k]);
+	tok_op_free(s->digest_spare);
 	free(s->found);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
