@@ -77,6 +77,15 @@ expect 2 "$VERIFY" --bogus "$d/log"
 expect 2 "$VERIFY" --expect-head 12:zz "$d/log"
 expect 2 "$VERIFY" "$d/no-such-file"
 
+# a non-canonical line is reported with the fields jansson reads in it, and
+# what comes from the log (an ESC in its action) is shown escaped
+cp "$d/log/audit.log" "$d/nc.log"
+sed -i '3s/^{"@timestamp"/{ "@timestamp"/; 3s/"action":"/"action":"\\u001b[2J/' "$d/nc.log"
+expect 1 "$VERIFY" "$d/nc.log"
+grep -q 'nc.log:3: offset [0-9]*, seq 2: non-canonical: .*(seq 2, type "event", action "\\x1b\[2JC_' "$d/out" ||
+	fail "non-canonical line's fields: $(cat "$d/out")"
+if grep -q "$(printf '\033')" "$d/out"; then fail "a raw ESC from a record reached the output"; fi
+
 # control characters from the input never reach the terminal raw
 esc=$(printf 'evil\033[2Jname')
 cp "$d/log/audit.log" "$d/$esc"

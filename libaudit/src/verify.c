@@ -240,7 +240,7 @@ struct walk {
 	SHA256_CTX damage_nonl; /* the same without the last line's '\n' (the writer adds
 				 * one when the damage does not end in one) */
 	enum al_vclass damage_cls;
-	char damage_msg[160];
+	char damage_msg[320];
 	uint64_t absorbed; /* records the damage just reported held: their seqs are skipped next */
 	struct pend x;
 	/* a record found ahead of its place (reported reordered): where it is
@@ -296,11 +296,40 @@ static int seen(const struct walk *w, uint64_t seq, const uint8_t *line, size_t 
 	return r;
 }
 
-static enum al_vclass classify_unparsed(const uint8_t *line, size_t len, enum al_perr e)
+/* What a JSON object line says it is, from jansson's reading: " (seq N,
+ * type "T", action "A")" with what it has (the action cut at 64 bytes), for
+ * the finding's message. */
+static void describe(json_t *j, char *out, size_t cap)
+{
+	json_t *seq = json_object_get(j, "seq"), *type = json_object_get(j, "type"),
+	       *action = json_object_get(j, "action");
+	const char *sep = " (";
+	size_t n = 0;
+
+	out[0] = 0;
+	if (json_is_integer(seq)) {
+		n += (size_t)snprintf(out + n, cap - n, "%sseq %" JSON_INTEGER_FORMAT, sep, json_integer_value(seq));
+		sep = ", ";
+	}
+	if (json_is_string(type) && n < cap) {
+		n += (size_t)snprintf(out + n, cap - n, "%stype \"%.16s\"", sep, json_string_value(type));
+		sep = ", ";
+	}
+	if (json_is_string(action) && n < cap)
+		n += (size_t)snprintf(out + n, cap - n, "%saction \"%.64s\"", sep, json_string_value(action));
+	if (n && n < cap)
+		snprintf(out + n, cap - n, ")");
+}
+
+/* Not a canonical line: JSON (jansson, duplicate keys refused) or not? The
+ * fields a JSON object carries are described into `fields`. */
+static enum al_vclass classify_unparsed(const uint8_t *line, size_t len, enum al_perr e, char *fields,
+					size_t cap)
 {
 	json_error_t err;
 	json_t *j;
 
+	fields[0] = 0;
 	if (e == AL_PERR_VERSION)
 		return AL_V_VERSION;
 	j = json_loadb((const char *)line, len,
@@ -312,6 +341,8 @@ static enum al_vclass classify_unparsed(const uint8_t *line, size_t len, enum al
 	while (end < len && (line[end] == ' ' || line[end] == '\t' || line[end] == '\r' || line[end] == '\n'))
 		end++;
 	bool obj = json_is_object(j) && end == len;
+	if (obj)
+		describe(j, fields, cap);
 	json_decref(j);
 	return obj ? AL_V_NONCANONICAL : AL_V_UNPARSEABLE;
 }
@@ -683,13 +714,15 @@ static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t
 			w->damage_lines = 0;
 			w->damage_seqs = 0;
 			SHA256_Init(&w->damage_sha);
-			w->damage_cls = e == AL_PERR_TOO_LONG ? AL_V_UNPARSEABLE : classify_unparsed(line, len, e);
-			snprintf(w->damage_msg, sizeof(w->damage_msg), "%s at byte %zu of the line",
+			char fields[160] = "";
+			w->damage_cls = e == AL_PERR_TOO_LONG ? AL_V_UNPARSEABLE :
+					classify_unparsed(line, len, e, fields, sizeof(fields));
+			snprintf(w->damage_msg, sizeof(w->damage_msg), "%s at byte %zu of the line%s",
 				 e == AL_PERR_VERSION ? "unknown format version" :
 				 e == AL_PERR_TOO_LONG ? "line longer than 8192 bytes" :
 				 w->damage_cls == AL_V_NONCANONICAL ? "JSON, but not the canonical line" :
 								     "not a record",
-				 e == AL_PERR_TOO_LONG ? (size_t)AL_LINE_MAX : eoff);
+				 e == AL_PERR_TOO_LONG ? (size_t)AL_LINE_MAX : eoff, fields);
 		}
 		w->damage_lines++;
 		for (const uint8_t *q = line; (q = memmem(q, len - (size_t)(q - line), "\"seq\":", 6)); q += 6)
