@@ -2282,6 +2282,28 @@ static void test_parse_strict(void **state)
 		b_free(&l);
 		free(dec);
 	}
+	/* a literal that does not match is placed at its first differing byte */
+	{
+		struct al_parsed p;
+		size_t eo;
+		uint8_t *dec = xmalloc(bases[0].line.n + 2);
+		uint8_t *l = xmalloc(bases[0].line.n + 2);
+		const uint8_t *q = memmem(bases[0].line.p, bases[0].line.n, ",\"seq\":", 7);
+		assert_non_null(q);
+		size_t at = (size_t)(q - bases[0].line.p) + 6; /* the ':' after "seq" */
+		memcpy(l, bases[0].line.p, at);
+		l[at] = ' ';
+		memcpy(l + at + 1, bases[0].line.p + at, bases[0].line.n - at);
+		assert_int_equal(al_parse(l, bases[0].line.n + 1, dec, &p, &eo), AL_PERR_SYNTAX);
+		assert_int_equal(eo, at);
+		l[0] = '{';
+		l[1] = ' ';
+		memcpy(l + 2, bases[0].line.p + 1, bases[0].line.n - 1);
+		assert_int_equal(al_parse(l, bases[0].line.n + 1, dec, &p, &eo), AL_PERR_SYNTAX);
+		assert_int_equal(eo, 1);
+		free(l);
+		free(dec);
+	}
 	assert_null(memmem(bases[5].line.p, bases[5].line.n, ",\"pad\":", 7));
 	assert_true(bases[5].line.n + 1 >= REF_HEADER_LINE);
 
