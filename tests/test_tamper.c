@@ -798,6 +798,50 @@ static void test_truncation_and_files(void **state)
 	lines_free(l);
 	fx_free(&fx);
 
+	/* lines longer than the walk's 1 MiB buffer and than a record (garbage
+	 * holding many "seq": keys, as records run together would): one finding,
+	 * and a stream fed in small pieces says the same as the file */
+	{
+		size_t big = (5u << 19) + 77, mid_len = 20000;
+		fx = fx_copy(&V1);
+		l = lines_of(fx.files[mid]);
+		char *junk = malloc(big + mid_len + 2);
+		assert_non_null(junk);
+		for (size_t i = 0; i < big + mid_len; i++)
+			junk[i] = "{\"seq\":1,a"[i % 11];
+		junk[big] = '\n';
+		junk[big + mid_len + 1] = '\n';
+		splice_file(fx.files[mid], l, 9, junk, big + mid_len + 2, true);
+		g = verify_fx(&fx, NULL);
+		assert_int_equal(g.n, 1);
+		assert_int_equal(g.f[0].cls, AL_V_UNPARSEABLE);
+		assert_string_equal(g.f[0].file, fx.files[mid]);
+		assert_int_equal(g.f[0].line, 10);
+		assert_int_equal(g.f[0].off, l->off[9]);
+		/* and a record deleted after them: its line number counts the long
+		 * line's pieces the same way in the file and in the stream */
+		size_t k2 = l->n - 5, a = l->off[9], b = l->off[k2], e = l->off[k2 + 1], o = 0;
+		uint8_t *out = malloc(l->size + big + mid_len + 2);
+		assert_non_null(out);
+		memcpy(out, l->buf, a);
+		o = a;
+		memcpy(out + o, junk, big + mid_len + 2);
+		o += big + mid_len + 2;
+		memcpy(out + o, l->buf + a, b - a);
+		o += b - a;
+		memcpy(out + o, l->buf + e, l->size - e);
+		o += l->size - e;
+		put_file(fx.files[mid], out, o);
+		free(out);
+		free(junk);
+		g = verify_fx(&fx, NULL);
+		assert_int_equal(g.n, 2);
+		assert_int_equal(g.f[1].cls, AL_V_DELETED);
+		assert_int_equal(g.f[1].seq, l->seq[k2 + 1]);
+		lines_free(l);
+		fx_free(&fx);
+	}
+
 	/* a rotated file removed: the middle one, the first one */
 	unsigned gone[] = {mid, 0};
 	for (int i = 0; i < 2; i++) {

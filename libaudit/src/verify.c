@@ -201,6 +201,9 @@ static int read_head(struct vctx *c, struct vfile *f)
 /* ---- walking one file -------------------------------------------------------- */
 
 #define RING AL_VRING
+/* The walk's read buffer: a line longer than this is checked in pieces of
+ * this size (each one unparseable line); a stream does the same. */
+#define WALK_BUF (1u << 20)
 
 /* A record that did not chain, held until the next record says why. */
 struct pend {
@@ -982,7 +985,7 @@ static int emit_block(struct vctx *c, struct vfile *f, const struct al_vblock *b
  * allows (can_take). */
 static int walk_file(struct vctx *c, struct vfile *f, struct walk *w)
 {
-	size_t cap = 1u << 20, have = 0, pos = 0;
+	size_t cap = WALK_BUF, have = 0, pos = 0;
 	uint8_t *buf = malloc(cap);
 	uint64_t base = 0, lineno = 0; /* base: file offset of buf[0] */
 	bool eof = false, draining = false;
@@ -1415,9 +1418,8 @@ struct al_vstream {
 	char *name;
 	struct vfile *f;      /* the segment being walked; NULL before the first line */
 	uint64_t lineno, off; /* complete lines and their bytes so far */
-	uint8_t *part;        /* a line not complete yet (AL_LINE_MAX + 1) */
-	size_t plen;          /* its bytes kept (at most AL_LINE_MAX) */
-	uint64_t pfull;       /* its length so far */
+	uint8_t *part;        /* a line not complete yet (part_cap + 1: room for its '\n') */
+	size_t plen, part_cap; /* its bytes (at most WALK_BUF); grown as lines need */
 };
 
 void al_vstream_free(struct al_vstream *s)
@@ -1453,7 +1455,8 @@ int al_vstream_new(const char *name, const struct al_vopts *o, struct al_vresult
 	s->c.line2 = malloc(AL_LINE_MAX);
 	s->c.work = malloc(AL_HASH_LEN + AL_BODY_MAX);
 	s->w = calloc(1, sizeof(*s->w));
-	s->part = malloc(AL_LINE_MAX + 1);
+	s->part_cap = AL_LINE_MAX;
+	s->part = malloc(s->part_cap + 1);
 	s->name = strdup(name);
 	res->chain = calloc(1, sizeof(*res->chain)); /* one chain a stream */
 	if (s->w)
@@ -1488,9 +1491,9 @@ static struct vfile *segment(struct al_vstream *s, const struct vfile *head)
 	return f;
 }
 
-/* One complete line (line[len] is its '\n'; full: its length, when only the
- * first AL_LINE_MAX bytes were kept). */
-static int stream_line(struct al_vstream *s, const uint8_t *line, size_t len, uint64_t full)
+/* One complete line (line[len] is its '\n'), or (piece) WALK_BUF bytes of a
+ * longer one, checked as walk_file checks them: one unparseable line. */
+static int stream_line(struct al_vstream *s, const uint8_t *line, size_t len, bool piece)
 {
 	static const char hdr[] = "\"type\":\"header\"";
 	struct vctx *c = &s->c;
@@ -1498,14 +1501,26 @@ static int stream_line(struct al_vstream *s, const uint8_t *line, size_t len, ui
 	uint64_t lineno = ++s->lineno, off = s->off;
 	struct vfile head = {0};
 
-	s->off += full + 1;
-	c->res->bytes += full + 1;
+	s->off += len + !piece;
+	c->res->bytes += len + !piece;
 	/* the stream's first line, or a trusted header of this chain that
 	 * continues from the record before it or later (the next file of a
 	 * rotated set, concatenated; later: a file is missing): a segment
 	 * starts, and its link is checked as a file's header is. A header
 	 * that links back is an inserted line, as in a file. */
 	bool first = !s->f;
+	if (piece) {
+		if (first) {
+			struct vfile *f = segment(s, &head);
+			if (!f)
+				return -ENOMEM;
+			c->res->chains = 1;
+			w->f = s->f = f;
+			enter_file(w, f);
+		}
+		check_line(w, line, AL_LINE_MAX, lineno, off);
+		return 0;
+	}
 	if (first || memmem(line, len < 160 ? len : 160, hdr, sizeof(hdr) - 1)) {
 		char *id = c->res->chain[0].chain_id;
 		parse_head(c, &head, line, len + 1);
@@ -1548,28 +1563,39 @@ int al_vstream_feed(struct al_vstream *s, const uint8_t *buf, size_t n)
 {
 	while (n) {
 		const uint8_t *nl = memchr(buf, '\n', n);
-		size_t take = nl ? (size_t)(nl - buf) : n;
+		size_t take = nl ? (size_t)(nl - buf) : n, k;
 		int r = 0;
-		if (nl && !s->pfull) { /* a whole line: checked where it is */
-			r = stream_line(s, buf, take, take);
-		} else {
-			size_t room = AL_LINE_MAX - s->plen, k = take < room ? take : room;
+		if (nl && !s->plen && take < WALK_BUF) { /* a whole line: checked where it is */
+			r = stream_line(s, buf, take, false);
+			k = take + 1;
+		} else { /* gathered, up to WALK_BUF bytes */
+			k = take < WALK_BUF - s->plen ? take : WALK_BUF - s->plen;
+			if (s->plen + k > s->part_cap) {
+				size_t cap = s->part_cap;
+				while (cap < s->plen + k)
+					cap = cap * 2 < WALK_BUF ? cap * 2 : WALK_BUF;
+				uint8_t *p = realloc(s->part, cap + 1);
+				if (!p)
+					return -ENOMEM;
+				s->part = p;
+				s->part_cap = cap;
+			}
 			memcpy(s->part + s->plen, buf, k);
 			s->plen += k;
-			s->pfull += take;
-			if (nl) {
-				s->part[s->plen] = '\n';
-				r = stream_line(s, s->part, s->plen, s->pfull);
+			if (s->plen == WALK_BUF) { /* as walk_file: a piece of a longer line */
+				r = stream_line(s, s->part, s->plen, true);
 				s->plen = 0;
-				s->pfull = 0;
+			} else if (nl && k == take) {
+				s->part[s->plen] = '\n';
+				r = stream_line(s, s->part, s->plen, false);
+				s->plen = 0;
+				k++; /* the '\n' */
 			}
 		}
 		if (r < 0)
 			return r;
-		if (!nl)
-			break;
-		buf += take + 1;
-		n -= take + 1;
+		buf += k;
+		n -= k;
 	}
 	return 0;
 }
@@ -1587,12 +1613,12 @@ int al_vstream_end(struct al_vstream *s)
 		if (f->has_header)
 			memcpy(c->res->chain[0].chain_id, f->chain_id, sizeof(f->chain_id));
 	}
-	if (s->pfull) { /* the last line without its '\n' */
+	if (s->plen) { /* the last line without its '\n' */
 		settle_end(w, NULL);
 		flush_damage(w);
 		report(c, AL_V_TRUNCATED, s->name, s->lineno + 1, s->off, w->have_next, w->have_next ? w->next : 0,
-		       "the stream ends inside a line (%" PRIu64 " bytes without a newline)", s->pfull);
-		c->res->bytes += s->pfull;
+		       "the stream ends inside a line (%zu bytes without a newline)", s->plen);
+		c->res->bytes += s->plen;
 	}
 	flush_damage(w);
 	settle_end(w, NULL);

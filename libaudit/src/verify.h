@@ -156,7 +156,9 @@ void al_vpool_stop(struct al_vpool *pl);
  * record before it (the next file of a rotated set, concatenated) starts a
  * new segment whose link is checked as a file's. Findings name the stream
  * `name`, with line numbers and offsets in the stream. Memory is constant
- * (recent lines are kept, not read back). o and res must outlive it; res is
+ * (recent lines are kept, not read back; a line is gathered up to 1 MiB, a
+ * longer one checked in pieces as the file walk does). o and res must
+ * outlive it; res is
  * filled as it goes, final after al_vstream_end, which frees the stream. */
 struct al_vstream;
 int al_vstream_new(const char *name, const struct al_vopts *o, struct al_vresult *res, struct al_vstream **ret);
