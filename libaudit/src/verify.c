@@ -958,16 +958,13 @@ static struct al_vpool *pool_for(struct vctx *c, const struct vfile *f)
  * is in the page cache: they just read it). */
 static int emit_block(struct vctx *c, struct vfile *f, const struct al_vblock *b)
 {
-	size_t n = (size_t)(b->end - b->start), got = 0;
+	size_t n = (size_t)(b->end - b->start);
+	ssize_t got = al_pread_full(f->fd, c->blockbuf, n, b->start);
 
-	while (got < n) {
-		ssize_t r = pread(f->fd, c->blockbuf + got, n - got, (off_t)(b->start + got));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return r < 0 ? -errno : -EIO; /* (the file shrank under us) */
-		got += (size_t)r;
-	}
+	if (got < 0)
+		return -errno;
+	if ((size_t)got < n)
+		return -EIO; /* the file shrank under us */
 	for (size_t pos = 0; pos < n;) {
 		const uint8_t *nl = memchr(c->blockbuf + pos, '\n', n - pos);
 		if (!nl)
@@ -1508,21 +1505,9 @@ static int stream_line(struct al_vstream *s, const uint8_t *line, size_t len, bo
 	 * rotated set, concatenated; later: a file is missing): a segment
 	 * starts, and its link is checked as a file's header is. A header
 	 * that links back is an inserted line, as in a file. */
-	bool first = !s->f;
-	if (piece) {
-		if (first) {
-			struct vfile *f = segment(s, &head);
-			if (!f)
-				return -ENOMEM;
-			c->res->chains = 1;
-			w->f = s->f = f;
-			enter_file(w, f);
-		}
-		check_line(w, line, AL_LINE_MAX, lineno, off);
-		return 0;
-	}
-	if (first || memmem(line, len < 160 ? len : 160, hdr, sizeof(hdr) - 1)) {
-		char *id = c->res->chain[0].chain_id;
+	bool first = !s->f, start = first;
+	char *id = c->res->chain[0].chain_id;
+	if (!piece && (first || memmem(line, len < 160 ? len : 160, hdr, sizeof(hdr) - 1))) {
 		parse_head(c, &head, line, len + 1);
 		/* (a header that links a little back, to a recent record, is the
 		 * next file's: records were appended to the one before it; one
@@ -1534,28 +1519,29 @@ static int stream_line(struct al_vstream *s, const uint8_t *line, size_t len, bo
 		 * file's, altered (its line 1, as among files) */
 		bool altered_next = head.has_header && !head.hdr_ok && w->have_next &&
 				    (head.first_seq == w->next || (head.has_prev && head.prev_seq + 1 == w->next));
-		if (first || next_file || altered_next) {
-			struct vfile *f = segment(s, &head);
-			if (!f)
-				return -ENOMEM;
-			if (first) {
-				c->res->chains = 1;
-			} else {
-				s->f->lines = lineno - 1 - s->f->base_line;
-				s->f->walked = s->f->size = off - s->f->base_off;
-				c->cur = s->f;
-				flush_damage(w);
-			}
-			if (head.hdr_ok && !id[0]) /* the chain is named by a trusted header */
-				snprintf(id, sizeof(c->res->chain[0].chain_id), "%s", head.chain_id);
-			f->base_line = lineno - 1;
-			f->base_off = off;
-			w->pf = s->f;
-			w->f = s->f = f;
-			enter_file(w, f);
-		}
+		start = first || next_file || altered_next;
 	}
-	check_line(w, line, len, lineno, off);
+	if (start) {
+		struct vfile *f = segment(s, &head);
+		if (!f)
+			return -ENOMEM;
+		if (first) {
+			c->res->chains = 1;
+		} else {
+			s->f->lines = lineno - 1 - s->f->base_line;
+			s->f->walked = s->f->size = off - s->f->base_off;
+			c->cur = s->f;
+			flush_damage(w);
+		}
+		if (head.hdr_ok && !id[0]) /* the chain is named by a trusted header */
+			snprintf(id, sizeof(c->res->chain[0].chain_id), "%s", head.chain_id);
+		f->base_line = lineno - 1;
+		f->base_off = off;
+		w->pf = s->f;
+		w->f = s->f = f;
+		enter_file(w, f);
+	}
+	check_line(w, line, piece ? AL_LINE_MAX : len, lineno, off);
 	return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "format.h"
 
@@ -137,6 +138,10 @@ struct al_vblock {
 	uint64_t ring_seq[AL_VRING], ring_off[AL_VRING];
 	uint32_t ring_len[AL_VRING];
 };
+
+/* Read [off, off + n) fully: short only at the end of the file; -1 (errno)
+ * on an error. */
+ssize_t al_pread_full(int fd, uint8_t *buf, size_t n, uint64_t off);
 
 struct al_vpool;
 unsigned al_vpool_cpus(void);

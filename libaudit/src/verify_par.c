@@ -56,8 +56,7 @@ struct job {
 	uint64_t expect_seq;
 };
 
-/* Read [off, off + n) fully (short only at the end of the file). */
-static ssize_t pread_full(int fd, uint8_t *buf, size_t n, uint64_t off)
+ssize_t al_pread_full(int fd, uint8_t *buf, size_t n, uint64_t off)
 {
 	size_t got = 0;
 	while (got < n) {
@@ -88,7 +87,7 @@ static void check_block(const struct job *j, uint64_t k, uint8_t *buf, uint8_t *
 	memset(b, 0, offsetof(struct al_vblock, ring_seq));
 	b->k = k;
 	b->start = b->end = e; /* no line starts here: nothing to take */
-	ssize_t got = pread_full(j->fd, buf, (size_t)(r1 - r0), r0);
+	ssize_t got = al_pread_full(j->fd, buf, (size_t)(r1 - r0), r0);
 	if (got < 0)
 		return; /* the walk reads it itself and reports the error */
 	size_t n = (size_t)got, from = a ? (size_t)(a - 1 - r0) : 0;
