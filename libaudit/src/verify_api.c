@@ -80,22 +80,31 @@ AUDITLOG_API int auditlog_verifier_add_stream(struct auditlog_verifier *v, const
 	return v->stream_name ? 0 : -ENOMEM;
 }
 
+/* May this setting change? -EINVAL for no verifier or a bad value; -EBUSY
+ * once a stream's first feed has fixed the settings. */
+static int settable(const struct auditlog_verifier *v, bool bad)
+{
+	if (!v || bad)
+		return -EINVAL;
+	return v->stream ? -EBUSY : 0;
+}
+
 AUDITLOG_API int auditlog_verifier_set_min_version(struct auditlog_verifier *v, unsigned version)
 {
-	if (!v || version > 255)
-		return -EINVAL;
-	if (v->stream)
-		return -EBUSY;
+	int r = settable(v, version > 255);
+
+	if (r)
+		return r;
 	v->o.min_version = version;
 	return 0;
 }
 
 AUDITLOG_API int auditlog_verifier_set_strict(struct auditlog_verifier *v, int strict)
 {
-	if (!v)
-		return -EINVAL;
-	if (v->stream)
-		return -EBUSY;
+	int r = settable(v, false);
+
+	if (r)
+		return r;
 	v->strict = strict != 0;
 	return 0;
 }
@@ -103,10 +112,10 @@ AUDITLOG_API int auditlog_verifier_set_strict(struct auditlog_verifier *v, int s
 AUDITLOG_API int auditlog_verifier_set_expect_head(struct auditlog_verifier *v, uint64_t seq,
 						       const uint8_t hash[32])
 {
-	if (!v || !hash)
-		return -EINVAL;
-	if (v->stream)
-		return -EBUSY;
+	int r = settable(v, !hash);
+
+	if (r)
+		return r;
 	v->o.has_expect_head = true;
 	v->o.expect_seq = seq;
 	memcpy(v->o.expect_hash, hash, AL_HASH_LEN);
@@ -116,10 +125,10 @@ AUDITLOG_API int auditlog_verifier_set_expect_head(struct auditlog_verifier *v, 
 AUDITLOG_API int auditlog_verifier_set_from(struct auditlog_verifier *v, uint64_t seq,
 						const uint8_t hash[32])
 {
-	if (!v || !hash)
-		return -EINVAL;
-	if (v->stream)
-		return -EBUSY;
+	int r = settable(v, !hash);
+
+	if (r)
+		return r;
 	v->o.has_from = true;
 	v->o.from_seq = seq;
 	memcpy(v->o.from_hash, hash, AL_HASH_LEN);
@@ -128,10 +137,10 @@ AUDITLOG_API int auditlog_verifier_set_from(struct auditlog_verifier *v, uint64_
 
 AUDITLOG_API int auditlog_verifier_set_threads(struct auditlog_verifier *v, unsigned threads)
 {
-	if (!v || threads > 1024)
-		return -EINVAL;
-	if (v->stream)
-		return -EBUSY;
+	int r = settable(v, threads > 1024);
+
+	if (r)
+		return r;
 	v->o.threads = threads;
 	return 0;
 }
@@ -164,10 +173,10 @@ AUDITLOG_API int auditlog_verifier_set_on_finding(struct auditlog_verifier *v,
 						      void (*cb)(void *ctx, const struct auditlog_finding *f),
 						      void *ctx)
 {
-	if (!v)
-		return -EINVAL;
-	if (v->stream)
-		return -EBUSY;
+	int r = settable(v, false);
+
+	if (r)
+		return r;
 	v->on_finding = cb;
 	v->finding_ctx = ctx;
 	return 0;
@@ -177,10 +186,10 @@ AUDITLOG_API int auditlog_verifier_set_on_record(struct auditlog_verifier *v,
 						     void (*cb)(void *ctx, const char *line, size_t len),
 						     void *ctx)
 {
-	if (!v)
-		return -EINVAL;
-	if (v->stream)
-		return -EBUSY;
+	int r = settable(v, false);
+
+	if (r)
+		return r;
 	v->on_record = cb;
 	v->record_ctx = ctx;
 	return 0;
