@@ -153,6 +153,23 @@ static int naive(const char *path, uint64_t *ret_lines)
 	return r;
 }
 
+/* One row of the table: seconds, records/s (none when records is 0), MB/s,
+ * and the one-core engine's time over this one. */
+static void row(const char *name, double t, uint64_t records, double mb, double engine)
+{
+	char rate[32] = "-";
+	if (records)
+		snprintf(rate, sizeof(rate), "%.0f", (double)records / t);
+	printf("%-34s %10.3f %14s %10.1f %8.2f\n", name, t, rate, mb / t, engine / t);
+}
+
+static void runs_of(const char *label, const double *t, unsigned long runs)
+{
+	printf("%s", label);
+	for (unsigned long i = 0; i < runs; i++)
+		printf(" %.3f", t[i]);
+}
+
 static void env(const char *dir)
 {
 	struct utsname u;
@@ -307,28 +324,18 @@ int main(int argc, char **argv)
 	snprintf(all, sizeof(all), "engine, %u workers (all cores)", workers);
 	printf("\n%-34s %10s %14s %10s %8s\n", "contender (median of runs)", "seconds", "records/s", "MB/s",
 	       "ratio");
-	printf("%-34s %10.3f %14.0f %10.1f %8.2f\n", "engine (auditlog-verify), 1 core", me, records / me,
-	       mb / me, 1.0);
-	printf("%-34s %10.3f %14.0f %10.1f %8.2f\n", "  same, CPU time", mc, records / mc, mb / mc, me / mc);
-	printf("%-34s %10.3f %14.0f %10.1f %8.2f\n", all, mp, records / mp, mb / mp, me / mp);
-	printf("%-34s %10.3f %14.0f %10.1f %8.2f\n", "  same, CPU time (all threads)", mpc, records / mpc,
-	       mb / mpc, me / mpc);
-	printf("%-34s %10.3f %14.0f %10.1f %8.2f\n", "naive: jansson + SHA-256 a line", mn, records / mn,
-	       mb / mn, me / mn);
-	printf("%-34s %10.3f %14s %10.1f %8.2f\n", "sha256sum of the file", ms, "-", mb / ms, me / ms);
+	row("engine (auditlog-verify), 1 core", me, records, mb, me);
+	row("  same, CPU time", mc, records, mb, me);
+	row(all, mp, records, mb, me);
+	row("  same, CPU time (all threads)", mpc, records, mb, me);
+	row("naive: jansson + SHA-256 a line", mn, records, mb, me);
+	row("sha256sum of the file", ms, 0, mb, me);
 	printf("(ratio: engine time on 1 core / contender time; > 1: the contender is faster)\n");
-	printf("runs (sorted): engine");
-	for (unsigned long i = 0; i < runs; i++)
-		printf(" %.3f", te[i]);
-	printf("; all cores");
-	for (unsigned long i = 0; i < runs; i++)
-		printf(" %.3f", tp[i]);
-	printf("; naive");
-	for (unsigned long i = 0; i < runs; i++)
-		printf(" %.3f", tn[i]);
-	printf("; sha256sum");
-	for (unsigned long i = 0; i < runs; i++)
-		printf(" %.3f", ts[i]);
+	printf("runs (sorted):");
+	runs_of(" engine", te, runs);
+	runs_of("; all cores", tp, runs);
+	runs_of("; naive", tn, runs);
+	runs_of("; sha256sum", ts, runs);
 	printf("\nspeed-up with all cores: %.2fx on %u CPU(s) (median of the runs' ratios)\n", mr, workers);
 	printf("\ntarget: >= 1,000,000 records/s per core on canonical lines: %s\n",
 	       records / mc >= 1e6 ? "met" : "NOT met");
