@@ -69,6 +69,8 @@ static const struct tfield TF[AL_F__MAX] = {
 	[AL_F_DAMAGE_OFFSET] = {"damage_offset", 0x21, TK_INT, 0},
 	[AL_F_DAMAGE_LENGTH] = {"damage_length", 0x22, TK_INT, 0},
 	[AL_F_DAMAGE_SHA256] = {"damage_sha256", 0x23, TK_TEXT, 0},
+	[AL_F_SEALED_NAME] = {"sealed_name", 0x18, TK_TEXT, 1024},
+	[AL_F_SEALED_FILE_ID] = {"sealed_file_id", 0x19, TK_TEXT, 0},
 };
 
 static const uint8_t ORD_EVENT[] = {AL_F_ACTION,    AL_F_OUTCOME, AL_F_RV,    AL_F_SLOT,
@@ -76,7 +78,8 @@ static const uint8_t ORD_EVENT[] = {AL_F_ACTION,    AL_F_OUTCOME, AL_F_RV,    AL
 				    AL_F_ACTOR,     AL_F_DETAIL};
 static const uint8_t ORD_HEADER[] = {AL_F_FILE_ID,   AL_F_CHAIN_ID, AL_F_REASON,
 				     AL_F_PREV_NAME, AL_F_PREV_SEQ, AL_F_PREV_HASH,
-				     AL_F_PREV_SIZE, AL_F_DETAIL,   AL_F_PAD};
+				     AL_F_PREV_SIZE, AL_F_SEALED_NAME, AL_F_SEALED_FILE_ID,
+				     AL_F_DETAIL,   AL_F_PAD};
 static const uint8_t ORD_RECOVERY[] = {AL_F_LAST_SEQ, AL_F_DAMAGE_OFFSET, AL_F_DAMAGE_LENGTH,
 				       AL_F_DAMAGE_SHA256};
 
@@ -2558,6 +2561,7 @@ static size_t max_value_len(int f)
 	case AL_F_OUTCOME: return 7; /* success, failure, unknown */
 	case AL_F_REASON: return 14; /* untrusted-tail */
 	case AL_F_FILE_ID:
+	case AL_F_SEALED_FILE_ID:
 	case AL_F_CHAIN_ID: return 32;
 	case AL_F_PREV_HASH:
 	case AL_F_DAMAGE_SHA256: return 64;
@@ -2659,6 +2663,7 @@ static void max_header(struct rb *b, uint8_t v, bool cut)
 	rb_cstr(b, AL_F_REASON, "io-error");
 	rb_int(b, AL_F_PREV_SEQ, REF_INT_MAX - 1);
 	rb_cstr(b, AL_F_PREV_HASH, PREV_HASH);
+	rb_cstr(b, AL_F_SEALED_FILE_ID, FILE_ID);
 	b->r.present &= ~AL_BIT(AL_F_PAD);
 }
 
@@ -2667,7 +2672,8 @@ static void max_header_first(struct rb *b, uint8_t v, bool cut)
 {
 	max_header(b, v, cut);
 	b->r.present &= ~(AL_BIT(AL_F_PREV_NAME) | AL_BIT(AL_F_PREV_SEQ) |
-			  AL_BIT(AL_F_PREV_HASH) | AL_BIT(AL_F_PREV_SIZE));
+			  AL_BIT(AL_F_PREV_HASH) | AL_BIT(AL_F_PREV_SIZE) |
+			  AL_BIT(AL_F_SEALED_NAME) | AL_BIT(AL_F_SEALED_FILE_ID));
 	rb_int(b, AL_F_SEQ, 0);
 	rb_cstr(b, AL_F_REASON, "untrusted-tail");
 }
@@ -2713,7 +2719,8 @@ static void test_line_max_boundary(void **state)
 	const size_t hd_max = max_line_len(ttype_of(AL_T_HEADER));
 	const size_t rc_max = max_line_len(ttype_of(AL_T_RECOVERY));
 	const size_t prev_all = max_member_len(AL_F_PREV_NAME) + max_member_len(AL_F_PREV_SEQ) +
-				max_member_len(AL_F_PREV_HASH) + max_member_len(AL_F_PREV_SIZE);
+				max_member_len(AL_F_PREV_HASH) + max_member_len(AL_F_PREV_SIZE) +
+				max_member_len(AL_F_SEALED_NAME) + max_member_len(AL_F_SEALED_FILE_ID);
 	struct stats st = {0};
 	struct buf got = {0}, keep[4] = {{0}};
 	unsigned bad = 0, lines = 0, parsed = 0, refused = 0, emitted = 0;

@@ -399,6 +399,11 @@ int al_file_switch(struct auditlog *l, const char *reason)
 	if (l->durable_size > 0 || !l->prev_name[0]) {
 		snprintf(l->prev_name, sizeof(l->prev_name), "%s", newname);
 		l->header_prev_size = l->durable_size;
+	} else {
+		/* the next header names the file sealed with nothing durable in it,
+		 * so that a verifier can tell it from a decoy (docs/format.md 6) */
+		snprintf(l->sealed_name, sizeof(l->sealed_name), "%s", newname);
+		memcpy(l->sealed_id, l->file_id, sizeof(l->sealed_id));
 	}
 	l->header_reason = reason;
 	l->header_prev = l->durable;
@@ -553,7 +558,8 @@ int al_file_open(struct auditlog *l)
 	}
 	if (r < 0)
 		goto out;
-	if (al_unhex(hp.rec.f[AL_F_CHAIN_ID].p, 32, l->chain_id) < 0) {
+	if (al_unhex(hp.rec.f[AL_F_CHAIN_ID].p, 32, l->chain_id) < 0 ||
+	    al_unhex(hp.rec.f[AL_F_FILE_ID].p, 32, l->file_id) < 0) {
 		r = -EBADMSG;
 		goto out;
 	}

@@ -62,6 +62,8 @@ static const struct fdesc F[AL_F__MAX] = {
 	[AL_F_DAMAGE_OFFSET] = {KEY("damage_offset"), 0x21, K_INT, 0, NULL},
 	[AL_F_DAMAGE_LENGTH] = {KEY("damage_length"), 0x22, K_INT, 0, NULL},
 	[AL_F_DAMAGE_SHA256] = {KEY("damage_sha256"), 0x23, K_HEX, 64, NULL},
+	[AL_F_SEALED_NAME] = {KEY("sealed_name"), 0x18, K_STR, 1024, NULL},
+	[AL_F_SEALED_FILE_ID] = {KEY("sealed_file_id"), 0x19, K_HEX, 32, NULL},
 };
 
 /* Members after the common four, in line order, per type. */
@@ -71,12 +73,15 @@ static const uint8_t order_event[] = {AL_F_ACTION,    AL_F_OUTCOME,   AL_F_RV,
 				      AL_F_DETAIL};
 static const uint8_t order_header[] = {AL_F_FILE_ID,   AL_F_CHAIN_ID,  AL_F_REASON,
 				       AL_F_PREV_NAME, AL_F_PREV_SEQ,  AL_F_PREV_HASH,
-				       AL_F_PREV_SIZE, AL_F_DETAIL,    AL_F_PAD};
+				       AL_F_PREV_SIZE, AL_F_SEALED_NAME, AL_F_SEALED_FILE_ID,
+				       AL_F_DETAIL,    AL_F_PAD};
 static const uint8_t order_recovery[] = {AL_F_LAST_SEQ, AL_F_DAMAGE_OFFSET,
 					 AL_F_DAMAGE_LENGTH, AL_F_DAMAGE_SHA256};
 
 #define PREV_ALL (AL_BIT(AL_F_PREV_NAME) | AL_BIT(AL_F_PREV_SEQ) | AL_BIT(AL_F_PREV_HASH) | \
 		  AL_BIT(AL_F_PREV_SIZE))
+/* a header's sealed_*: both or neither, and only in a file that continues another */
+#define SEALED_ALL (AL_BIT(AL_F_SEALED_NAME) | AL_BIT(AL_F_SEALED_FILE_ID))
 
 struct tdesc {
 	const char *name;
@@ -1053,7 +1058,8 @@ enum al_perr al_parse(const uint8_t *line, size_t len, uint8_t *dec, struct al_p
 			goto err;
 		}
 		uint64_t prev = r->present & PREV_ALL;
-		if (prev != 0 && prev != PREV_ALL) {
+		uint64_t sealed = r->present & SEALED_ALL;
+		if ((prev != 0 && prev != PREV_ALL) || (sealed != 0 && (sealed != SEALED_ALL || !prev))) {
 			c.i = hpos;
 			fail(&c, AL_PERR_VALUE);
 			goto err;

@@ -53,6 +53,8 @@ enum al_field {
 	AL_F_DAMAGE_OFFSET,
 	AL_F_DAMAGE_LENGTH,
 	AL_F_DAMAGE_SHA256,
+	AL_F_SEALED_NAME,    /* header: a file sealed before any record of it was durable */
+	AL_F_SEALED_FILE_ID,
 	AL_F__MAX
 };
 

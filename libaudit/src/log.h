@@ -152,6 +152,11 @@ struct auditlog {
 	const char *header_reason;
 	char prev_name[NAME_MAX + 1];     /* the file holding the durable head, for the next header */
 	char switched_name[NAME_MAX + 1]; /* the name the last switch renamed the file to */
+	uint8_t file_id[16];              /* of the active file's header */
+	/* a file sealed before any record of it became durable (its header's
+	 * batch failed): named in the next header (docs/format.md 2.3, 6) */
+	char sealed_name[NAME_MAX + 1];
+	uint8_t sealed_id[16];
 	char header_detail[NAME_MAX + 256];
 	uint64_t header_prev_size;
 	struct head header_prev;

@@ -159,7 +159,7 @@ long al_format_header(struct auditlog *l, uint8_t *out)
 {
 	struct al_record rec = {.type = AL_T_HEADER};
 	uint8_t fid[16];
-	char fid_hex[32], cid_hex[32], prev_hex[64];
+	char fid_hex[32], cid_hex[32], prev_hex[64], sid_hex[32];
 	uint64_t ts = al_now_ns();
 	bool linked = strcmp(l->header_reason, "rotate") == 0 ||
 		      strcmp(l->header_reason, "io-error") == 0;
@@ -184,6 +184,13 @@ long al_format_header(struct auditlog *l, uint8_t *out)
 		rec.f[AL_F_PREV_SIZE].u = l->header_prev_size;
 		if (strcmp(l->header_reason, "io-error") == 0)
 			ts = l->header_prev.ts_ns; /* re-written records keep their times */
+		if (l->sealed_name[0]) {
+			al_hex(l->sealed_id, 16, sid_hex);
+			rec.present |= AL_BIT(AL_F_SEALED_NAME) | AL_BIT(AL_F_SEALED_FILE_ID);
+			rec.f[AL_F_SEALED_NAME] = (struct al_val){(const uint8_t *)l->sealed_name,
+								  strlen(l->sealed_name), 0};
+			rec.f[AL_F_SEALED_FILE_ID] = (struct al_val){(const uint8_t *)sid_hex, 32, 0};
+		}
 	}
 	if (l->header_detail[0]) {
 		rec.present |= AL_BIT(AL_F_DETAIL);
@@ -195,6 +202,8 @@ long al_format_header(struct auditlog *l, uint8_t *out)
 		l->file_first_seq = l->tail.seq;
 		l->need_header = false;
 		l->header_detail[0] = '\0';
+		l->sealed_name[0] = '\0';
+		memcpy(l->file_id, fid, sizeof(fid));
 	}
 	return n;
 }

@@ -76,6 +76,8 @@ MEMBERS = {
         ("prev_seq",  "int", 0x14, None, False),
         ("prev_hash", "str", 0x15, None, False),
         ("prev_size", "int", 0x16, None, False),
+        ("sealed_name",    "str", 0x18, 1024, False),
+        ("sealed_file_id", "str", 0x19, None, False),
         ("detail",    "str", 0x0c, 4096, False),
         ("pad",       "pad", 0x17, None, False),
     ],
@@ -568,6 +570,15 @@ def gen():
               prev_name=b"audit.log.20240601T000000.000000000Z-5",
               prev_seq=76, prev_hash=prev_hash.hex().encode(), prev_size=40960)
     add("v1-header-io-error", 1, "header", ioe, prev=prev_hash)
+    # io-error after a file whose first batch (its header) failed: the sealed
+    # file is named by sealed_name / sealed_file_id (section 2.3)
+    ioes = hdr(tsh, 77, hex_id("f-ioe2"), hex_id("c-2"), b"io-error",
+               prev_name=b"audit.log.20240601T000000.000000000Z-5",
+               prev_seq=76, prev_hash=prev_hash.hex().encode(), prev_size=40960,
+               sealed_name=b"audit.log.20240601T000001.000000000Z-77",
+               sealed_file_id=hex_id("f-sealed"),
+               detail=b"write or fdatasync failed")
+    both("header-io-error-sealed", "header", ioes, prev=prev_hash)
     # untrusted-tail: new chain, seq 0, no prev_*, with a detail
     ut = hdr(tsh, 0, hex_id("f-ut"), hex_id("c-3"), b"untrusted-tail",
              detail=b"last record of audit.log.20240601T000000.000000000Z-9000 is "
