@@ -1311,6 +1311,149 @@ static void test_forged_recovery(void **state)
 	fx_free(&fx);
 }
 
+
+/* ---- whole chains: one first file, anchors bound to chains -------------------- */
+
+/* A fixture with one more file: dir/name holding bytes [0, len) of src
+ * (len 0: all of it). */
+static struct fx fx_plus(const struct fx *src, unsigned from, const char *name, size_t len)
+{
+	struct fx fx = fx_copy(src);
+	size_t n;
+	uint8_t *buf = tu_read_file(fx.files[from], &n);
+	assert_non_null(buf);
+	fx.files = realloc(fx.files, (fx.n + 2) * sizeof(char *));
+	fx.files[fx.n] = tu_path(fx.dir, name);
+	put_file(fx.files[fx.n], buf, len ? len : n);
+	fx.n++;
+	free(buf);
+	return fx;
+}
+
+static bool has_finding(const struct got *g, enum al_vclass cls, const char *file, uint64_t line, uint64_t seq)
+{
+	for (unsigned i = 0; i < g->n && i < 16; i++)
+		if (g->f[i].cls == cls && (!file || strcmp(g->f[i].file, file) == 0) &&
+		    (line == UINT64_MAX || g->f[i].line == line) && (seq == UINT64_MAX || g->f[i].seq == seq))
+			return true;
+	return false;
+}
+
+static void want_finding(const char *what, const struct got *g, enum al_vclass cls, const char *file,
+			 uint64_t line, uint64_t seq)
+{
+	if (has_finding(g, cls, file, line, seq))
+		return;
+	print_message("%s: want a %s finding at %s line %lld seq %lld\n", what, al_vclass_name(cls),
+		      file ? file : "*", (long long)line, (long long)seq);
+	dump(g);
+	fail_msg("%s", what);
+}
+
+static struct al_vresult verify_set(const struct fx *fx, struct got *g, const struct al_vopts *base)
+{
+	return verify_paths(fx->files, fx->n, g, base);
+}
+
+static enum rw_act new_chain_id(struct rw *rw, struct al_record *rec, uint64_t seq)
+{
+	if (rec->type == AL_T_HEADER)
+		memcpy((uint8_t *)rec->f[AL_F_CHAIN_ID].p, "0123456789abcdef0123456789abcdef", 32);
+	return edit_session(rw, rec, seq);
+}
+
+static void test_decoy_files(void **state)
+{
+	struct fx one = fx_v1(400, 0), fx; /* one file, no rotation */
+	struct al_vresult ref, res;
+	struct got g;
+	uint64_t base_records;
+
+	ref = verify_set(&V1, &g, NULL);
+	expect_none("the rotated set", &g);
+	base_records = ref.records;
+
+	/* a copy of the first rotated file under another name, and a header-only copy */
+	for (int hdr_only = 0; hdr_only < 2; hdr_only++) {
+		struct lines *l = lines_of(V1.files[0]);
+		fx = fx_plus(&V1, 0, hdr_only ? "first-header-copy" : "first-copy", hdr_only ? l->len[0] + 1 : 0);
+		res = verify_set(&fx, &g, NULL);
+		want_finding("a second first file", &g, AL_V_INSERTED, fx.files[fx.n - 1], 1, 0);
+		assert_int_equal(res.records, base_records); /* nothing counted twice */
+		assert_int_equal(res.chains, 1);
+		assert_int_equal(res.chain[0].last_seq, ref.chain[0].last_seq);
+		assert_memory_equal(res.chain[0].head_hash, ref.chain[0].head_hash, AL_HASH_LEN);
+		al_vresult_free(&res);
+		lines_free(l);
+		fx_free(&fx);
+	}
+
+	/* a stale copy of the active file: its first 100 lines as audit.log.bak */
+	{
+		struct lines *l = lines_of(one.files[0]);
+		fx = fx_plus(&one, 0, "audit.log.bak", l->off[100]);
+		res = verify_set(&fx, &g, NULL);
+		want_finding("a stale copy of the active file", &g, AL_V_INSERTED, fx.files[1], 1, 0);
+		assert_false(has_finding(&g, AL_V_FORKED, NULL, UINT64_MAX, UINT64_MAX));
+		assert_int_equal(res.records, l->n);
+		assert_int_equal(res.chain[0].last_seq, l->seq[l->n - 1]);
+		al_vresult_free(&res);
+		lines_free(l);
+		fx_free(&fx);
+	}
+
+	/* audit.log rewritten (one record edited, the chain recomputed) beside its
+	 * original bytes as audit.log~: the anchor is not fooled by the copy */
+	for (int new_id = 0; new_id < 2; new_id++) {
+		struct al_vopts head;
+		res = verify_set(&one, &g, NULL);
+		head = (struct al_vopts){.has_expect_head = true, .expect_seq = res.chain[0].last_seq};
+		memcpy(head.expect_hash, res.chain[0].head_hash, AL_HASH_LEN);
+		al_vresult_free(&res);
+
+		fx = fx_plus(&one, 0, "audit.log~", 0);
+		struct fx live = {.n = 1, .files = fx.files}; /* rewrite audit.log only */
+		struct rw rw = {.edit = new_id ? new_chain_id : edit_session, .from = 300};
+		rewrite(&live, &rw);
+		res = verify_set(&fx, &g, &head);
+		assert_true(g.n > 0);
+		if (!new_id) {
+			/* one chain, two first files: the copy is inserted, the histories
+			 * fork at seq 300, and the live file's head is not the anchor */
+			want_finding("rewrite beside its original", &g, AL_V_INSERTED, fx.files[1], 1, 0);
+			want_finding("rewrite beside its original", &g, AL_V_FORKED, NULL, UINT64_MAX, 300);
+			want_finding("rewrite beside its original", &g, AL_V_MODIFIED, NULL, 0, head.expect_seq);
+			assert_int_equal(res.chains, 1);
+		} else {
+			/* a new chain id: two chains; the anchor binds to the one that
+			 * holds it, the other (the live file) is unanchored */
+			assert_int_equal(res.chains, 2);
+			want_finding("rewrite with a new chain id", &g, AL_V_UNANCHORED, fx.files[0], 0, UINT64_MAX);
+			/* bound by chain id to the live file's chain, it is a rewrite */
+			struct al_vanchor a = {.has_chain = true, .seq = head.expect_seq};
+			memcpy(a.chain_id, "0123456789abcdef0123456789abcdef", 33);
+			memcpy(a.hash, head.expect_hash, AL_HASH_LEN);
+			struct al_vopts bound = {.anchors = &a, .n_anchors = 1};
+			al_vresult_free(&res);
+			res = verify_set(&fx, &g, &bound);
+			want_finding("anchor bound to the live chain", &g, AL_V_MODIFIED, NULL, 0, head.expect_seq);
+			want_finding("anchor bound to the live chain", &g, AL_V_UNANCHORED, fx.files[1], 0, UINT64_MAX);
+			/* --one-chain: more than one chain is a finding of its own */
+			struct al_vopts oc = {.one_chain = true};
+			al_vresult_free(&res);
+			res = verify_set(&fx, &g, &oc);
+			want_finding("--one-chain", &g, AL_V_EXTRA_CHAIN, NULL, 0, UINT64_MAX);
+			al_vresult_free(&res);
+			res = verify_set(&fx, &g, NULL);
+			expect_none("two chains, each intact", &g);
+		}
+		al_vresult_free(&res);
+		fx_free(&fx);
+	}
+	al_vresult_free(&ref);
+	fx_free(&one);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1324,6 +1467,7 @@ int main(void)
 		cmocka_unit_test(test_downgrade_attack),
 		cmocka_unit_test(test_block_edges),
 		cmocka_unit_test(test_forged_recovery),
+		cmocka_unit_test(test_decoy_files),
 	};
 	tu_filter();
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -12,6 +12,7 @@
 #include <openssl/sha.h>
 
 #include "tu.h"
+#include "verify.h"
 
 char *tu_mkdtemp(void)
 {
@@ -402,4 +403,40 @@ void tu_write_log(const char *path, unsigned version, unsigned n, uint64_t rotat
 		assert_int_equal(auditlog_record(log, &ev), 0);
 	}
 	assert_int_equal(auditlog_close(log), 0);
+}
+
+struct tu_vctx {
+	unsigned bad, recovered;
+};
+
+static void tu_on_finding(void *ctx, const struct al_finding *f)
+{
+	struct tu_vctx *v = ctx;
+	if (f->cls == AL_V_RECOVERED) {
+		v->recovered++;
+		return;
+	}
+	v->bad++;
+	print_message("  finding: %s %s:%llu off %llu seq %llu: %s\n", al_vclass_name(f->cls), f->file,
+		      (unsigned long long)f->line, (unsigned long long)f->offset, (unsigned long long)f->seq,
+		      f->msg);
+}
+
+unsigned tu_verify_dir(const char *dir)
+{
+	struct tu_vctx v = {0};
+	struct al_vopts o = {.on_finding = tu_on_finding, .ctx = &v, .threads = 1};
+	struct al_vresult res;
+	char **paths = NULL;
+	unsigned n = 0, cap = 0;
+
+	assert_int_equal(al_verify_add_path(dir, &paths, &n, &cap), 0);
+	assert_int_equal(al_verify_files(paths, n, &o, &res), 0);
+	for (unsigned i = 0; i < n; i++)
+		free(paths[i]);
+	free(paths);
+	al_vresult_free(&res);
+	if (v.bad)
+		fail_msg("%s: %u finding(s) from the verification engine", dir, v.bad);
+	return v.recovered;
 }

@@ -75,6 +75,11 @@ void tu_filter(void);
 void tu_write_log(const char *path, unsigned version, unsigned n, uint64_t rotate, unsigned action_mod,
 		  unsigned detail_every);
 
+/* Verify every file of dir with the verification engine (one worker):
+ * fails the test, listing the findings, on any integrity finding other than
+ * `recovered`. Returns the number of recovered findings. */
+unsigned tu_verify_dir(const char *dir);
+
 /* Open a log at path with a fresh config; cfg tweaks through the callback. */
 struct auditlog_config *tu_config(const char *path);
 #endif

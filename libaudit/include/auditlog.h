@@ -212,7 +212,9 @@ enum auditlog_vclass {
 	AUDITLOG_V_FORKED = 9,      /* two files continue the same record */
 	AUDITLOG_V_TRUNCATED = 10,  /* the chain ends before what something names */
 	AUDITLOG_V_RECOVERED = 11,  /* crash damage a recovery record names (informational) */
-	AUDITLOG_V__COUNT = 12
+	AUDITLOG_V_UNANCHORED = 12, /* expected heads were given, none for this chain */
+	AUDITLOG_V_EXTRA_CHAIN = 13,/* more than one chain where one was demanded */
+	AUDITLOG_V__COUNT = 14
 };
 
 /* One finding, passed to the on_finding callback (valid during the call). */

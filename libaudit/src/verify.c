@@ -37,6 +37,7 @@ static const char *const class_names[AL_V__MAX] = {
 	[AL_V_UNPARSEABLE] = "unparseable", [AL_V_VERSION] = "version",
 	[AL_V_MISSING_FILE] = "missing-file", [AL_V_FORKED] = "forked",
 	[AL_V_TRUNCATED] = "truncated",     [AL_V_RECOVERED] = "recovered",
+	[AL_V_UNANCHORED] = "unanchored",   [AL_V_EXTRA_CHAIN] = "extra-chain",
 };
 
 static const uint8_t zero_hash[AL_HASH_LEN];
@@ -63,6 +64,18 @@ struct vfile {
 	char chain_id[33];
 	bool has_prev;
 	bool sealed_prev; /* reason io-error: the predecessor counts up to prev_size only */
+	char file_id[33];
+	bool has_sealed;  /* names a file sealed with nothing durable in it (sealed_*) */
+	char sealed_name[1025], sealed_fid[33];
+	bool sealed_branch; /* that file: never acknowledged, not walked, not a finding */
+	bool primary;    /* its chain's first file */
+	bool side;       /* off the chain's own path (a second first file, a fork's other
+			  * branch): walked for its own findings, counted nowhere */
+	int fork_of;     /* it continues this file, which another file continues too; -1 */
+	dev_t dev;       /* identity when listed: a descriptor is (re)opened by path */
+	ino_t ino;
+	bool has_vrange; /* seqs of the records accepted in it */
+	uint64_t vfirst, vlast;
 	bool relink;      /* an altered header whose prev_name names no input */
 	char prev_name[1025];
 	uint64_t prev_seq, prev_size;
@@ -95,8 +108,11 @@ struct vctx {
 	uint8_t *dec, *work, *line2;
 	uint64_t total_bytes, done_bytes; /* progress */
 	/* expect-head and from bookkeeping */
-	bool saw_expect;
-	bool expect_ok;
+	const struct al_vanchor *anch; /* --expect-head: o->anchors, or `one` */
+	unsigned nanch;
+	struct al_vanchor one;
+	uint8_t *anch_seen; /* [anchor * chain_cap + chain]: 0 not met, 1 another hash, 2 its hash */
+	unsigned chain_cap;
 	bool saw_from;
 	bool past_from; /* a record at or after --from was seen */
 	struct vfile *cur; /* the file being walked: its findings are counted */
@@ -107,6 +123,7 @@ struct vctx {
 	struct al_vpool *pool;     /* workers checking ahead (made for the first large file) */
 	bool no_pool;              /* none to be made */
 	uint8_t *blockbuf;         /* on_record: the lines of a block the workers verified */
+	unsigned *order;           /* files by chain, then first seq: the walk's order */
 };
 
 static bool stopped(const struct vctx *c)
@@ -163,6 +180,15 @@ static void parse_head(struct vctx *c, struct vfile *f, const uint8_t *buf, size
 	f->first_seq = p.rec.f[AL_F_SEQ].u;
 	memcpy(f->chain_id, p.rec.f[AL_F_CHAIN_ID].p, 32);
 	f->chain_id[32] = 0;
+	memcpy(f->file_id, p.rec.f[AL_F_FILE_ID].p, 32);
+	f->file_id[32] = 0;
+	if (p.rec.present & AL_BIT(AL_F_SEALED_NAME)) {
+		f->has_sealed = true;
+		snprintf(f->sealed_name, sizeof(f->sealed_name), "%.*s", (int)p.rec.f[AL_F_SEALED_NAME].n,
+			 p.rec.f[AL_F_SEALED_NAME].p);
+		memcpy(f->sealed_fid, p.rec.f[AL_F_SEALED_FILE_ID].p, 32);
+		f->sealed_fid[32] = 0;
+	}
 	if (p.rec.present & AL_BIT(AL_F_PREV_NAME)) {
 		f->has_prev = true;
 		f->sealed_prev = p.rec.f[AL_F_REASON].n == 8 &&
@@ -177,24 +203,63 @@ static void parse_head(struct vctx *c, struct vfile *f, const uint8_t *buf, size
 		    (f->has_prev ? f->first_seq == f->prev_seq + 1 : f->first_seq == 0);
 }
 
-static int read_head(struct vctx *c, struct vfile *f)
+/* f's descriptor, opened when it is not: never through a symlink, never a
+ * FIFO or device (O_NONBLOCK: opening one does not wait for a writer), and
+ * the inode listed (a file replaced since is -ESTALE). Descriptors are
+ * closed when the walk is done with a file (close_fd), so any number of
+ * files verify in a bounded number of them. */
+static int vfile_fd(struct vfile *f)
+{
+	struct stat st;
+	int fd;
+
+	if (f->fd >= 0)
+		return f->fd;
+	fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	int r = fstat(fd, &st) < 0 ? -errno : !S_ISREG(st.st_mode) ? -EINVAL :
+		f->ino && (st.st_ino != f->ino || st.st_dev != f->dev) ? -ESTALE : 0;
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	f->dev = st.st_dev;
+	f->ino = st.st_ino;
+	f->fd = fd;
+	return fd;
+}
+
+static void close_fd(struct vfile *f)
+{
+	if (f && f->fd >= 0 && !f->follow) {
+		close(f->fd);
+		f->fd = -1;
+	}
+}
+
+/* Open f, learn its size and parse its header; the descriptor is closed
+ * again unless keep (a file being followed). */
+static int read_head(struct vctx *c, struct vfile *f, bool keep)
 {
 	struct stat st;
 	uint8_t buf[AL_LINE_MAX];
 	ssize_t n;
+	int fd = vfile_fd(f);
 
-	f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
-	if (f->fd < 0)
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) < 0)
 		return -errno;
-	if (fstat(f->fd, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return -EINVAL;
 	f->size = (uint64_t)st.st_size;
-	n = pread(f->fd, buf, sizeof(buf), 0);
+	n = pread(fd, buf, sizeof(buf), 0);
 	if (n < 0)
 		return -errno;
 	parse_head(c, f, buf, (size_t)n);
+	if (!keep) {
+		close(f->fd);
+		f->fd = -1;
+	}
 	return 0;
 }
 
@@ -218,6 +283,8 @@ struct pend {
 
 struct walk {
 	struct vctx *c;
+	bool side; /* a file off the chain's path: findings only (ch is `scratch`) */
+	struct al_vchain scratch;
 	struct vfile *f;  /* the file being walked */
 	struct vfile *pf; /* the file walked before it in this chain, NULL at a start */
 	struct al_vchain *ch;
@@ -290,10 +357,18 @@ static int seen(const struct walk *w, uint64_t seq, const uint8_t *line, size_t 
 	for (unsigned i = 0; i < n; i++) {
 		if (w->ring_seq[i] != seq)
 			continue;
-		bool same = w->ring_len[i] == len &&
-			    (w->ring_copy ? memcmp(w->ring_copy + (size_t)i * AL_LINE_MAX, line, len) == 0 :
-			     pread(w->ring_file[i]->fd, old, len, (off_t)w->ring_off[i]) == (ssize_t)len &&
-			     memcmp(old, line, len) == 0);
+		bool same = false;
+		if (w->ring_len[i] != len) {
+		} else if (w->ring_copy) {
+			same = memcmp(w->ring_copy + (size_t)i * AL_LINE_MAX, line, len) == 0;
+		} else {
+			struct vfile *rf = w->ring_file[i];
+			int fd = vfile_fd(rf); /* an earlier file's is opened again */
+			same = fd >= 0 && pread(fd, old, len, (off_t)w->ring_off[i]) == (ssize_t)len &&
+			       memcmp(old, line, len) == 0;
+			if (rf != w->f)
+				close_fd(rf);
+		}
 		r = same ? 2 : r ? r : 1;
 	}
 	return r;
@@ -387,10 +462,33 @@ static void follow(struct walk *w, const struct al_parsed *p, const uint8_t h[AL
 	}
 }
 
+static void vrange(struct vfile *f, uint64_t seq)
+{
+	if (!f->has_vrange) {
+		f->has_vrange = true;
+		f->vfirst = seq;
+	}
+	f->vlast = seq;
+}
+
+/* Record seq (hash h) of the walk's chain against every anchor. */
+static void meet_anchors(struct walk *w, uint64_t seq, const uint8_t h[AL_HASH_LEN])
+{
+	struct vctx *c = w->c;
+	unsigned ch = (unsigned)(w->ch - c->res->chain);
+
+	for (unsigned k = 0; k < c->nanch; k++) {
+		if (c->anch[k].seq != seq)
+			continue;
+		uint8_t *m = &c->anch_seen[(size_t)k * c->chain_cap + ch];
+		*m = CRYPTO_memcmp(h, c->anch[k].hash, AL_HASH_LEN) == 0 ? 2 : 1;
+	}
+}
+
 static void accept(struct walk *w, const struct al_parsed *p, const uint8_t h[AL_HASH_LEN],
 		   const uint8_t *line, size_t len, uint64_t seq, uint64_t off, bool clean, bool ref)
 {
-	if (clean && w->c->o->on_record)
+	if (clean && w->c->o->on_record && !w->side)
 		w->c->o->on_record(w->c->o->ctx, line, len);
 	w->absorbed = 0;
 	if (w->moved && seq >= w->moved_seq)
@@ -412,11 +510,22 @@ static void accept(struct walk *w, const struct al_parsed *p, const uint8_t h[AL
 		ch->min_version = p->rec.version;
 	if (p->rec.version > ch->max_version)
 		ch->max_version = p->rec.version;
+	if (clean)
+		vrange(w->f, seq);
+	if (w->side)
+		return;
 	w->c->res->records++;
-	if (w->c->o->has_expect_head && seq == w->c->o->expect_seq) {
-		w->c->saw_expect = true;
-		w->c->expect_ok = CRYPTO_memcmp(h, w->c->o->expect_hash, AL_HASH_LEN) == 0;
-	}
+	meet_anchors(w, seq, h);
+}
+
+/* Does [a, b] hold the seq of an anchor other than the first (the one the
+ * workers look out for)? */
+static bool anchor_within(const struct vctx *c, uint64_t a, uint64_t b)
+{
+	for (unsigned k = 1; k < c->nanch; k++)
+		if (c->anch[k].seq >= a && c->anch[k].seq <= b)
+			return true;
+	return false;
 }
 
 /* Can the walk take block b in one step, as if each of its lines went
@@ -429,7 +538,8 @@ static bool can_take(const struct walk *w, const struct al_vblock *b)
 	       w->next == b->ctx_seq + 1 && memcmp(w->prev, b->ctx_hash, AL_HASH_LEN) == 0 &&
 	       (!w->have_ts || (b->first_version >= w->last_version &&
 				memcmp(b->first_ts, w->last_ts, AL_TS_LEN) >= 0)) &&
-	       !(o->has_from && !w->c->past_from) && !(w->f->has_end && b->last_seq > w->f->end_seq);
+	       !(o->has_from && !w->c->past_from) && !(w->f->has_end && b->last_seq > w->f->end_seq) &&
+	       !anchor_within(w->c, b->first_seq, b->last_seq);
 }
 
 /* accept() for every line of block b. */
@@ -462,12 +572,14 @@ static void take_block(struct walk *w, const struct al_vblock *b)
 		ch->min_version = b->min_version;
 	if (b->max_version > ch->max_version)
 		ch->max_version = b->max_version;
+	vrange(w->f, b->first_seq);
+	vrange(w->f, b->last_seq);
+	if (w->side)
+		return;
 	c->res->records += b->lines;
 	c->res->taken += b->lines;
-	if (b->has_expect) {
-		c->saw_expect = true;
-		c->expect_ok = CRYPTO_memcmp(b->expect_hash, c->o->expect_hash, AL_HASH_LEN) == 0;
-	}
+	if (b->has_expect)
+		meet_anchors(w, c->anch[0].seq, b->expect_hash);
 }
 
 /* Would record p hash as stored if its seq were `seq`, from w->prev? (Its
@@ -805,9 +917,9 @@ static int try_successor(struct vctx *c, struct vfile *f, const char *path, cons
 	nf->path = path;
 	nf->next = nf->prevf = -1;
 	nf->fd = -1;
-	r = read_head(c, nf);
-	if (r == -ENOENT)
-		r = 0;
+	r = read_head(c, nf, false);
+	if (r == -ENOENT || r == -EINVAL || r == -ELOOP)
+		r = 0; /* gone, or not a regular file (a FIFO, a symlink): not a successor */
 	else if (!r && nf->has_prev) {
 		const char *sl = strrchr(path, '/');
 		int dl = sl ? (int)(sl - path) + 1 : 0;
@@ -950,7 +1062,7 @@ static struct al_vpool *pool_for(struct vctx *c, const struct vfile *f)
 			return NULL;
 		}
 	}
-	al_vpool_start(c->pool, f->fd, f->limit, o->min_version, o->has_expect_head, o->expect_seq);
+	al_vpool_start(c->pool, f->fd, f->limit, o->min_version, c->nanch > 0, c->nanch ? c->anch[0].seq : 0);
 	return c->pool;
 }
 
@@ -990,6 +1102,12 @@ static int walk_file(struct vctx *c, struct vfile *f, struct walk *w)
 
 	if (!buf)
 		return -ENOMEM;
+	r = vfile_fd(f);
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	r = 0;
 	w->f = f;
 	c->cur = f;
 	struct al_vpool *pool = pool_for(c, f);
@@ -998,7 +1116,7 @@ static int walk_file(struct vctx *c, struct vfile *f, struct walk *w)
 		while (blk && base + pos >= blk->start) {
 			/* at (or past) the next block the workers checked */
 			if (base + pos == blk->start && can_take(w, blk)) {
-				if (c->o->on_record && (r = emit_block(c, f, blk)) < 0)
+				if (c->o->on_record && !w->side && (r = emit_block(c, f, blk)) < 0)
 					goto out;
 				take_block(w, blk);
 				lineno += blk->lines;
@@ -1154,8 +1272,9 @@ static void enter_file(struct walk *w, struct vfile *f)
 	c->cur = f;
 }
 
-/* Walk the files linked from `first` on, as one chain. */
-static int walk_from(struct vctx *c, int first)
+/* Walk the files linked from `first` on, as one chain; side: a file off
+ * the chain's path, walked for its own findings, counted nowhere. */
+static int walk_from(struct vctx *c, int first, bool side)
 {
 	struct walk *w = calloc(1, sizeof(*w));
 	int r = 0;
@@ -1163,10 +1282,12 @@ static int walk_from(struct vctx *c, int first)
 	if (!w)
 		return -ENOMEM;
 	w->c = c;
-	w->ch = &c->res->chain[c->files[first].chain];
+	w->side = side;
+	w->ch = side ? &w->scratch : &c->res->chain[c->files[first].chain];
 	for (int cur = first; cur >= 0 && !c->files[cur].visited; cur = c->files[cur].next) {
 		struct vfile *f = &c->files[cur];
 		f->visited = true;
+		f->side |= side;
 		if (f->skip)
 			continue; /* the next file starts from its header's link */
 		enter_file(w, f);
@@ -1175,14 +1296,18 @@ static int walk_from(struct vctx *c, int first)
 			break;
 		w->pf = f;
 		while (r >= 0 && c->follow_next) { /* --follow: the file that replaced it */
-			struct vfile *nf = c->follow_next;
+			struct vfile *nf = c->follow_next, *done = w->pf;
 			c->follow_next = NULL;
 			enter_file(w, nf);
+			done->follow = false; /* all of it read: its descriptor can go */
+			close_fd(done);
 			r = walk_file(c, nf, w);
 			w->pf = nf;
 		}
 		if (r < 0)
 			break;
+		if (!f->follow)
+			close_fd(f);
 	}
 	c->cur = w->pf;
 	settle_end(w, NULL);
@@ -1204,18 +1329,13 @@ static int chain_of(struct al_vresult *res, const char *id)
 	return k;
 }
 
-static void link_files(struct vctx *c, unsigned i, unsigned found)
+/* f ends where its successor g says (g's trusted header). */
+static void set_end(struct vctx *c, struct vfile *f, const struct vfile *g)
 {
 	const struct al_vopts *o = c->o;
-	struct vfile *g = &c->files[i], *f = &c->files[found];
 
-	if (f->next >= 0) {
-		report(c, AL_V_FORKED, g->path, 1, 0, true, g->prev_seq + 1, "continues %s, which %s continues too",
-		       f->path, c->files[f->next].path);
-		return;
-	}
-	f->next = (int)i;
-	g->prevf = (int)found;
+	f->has_end = f->skip = false;
+	f->limit = f->size;
 	if (!g->hdr_ok)
 		return; /* an altered header says nothing about its predecessor */
 	f->has_end = true;
@@ -1226,24 +1346,418 @@ static void link_files(struct vctx *c, unsigned i, unsigned found)
 		f->limit = g->prev_size; /* beyond it: a sealed file's unacknowledged tail */
 }
 
-/* After the walk: the checkpoint and the expected head were met? */
+static void link_files(struct vctx *c, unsigned i, unsigned found)
+{
+	struct vfile *g = &c->files[i], *f = &c->files[found];
+
+	if (f->next >= 0) {
+		g->fork_of = (int)found; /* which of the two is the chain's: resolve_forks */
+		return;
+	}
+	f->next = (int)i;
+	g->prevf = (int)found;
+	set_end(c, f, g);
+}
+
+/* How many files the links lead through from file i (i included). */
+static unsigned descent(const struct vctx *c, int i)
+{
+	unsigned k = 0;
+	for (; i >= 0 && k <= c->n; i = c->files[i].next)
+		k++;
+	return k;
+}
+
+/* Two files continue one: the chain goes on in the one the links lead
+ * further from (a copy of a rotated file has no successor; its original
+ * does), else the longer; the other is a side branch, reported forked. */
+static void resolve_forks(struct vctx *c)
+{
+	for (unsigned i = 0; i < c->n; i++) {
+		struct vfile *g = &c->files[i];
+		if (g->fork_of < 0)
+			continue;
+		struct vfile *f = &c->files[g->fork_of];
+		int h = f->next;
+		unsigned dg = descent(c, (int)i), dh = descent(c, h);
+		if (dg > dh || (dg == dh && g->size > c->files[h].size)) {
+			c->files[h].prevf = -1;
+			c->files[h].fork_of = g->fork_of;
+			f->next = (int)i;
+			g->prevf = g->fork_of;
+			g->fork_of = -1;
+			set_end(c, f, g);
+		}
+	}
+}
+
+/* The file a trusted header names as sealed with nothing durable in it:
+ * that name in the header's directory, with that file id (or no header). */
+static void mark_sealed(struct vctx *c)
+{
+	for (unsigned i = 0; i < c->n; i++) {
+		const struct vfile *g = &c->files[i];
+		if (!g->hdr_ok || !g->has_sealed)
+			continue;
+		for (unsigned k = 0; k < c->n; k++) {
+			struct vfile *f = &c->files[k];
+			if (k == i || strcmp(f->base, g->sealed_name) != 0 ||
+			    (size_t)(f->base - f->path) != (size_t)(g->base - g->path) ||
+			    strncmp(f->path, g->path, (size_t)(g->base - g->path)) != 0)
+				continue;
+			if (f->has_header && strcmp(f->file_id, g->sealed_fid) != 0)
+				continue; /* another file under that name: not the sealed one */
+			f->sealed_branch = true;
+			f->visited = true;
+			snprintf(f->chain_id, sizeof(f->chain_id), "%s", g->chain_id);
+		}
+	}
+}
+
+/* A file that starts a chain (no trusted link to a predecessor). */
+static bool is_first_file(const struct vfile *f)
+{
+	return !(f->hdr_ok && f->has_prev);
+}
+
+/* Which first file of chain k is the chain's: the one the links lead
+ * furthest from, then the longest, then the shortest name (the writer's
+ * active name is the prefix of every other), then the first given. */
+static bool better_first(const struct vctx *c, int a, int b)
+{
+	const struct vfile *fa = &c->files[a], *fb = &c->files[b];
+	unsigned da = descent(c, a), db = descent(c, b);
+	if (da != db)
+		return da > db;
+	if (fa->size != fb->size)
+		return fa->size > fb->size;
+	size_t la = strlen(fa->base), lb = strlen(fb->base);
+	if (la != lb)
+		return la < lb;
+	return a < b;
+}
+
+/* A cursor over a file's records in order: for comparing two files. */
+struct rcur {
+	struct vctx *c;
+	struct vfile *f;
+	uint8_t *buf;
+	size_t have, pos;
+	uint64_t base, lineno;
+	bool eof;
+	/* the current record */
+	bool on;
+	uint64_t seq, line, off;
+	const uint8_t *bytes; /* its line, until the next rcur_next */
+	size_t len;
+};
+
+/* Advance to the next record that parses; false at the end (or an error). */
+static bool rcur_next(struct rcur *k)
+{
+	struct al_parsed p;
+	size_t eoff;
+
+	for (;;) {
+		uint8_t *nl = k->pos < k->have ? memchr(k->buf + k->pos, '\n', k->have - k->pos) : NULL;
+		if (nl) {
+			size_t len = (size_t)(nl - (k->buf + k->pos));
+			uint64_t off = k->base + k->pos;
+			const uint8_t *line = k->buf + k->pos;
+			k->lineno++;
+			k->pos += len + 1;
+			if (len + 1 <= AL_LINE_MAX && al_parse(line, len, k->c->dec, &p, &eoff) == AL_PERR_OK) {
+				k->on = true;
+				k->seq = p.rec.f[AL_F_SEQ].u;
+				k->line = k->lineno;
+				k->off = off;
+				k->bytes = line;
+				k->len = len;
+				return true;
+			}
+			continue;
+		}
+		if (k->eof)
+			break;
+		memmove(k->buf, k->buf + k->pos, k->have - k->pos);
+		k->base += k->pos;
+		k->have -= k->pos;
+		k->pos = 0;
+		if (k->have == WALK_BUF) { /* a line longer than any record */
+			k->base += k->have;
+			k->have = 0;
+		}
+		int fd = vfile_fd(k->f);
+		ssize_t n = fd < 0 ? -1 : al_pread_full(fd, k->buf + k->have, WALK_BUF - k->have, k->base + k->have);
+		if (n <= 0)
+			k->eof = true;
+		else
+			k->have += (size_t)n;
+	}
+	k->on = false;
+	return false;
+}
+
+/* Files a and b of one chain hold records of the same seqs: are they the
+ * same records? Reported at b: forked at the first seq whose lines differ
+ * (both places named), else duplicated when b is not already reported as a
+ * side file (a second first file or a fork says so itself). */
+static void compare_overlap(struct vctx *c, struct vfile *a, struct vfile *b)
+{
+	struct rcur x = {.c = c, .f = a}, y = {.c = c, .f = b};
+	uint64_t lo = a->vfirst > b->vfirst ? a->vfirst : b->vfirst;
+	uint64_t hi = a->vlast < b->vlast ? a->vlast : b->vlast, same = 0, first = 0, last = 0;
+	bool differs = false;
+
+	x.buf = malloc(WALK_BUF);
+	y.buf = malloc(WALK_BUF);
+	if (!x.buf || !y.buf)
+		goto out;
+	bool okx = rcur_next(&x), oky = rcur_next(&y);
+	while (okx && oky && !differs) {
+		if (x.seq < lo || x.seq < y.seq) {
+			okx = rcur_next(&x);
+		} else if (y.seq < lo || y.seq < x.seq) {
+			oky = rcur_next(&y);
+		} else if (x.seq > hi) {
+			break;
+		} else if (x.len != y.len || memcmp(x.bytes, y.bytes, x.len) != 0) {
+			differs = true;
+		} else {
+			if (!same++)
+				first = x.seq;
+			last = x.seq;
+			okx = rcur_next(&x);
+			oky = rcur_next(&y);
+		}
+	}
+	if (differs)
+		report(c, AL_V_FORKED, b->path, y.line, y.off, true, y.seq,
+		       "seq %" PRIu64 " is a different record here than in %s (line %" PRIu64 ", byte %" PRIu64
+		       "): two histories of chain %s", y.seq, a->path, x.line, x.off, b->chain_id);
+	else if (same && !b->side)
+		report(c, AL_V_DUPLICATED, b->path, 1, 0, true, first,
+		       "repeats seqs %" PRIu64 "..%" PRIu64 " of %s byte for byte", first, last, a->path);
+out:
+	close_fd(a);
+	close_fd(b);
+	free(x.buf);
+	free(y.buf);
+}
+
+static int cmp_vfirst(const void *pa, const void *pb, void *arg)
+{
+	const struct vctx *c = arg;
+	const struct vfile *a = &c->files[*(const unsigned *)pa], *b = &c->files[*(const unsigned *)pb];
+	if (a->chain != b->chain)
+		return a->chain < b->chain ? -1 : 1;
+	if (a->vfirst != b->vfirst)
+		return a->vfirst < b->vfirst ? -1 : 1;
+	if (a->side != b->side)
+		return a->side ? 1 : -1; /* the chain's own file is the reference */
+	return *(const unsigned *)pa < *(const unsigned *)pb ? -1 : 1;
+}
+
+/* The same seq twice in one chain, wherever: files sorted by their first
+ * seq; each is compared with the one before it that reaches furthest. */
+static int overlaps(struct vctx *c)
+{
+	unsigned *ix = malloc((c->n ? c->n : 1) * sizeof(*ix)), m = 0;
+	if (!ix)
+		return -ENOMEM;
+	for (unsigned i = 0; i < c->n; i++)
+		if (c->files[i].has_vrange && !c->files[i].sealed_branch)
+			ix[m++] = i;
+	qsort_r(ix, m, sizeof(*ix), cmp_vfirst, c);
+	int reach = -1;
+	for (unsigned j = 0; j < m; j++) {
+		struct vfile *f = &c->files[ix[j]];
+		if (reach >= 0 && c->files[reach].chain != f->chain)
+			reach = -1;
+		if (reach >= 0 && c->files[reach].vlast >= f->vfirst)
+			compare_overlap(c, &c->files[reach], f);
+		if (reach < 0 || f->vlast > c->files[reach].vlast)
+			reach = (int)ix[j];
+	}
+	free(ix);
+	return 0;
+}
+
+/* The anchors (--expect-head) as one list, and room to record where they
+ * were met: chain_cap chains. */
+static int anchors_init(struct vctx *c, unsigned chain_cap)
+{
+	const struct al_vopts *o = c->o;
+
+	if (o->n_anchors) {
+		c->anch = o->anchors;
+		c->nanch = o->n_anchors;
+	} else if (o->has_expect_head) {
+		c->one.seq = o->expect_seq;
+		memcpy(c->one.hash, o->expect_hash, AL_HASH_LEN);
+		c->anch = &c->one;
+		c->nanch = 1;
+	}
+	c->chain_cap = chain_cap;
+	if (c->nanch) {
+		c->anch_seen = calloc((size_t)c->nanch * chain_cap, 1);
+		if (!c->anch_seen)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* The file where chain k's walk ended (its head), for findings about the
+ * chain as a whole. */
+static const char *chain_file(const struct vctx *c, unsigned k, const char *dflt)
+{
+	const struct vfile *best = NULL;
+	for (unsigned i = 0; i < c->n; i++) {
+		const struct vfile *f = &c->files[i];
+		if (f->chain == (int)k && !f->side && !f->sealed_branch && f->has_vrange &&
+		    (!best || f->vlast > best->vlast))
+			best = f;
+	}
+	return best ? best->path : dflt;
+}
+
+/* After the walk: the checkpoint and the expected heads were met? Each
+ * anchor is bound to a chain (its chain id; without one: the only chain,
+ * else the chain that holds it, else the one that has its seq, else the
+ * longest); with anchors given, a chain bound to none is unanchored. */
 static void anchors(struct vctx *c, const char *last)
 {
 	const struct al_vopts *o = c->o;
+	struct al_vresult *res = c->res;
+	bool *bound = c->nanch ? calloc(res->chains ? res->chains : 1, sizeof(bool)) : NULL;
 
 	if (o->has_from && !c->saw_from)
 		report(c, AL_V_TRUNCATED, last, 0, 0, true, o->from_seq,
 		       "no record with seq %" PRIu64 " (the --from checkpoint) among the inputs", o->from_seq);
-	if (o->has_expect_head) {
-		if (!c->saw_expect)
-			report(c, AL_V_TRUNCATED, last, 0, 0, true, o->expect_seq,
-			       "no record with seq %" PRIu64 ": the log ends before the expected head",
-			       o->expect_seq);
-		else if (!c->expect_ok)
-			report(c, AL_V_MODIFIED, last, 0, 0, true, o->expect_seq,
-			       "the record with seq %" PRIu64 " does not have the expected hash: the chain was "
-			       "rewritten", o->expect_seq);
+	for (unsigned k = 0; k < c->nanch; k++) {
+		const struct al_vanchor *a = &c->anch[k];
+		const uint8_t *m = &c->anch_seen[(size_t)k * c->chain_cap];
+		int ch = -1;
+		if (a->has_chain) {
+			for (unsigned i = 0; i < res->chains && ch < 0; i++)
+				if (strcmp(res->chain[i].chain_id, a->chain_id) == 0)
+					ch = (int)i;
+			if (ch < 0) {
+				report(c, AL_V_TRUNCATED, last, 0, 0, true, a->seq,
+				       "no chain %s among the inputs (the chain its --expect-head names)",
+				       a->chain_id);
+				continue;
+			}
+		} else if (res->chains == 1) {
+			ch = 0;
+		} else {
+			for (int want = 2; want > 0 && ch < 0; want--)
+				for (unsigned i = 0; i < res->chains && ch < 0; i++)
+					if (m[i] == want)
+						ch = (int)i;
+			if (ch < 0) { /* the longest (also: no chain at all, 0) */
+				ch = 0;
+				for (unsigned i = 1; i < res->chains; i++)
+					if (res->chain[i].records > res->chain[ch].records)
+						ch = (int)i;
+			}
+		}
+		if (bound)
+			bound[ch] = true;
+		const char *where = chain_file(c, (unsigned)ch, last);
+		if (!m[ch])
+			report(c, AL_V_TRUNCATED, where, 0, 0, true, a->seq,
+			       "no record with seq %" PRIu64 " in chain %s: the log ends before the expected head",
+			       a->seq, res->chains ? res->chain[ch].chain_id : "");
+		else if (m[ch] == 1)
+			report(c, AL_V_MODIFIED, where, 0, 0, true, a->seq,
+			       "the record with seq %" PRIu64 " in chain %s does not have the expected hash: the "
+			       "chain was rewritten", a->seq, res->chain[ch].chain_id);
 	}
+	for (unsigned i = 0; bound && i < res->chains; i++)
+		if (!bound[i] && res->chain[i].records)
+			report(c, AL_V_UNANCHORED, chain_file(c, i, last), 0, 0, false, 0,
+			       "chain %s (%" PRIu64 " records, seq %" PRIu64 "..%" PRIu64 ") has no --expect-head "
+			       "anchor: a rewrite of it could not be told from the original",
+			       res->chain[i].chain_id, res->chain[i].records, res->chain[i].first_seq,
+			       res->chain[i].last_seq);
+	free(bound);
+	if (o->one_chain && res->chains > 1) {
+		unsigned keep = 0; /* the longest stays; every other is the finding */
+		for (unsigned i = 1; i < res->chains; i++)
+			if (res->chain[i].records > res->chain[keep].records)
+				keep = i;
+		for (unsigned i = 0; i < res->chains; i++)
+			if (i != keep)
+				report(c, AL_V_EXTRA_CHAIN, chain_file(c, i, last), 0, 0, false, 0,
+				       "chain %s (%" PRIu64 " records) is a second chain among the inputs; "
+				       "--one-chain allows only %s", res->chain[i].chain_id, res->chain[i].records,
+				       res->chain[keep].chain_id);
+	}
+}
+
+/* Which files make each chain's path: one first file per chain (the
+ * others are side files, reported inserted at their line 1: a copy, a
+ * decoy), the files whose predecessor is missing in seq order, and not the
+ * other branch of a fork (reported forked). c->order: the walk's order. */
+static int cmp_order(const void *pa, const void *pb, void *arg)
+{
+	const struct vctx *c = arg;
+	unsigned ia = *(const unsigned *)pa, ib = *(const unsigned *)pb;
+	const struct vfile *a = &c->files[ia], *b = &c->files[ib];
+	if (a->chain != b->chain)
+		return a->chain < b->chain ? -1 : 1;
+	if (a->first_seq != b->first_seq)
+		return a->first_seq < b->first_seq ? -1 : 1;
+	return ia < ib ? -1 : ia > ib;
+}
+
+static int plan(struct vctx *c)
+{
+	struct al_vresult *res = c->res;
+	int *first = malloc((res->chains ? res->chains : 1) * sizeof(int));
+
+	c->order = malloc((c->n ? c->n : 1) * sizeof(*c->order));
+	if (!first || !c->order) {
+		free(first);
+		return -ENOMEM;
+	}
+	for (unsigned k = 0; k < res->chains; k++)
+		first[k] = -1;
+	for (unsigned i = 0; i < c->n; i++) {
+		struct vfile *f = &c->files[i];
+		c->order[i] = i;
+		if (f->prevf >= 0 || f->sealed_branch || f->fork_of >= 0 || !is_first_file(f))
+			continue;
+		if (first[f->chain] < 0 || better_first(c, (int)i, first[f->chain]))
+			first[f->chain] = (int)i;
+	}
+	qsort_r(c->order, c->n, sizeof(*c->order), cmp_order, c);
+	for (unsigned j = 0; j < c->n; j++) {
+		unsigned i = c->order[j];
+		struct vfile *f = &c->files[i];
+		if (f->sealed_branch)
+			continue;
+		if (f->fork_of >= 0) {
+			struct vfile *of = &c->files[f->fork_of];
+			f->side = true;
+			report(c, AL_V_FORKED, f->path, 1, 0, true, f->prev_seq + 1,
+			       "continues %s, which %s continues too", of->path, c->files[of->next].path);
+		} else if (f->prevf < 0 && is_first_file(f)) {
+			if (first[f->chain] == (int)i) {
+				f->primary = true;
+				continue;
+			}
+			const struct vfile *p = &c->files[first[f->chain]];
+			f->side = true;
+			report(c, AL_V_INSERTED, f->path, 1, 0, f->has_header, f->first_seq,
+			       "a second first file of chain %s (file id %s): the chain starts in %s (file id "
+			       "%s); this one is a copy or a decoy", res->chain[f->chain].chain_id,
+			       f->has_header ? f->file_id : "none", p->path, p->has_header ? p->file_id : "none");
+		}
+	}
+	free(first);
+	return 0;
 }
 
 int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, struct al_vresult *res)
@@ -1268,24 +1782,25 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 		f->path = paths[i];
 		const char *sl = strrchr(paths[i], '/');
 		f->base = sl ? sl + 1 : paths[i];
-		f->next = f->prevf = f->chain = -1;
-		r = read_head(&c, f);
+		f->next = f->prevf = f->chain = f->fork_of = -1;
+		r = read_head(&c, f, false);
 		if (r < 0)
 			goto out;
 		f->limit = f->size;
 		c.total_bytes += f->size;
 		res->files++;
 	}
+	mark_sealed(&c);
 	/* links: the successor of a file is the file whose header names it as
 	 * prev, in the same chain (an altered header or none: by name alone) */
 	for (unsigned i = 0; i < n; i++) {
 		struct vfile *g = &c.files[i];
-		if (!g->has_prev)
+		if (!g->has_prev || g->sealed_branch)
 			continue;
 		int found = -1;
 		for (unsigned k = 0; k < n; k++) {
 			struct vfile *f = &c.files[k];
-			if (k == i || strcmp(f->base, g->prev_name) != 0)
+			if (k == i || f->sealed_branch || strcmp(f->base, g->prev_name) != 0)
 				continue;
 			if (f->hdr_ok && g->hdr_ok && strcmp(f->chain_id, g->chain_id) == 0)
 				found = (int)k;
@@ -1309,7 +1824,9 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 		const char *id = NULL;
 		uint64_t bound = 0;
 		int best = -1;
-		if (g->relink) {
+		if (g->sealed_branch) {
+			continue;
+		} else if (g->relink) {
 			id = g->chain_id;
 			bound = g->first_seq;
 		} else if (!g->has_header && g->prevf < 0 && h && h->hdr_ok) {
@@ -1320,7 +1837,7 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 		}
 		for (unsigned k = 0; k < n; k++) {
 			struct vfile *f = &c.files[k];
-			if (k != i && f->next < 0 && f->hdr_ok && f->first_seq < bound &&
+			if (k != i && !f->sealed_branch && f->next < 0 && f->hdr_ok && f->first_seq < bound &&
 			    (g->relink || strcmp(f->chain_id, id) == 0) &&
 			    (best < 0 || f->first_seq > c.files[best].first_seq))
 				best = (int)k;
@@ -1328,10 +1845,12 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 		if (best >= 0)
 			link_files(&c, i, (unsigned)best);
 	}
+	resolve_forks(&c);
 	/* chains: a trusted header names its own; an altered or missing header
-	 * takes the chain of the files it is linked with */
+	 * takes the chain of the files it is linked with (a sealed file: the
+	 * chain of the header that names it) */
 	for (unsigned i = 0; i < n; i++)
-		if (c.files[i].hdr_ok)
+		if (c.files[i].hdr_ok || c.files[i].sealed_branch)
 			c.files[i].chain = chain_of(res, c.files[i].chain_id);
 	for (bool changed = true; changed;) {
 		changed = false;
@@ -1352,6 +1871,12 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 			f->chain = chain_of(res, f->has_header ? f->chain_id : "");
 		res->chain[f->chain].files++;
 	}
+	r = anchors_init(&c, n ? n : 1);
+	if (r < 0)
+		goto out;
+	r = plan(&c);
+	if (r < 0)
+		goto out;
 	if (o->follow) { /* tail the head of the one chain: no successor, started last */
 		int head = -1;
 		if (res->chains != 1) {
@@ -1359,9 +1884,13 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 			goto out;
 		}
 		for (unsigned i = 0; i < n; i++)
-			if (c.files[i].next < 0 &&
+			if (c.files[i].next < 0 && !c.files[i].side && !c.files[i].sealed_branch &&
 			    (head < 0 || c.files[i].first_seq > c.files[head].first_seq))
 				head = (int)i;
+		if (head < 0) {
+			r = -EXDEV;
+			goto out;
+		}
 		c.files[head].follow = true;
 		c.files[head].limit = UINT64_MAX;
 		c.follow_path = active_path(&c, c.files[head].path);
@@ -1370,17 +1899,25 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 			goto out;
 		}
 	}
-	/* walk each chain from its start(s): files without a predecessor among
-	 * the inputs; then whatever no start reached (a cycle of links) */
-	for (int pass = 0; pass < 2; pass++) {
-		for (unsigned i = 0; i < n; i++) {
-			if ((pass == 0 && c.files[i].prevf >= 0) || c.files[i].visited)
+	/* walk each chain from its first file, then from each file whose
+	 * predecessor is missing (in seq order), then whatever no start reached
+	 * (a cycle of links); then the side files */
+	for (int pass = 0; pass < 4; pass++) {
+		for (unsigned j = 0; j < n; j++) {
+			unsigned i = c.order[j];
+			struct vfile *f = &c.files[i];
+			bool start = f->prevf < 0 && !f->side;
+			if (f->visited || (pass == 0 && !(start && f->primary)) || (pass == 1 && !start) ||
+			    (pass == 2 && f->side) || (pass == 3 && !f->side))
 				continue;
-			r = walk_from(&c, (int)i);
+			r = walk_from(&c, (int)i, pass == 3);
 			if (r < 0)
 				goto out;
 		}
 	}
+	r = overlaps(&c);
+	if (r < 0)
+		goto out;
 	anchors(&c, n ? paths[n - 1] : "");
 out:
 	for (unsigned i = 0; c.files && i < n; i++)
@@ -1400,6 +1937,8 @@ out:
 	}
 	al_vpool_free(c.pool);
 	free(c.blockbuf);
+	free(c.anch_seen);
+	free(c.order);
 	free(c.files);
 	free(c.dec);
 	free(c.line2);
@@ -1431,6 +1970,7 @@ void al_vstream_free(struct al_vstream *s)
 	if (s->w)
 		free(s->w->ring_copy);
 	free(s->w);
+	free(s->c.anch_seen);
 	free(s->c.dec);
 	free(s->c.line2);
 	free(s->c.work);
@@ -1466,6 +2006,11 @@ int al_vstream_new(const char *name, const struct al_vopts *o, struct al_vresult
 	}
 	s->w->c = &s->c;
 	s->w->ch = &res->chain[0];
+	if (anchors_init(&s->c, 1) < 0) {
+		al_vstream_free(s);
+		al_vresult_free(res);
+		return -ENOMEM;
+	}
 	*ret = s;
 	return 0;
 }

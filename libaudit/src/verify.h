@@ -33,6 +33,8 @@ enum al_vclass {
 	AL_V_FORKED,       /* two files continue the same record */
 	AL_V_TRUNCATED,    /* a file or the chain ends before what something names */
 	AL_V_RECOVERED,    /* crash damage named by a recovery record (informational) */
+	AL_V_UNANCHORED,   /* anchors were given, but none is bound to this chain */
+	AL_V_EXTRA_CHAIN,  /* --one-chain: the inputs hold another chain */
 	AL_V__MAX
 };
 
@@ -50,6 +52,16 @@ struct al_finding {
 	const char *msg;   /* what exactly, in words */
 };
 
+/* --expect-head [CHAIN_ID:]SEQ:HASH: a head exported elsewhere. One bound to
+ * a chain id checks that chain; one without is bound to the one chain there
+ * is, else to the chain that holds it (docs/format.md 11). */
+struct al_vanchor {
+	bool has_chain;
+	char chain_id[33];
+	uint64_t seq;
+	uint8_t hash[AL_HASH_LEN];
+};
+
 struct al_vopts {
 	unsigned min_version;
 	/* --from SEQ:HASH: a record verified before (a daily job's checkpoint).
@@ -58,9 +70,12 @@ struct al_vopts {
 	bool has_from;
 	uint64_t from_seq;
 	uint8_t from_hash[AL_HASH_LEN];
-	bool has_expect_head;
+	bool has_expect_head; /* one anchor without a chain id (when n_anchors is 0) */
 	uint64_t expect_seq;
 	uint8_t expect_hash[AL_HASH_LEN];
+	const struct al_vanchor *anchors; /* with anchors given, a chain without one is unanchored */
+	unsigned n_anchors;
+	bool one_chain; /* more than one chain among the inputs is a finding */
 	void (*on_finding)(void *ctx, const struct al_finding *f);
 	/* Each line that verified, in chain order, without its '\n' (--emit): a
 	 * record that chains from the one before it; never a line with a finding. */
