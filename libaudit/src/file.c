@@ -18,6 +18,7 @@
 #include <openssl/sha.h>
 
 #include "log.h"
+#include "recovery.h"
 
 uint64_t al_now_ns(void)
 {
@@ -180,6 +181,28 @@ static void head_from(struct head *h, const struct al_parsed *p)
 	h->empty = false;
 }
 
+/* The tail window as al_recovery_repairs reads it. */
+struct win_io {
+	const uint8_t *buf;
+	uint64_t start;
+	size_t n;
+};
+
+static bool win_sha(void *ctx, uint64_t off, uint64_t len, uint8_t out[AL_HASH_LEN])
+{
+	const struct win_io *w = ctx;
+	if (off < w->start || off - w->start > w->n || len > w->n - (off - w->start))
+		return false;
+	SHA256(w->buf + (off - w->start), (size_t)len, out);
+	return true;
+}
+
+static int win_byte(void *ctx, uint64_t off)
+{
+	const struct win_io *w = ctx;
+	return off >= w->start && off - w->start < w->n ? w->buf[off - w->start] : -1;
+}
+
 /*
  * Walk the tail window forward (docs/format.md 7). On return *ret_good_end is
  * the file offset just past the last trusted record (whose state is in *h).
@@ -221,7 +244,13 @@ static int scan_tail(struct auditlog *l, const uint8_t *buf, size_t win, uint64_
 			 * on: those lines were orphans; trust the repair instead */
 			head_from(h, &p);
 		} else {
-			/* damage at good_end: bridged only by a recovery record naming it */
+			/* damage at good_end: bridged only by a recovery record that
+			 * repairs it (recovery.c: the rule the verifier applies too) */
+			struct win_io wi = {.buf = buf, .start = start, .n = win};
+			struct al_recovery_io io = {.sha = win_sha, .byte = win_byte, .ctx = &wi};
+			struct al_tailrec t = {.seq = h->seq, .version = h->version};
+			memcpy(t.hash, h->hash, AL_HASH_LEN);
+			memcpy(t.ts, h->ts_str, AL_TS_LEN);
 			size_t q = pos;
 			bool bridged = false;
 			while (q < win && !bridged) {
@@ -231,21 +260,12 @@ static int scan_tail(struct auditlog *l, const uint8_t *buf, size_t win, uint64_
 					break;
 				size_t len2 = (size_t)(nl2 - l2);
 				struct al_parsed r;
-				if (al_parse(l2, len2, l->dec, &r, &err_off) == AL_PERR_OK &&
-				    r.rec.type == AL_T_RECOVERY &&
-				    r.rec.f[AL_F_DAMAGE_OFFSET].u == good_end &&
-				    r.rec.f[AL_F_LAST_SEQ].u == h->seq && chains(h, &r, l2, l->work)) {
-					uint64_t dl = r.rec.f[AL_F_DAMAGE_LENGTH].u;
-					uint8_t md[AL_HASH_LEN], want[AL_HASH_LEN];
-					if (good_end + dl <= start + q && good_end >= start &&
-					    al_unhex(r.rec.f[AL_F_DAMAGE_SHA256].p, 64, want) == 0) {
-						SHA256(buf + (good_end - start), dl, md);
-						if (CRYPTO_memcmp(md, want, AL_HASH_LEN) == 0) {
-							head_from(h, &r);
-							nl = nl2;
-							bridged = true;
-						}
-					}
+				if (good_end >= start && al_maybe_recovery(l2, len2) &&
+				    al_parse(l2, len2, l->dec, &r, &err_off) == AL_PERR_OK &&
+				    al_recovery_repairs(&r, l2, start + q, good_end, &t, &io, l->work)) {
+					head_from(h, &r);
+					nl = nl2;
+					bridged = true;
 				}
 				q = (size_t)(nl2 - buf) + 1;
 			}

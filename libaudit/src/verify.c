@@ -28,6 +28,7 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
+#include "recovery.h"
 #include "verify.h"
 
 static const char *const class_names[AL_V__MAX] = {
@@ -312,6 +313,15 @@ struct walk {
 	enum al_vclass damage_cls;
 	char damage_msg[320];
 	uint64_t absorbed; /* records the damage just reported held: their seqs are skipped next */
+	/* crash damage that a recovery record further on repairs (find_bridge):
+	 * the lines up to it are the damage, the record at bridge_at repairs it */
+	bool bridge;
+	uint64_t bridge_at, bridge_off, bridge_line, bridge_len;
+	/* recovery records seen ahead (line offset, damage_offset), for the next
+	 * damage; the file is known to hold no other before rscan_to */
+	uint64_t rscan_to;
+	unsigned rcn;
+	uint64_t rc_off[64], rc_dmg[64];
 	struct pend x;
 	/* a record found ahead of its place (reported reordered): where it is
 	 * missing later is no second finding */
@@ -534,7 +544,7 @@ static bool anchor_within(const struct vctx *c, uint64_t a, uint64_t b)
 static bool can_take(const struct walk *w, const struct al_vblock *b)
 {
 	const struct al_vopts *o = w->c->o;
-	return b->lines && b->has_ctx && !w->x.on && !w->damage && !w->moved && w->have_next &&
+	return b->lines && b->has_ctx && !w->x.on && !w->damage && !w->moved && !w->bridge && w->have_next &&
 	       w->next == b->ctx_seq + 1 && memcmp(w->prev, b->ctx_hash, AL_HASH_LEN) == 0 &&
 	       (!w->have_ts || (b->first_version >= w->last_version &&
 				memcmp(b->first_ts, w->last_ts, AL_TS_LEN) >= 0)) &&
@@ -700,6 +710,8 @@ static void hold(struct walk *w, const struct al_parsed *p, const uint8_t *line,
 	x->on = true;
 }
 
+static bool find_bridge(struct walk *w, uint64_t lineno, uint64_t d);
+
 /* A record that parsed, nothing held before it. after_damage: damaged
  * lines were reported right before it. */
 static void process(struct walk *w, const struct al_parsed *p, const uint8_t *line, size_t len,
@@ -727,6 +739,8 @@ static void process(struct walk *w, const struct al_parsed *p, const uint8_t *li
 	}
 	uint64_t e = w->next;
 	bool ok = chains_from(w, p, line, w->prev);
+	if (!(seq == e && ok) && !after_damage && find_bridge(w, lineno, off))
+		return; /* crash damage: repaired further on */
 	if (seq == e && ok) {
 		bool clean = false;
 		if (p->rec.type == AL_T_RECOVERY && !after_damage)
@@ -812,6 +826,134 @@ static bool settle_with(struct walk *w, const struct al_parsed *r, const uint8_t
 	return false;
 }
 
+/* ---- crash damage a recovery record repairs (recovery.c's rule) ---------------- */
+
+static bool file_sha(void *ctx, uint64_t off, uint64_t len, uint8_t out[AL_HASH_LEN])
+{
+	struct vfile *f = ctx;
+	uint8_t buf[65536];
+	SHA256_CTX sc;
+
+	SHA256_Init(&sc);
+	while (len) {
+		size_t n = len < sizeof(buf) ? (size_t)len : sizeof(buf);
+		if (al_pread_full(f->fd, buf, n, off) != (ssize_t)n)
+			return false;
+		SHA256_Update(&sc, buf, n);
+		off += n;
+		len -= n;
+	}
+	SHA256_Final(out, &sc);
+	return true;
+}
+
+static int file_byte(void *ctx, uint64_t off)
+{
+	struct vfile *f = ctx;
+	uint8_t b;
+	return pread(f->fd, &b, 1, (off_t)off) == 1 ? b : -1;
+}
+
+/* Does the recovery record whose line is at `at` repair damage at d? */
+static bool bridge_check(struct walk *w, uint64_t at, uint64_t d, uint64_t *ret_len)
+{
+	struct vctx *c = w->c;
+	uint8_t line[AL_LINE_MAX];
+	struct al_parsed p;
+	size_t eoff;
+	ssize_t n = al_pread_full(w->f->fd, line, sizeof(line), at);
+	uint8_t *nl = n > 0 ? memchr(line, '\n', (size_t)n) : NULL;
+	struct al_tailrec t = {.seq = w->next - 1, .version = (uint8_t)w->last_version};
+	struct al_recovery_io io = {.sha = file_sha, .byte = file_byte, .ctx = w->f};
+
+	if (!nl || al_parse(line, (size_t)(nl - line), c->line2, &p, &eoff) != AL_PERR_OK)
+		return false;
+	memcpy(t.hash, w->prev, AL_HASH_LEN);
+	if (w->have_ts)
+		memcpy(t.ts, w->last_ts, AL_TS_LEN);
+	else
+		memset(t.ts, '0', AL_TS_LEN);
+	if (!al_recovery_repairs(&p, line, at, d, &t, &io, c->work))
+		return false;
+	*ret_len = p.rec.f[AL_F_DAMAGE_LENGTH].u;
+	return true;
+}
+
+/* The line at offset d (line lineno) breaks the chain right after a record
+ * that verified: is it crash damage that a recovery record further on
+ * repairs? The writer repairs at most AL_RECOVERY_MAX bytes, so that is how
+ * far the file is searched (once: the recovery records met on the way are
+ * kept for the next damage). Files only: a stream cannot look ahead. */
+static bool find_bridge(struct walk *w, uint64_t lineno, uint64_t d)
+{
+	struct vfile *f = w->f;
+	uint64_t end, found = 0, dl = 0;
+
+	if (f->fd < 0 || !w->have_next || !w->next || w->x.on || w->damage || w->moved || w->bridge ||
+	    (w->c->o->has_from && !w->c->past_from))
+		return false;
+	end = f->limit - d > AL_RECOVERY_MAX + AL_LINE_MAX ? d + AL_RECOVERY_MAX + AL_LINE_MAX : f->limit;
+	/* what was seen ahead before */
+	unsigned keep = 0;
+	for (unsigned i = 0; i < w->rcn; i++) {
+		if (w->rc_off[i] <= d || w->rc_dmg[i] < d)
+			continue; /* behind us, or about damage before this one */
+		if (!found && w->rc_dmg[i] == d && bridge_check(w, w->rc_off[i], d, &dl))
+			found = w->rc_off[i];
+		w->rc_off[keep] = w->rc_off[i];
+		w->rc_dmg[keep++] = w->rc_dmg[i];
+	}
+	w->rcn = keep;
+	/* then the part of the file not searched yet */
+	uint64_t pos = w->rscan_to > d ? w->rscan_to : d;
+	uint8_t *buf = found || pos >= end ? NULL : malloc(WALK_BUF);
+	bool caching = true;
+	while (buf && !found && pos < end) {
+		size_t want = end - pos < WALK_BUF ? (size_t)(end - pos) : WALK_BUF;
+		ssize_t n = al_pread_full(f->fd, buf, want, pos);
+		if (n <= 0)
+			break;
+		size_t i = 0, lim = (size_t)n;
+		/* a line starts at pos (d is a line's start; the loop keeps it so) */
+		while (i < lim && !found) {
+			uint8_t *nl = memchr(buf + i, '\n', lim - i);
+			if (!nl && pos + lim < end && i > 0)
+				break; /* read it again from its start */
+			size_t len = nl ? (size_t)(nl - (buf + i)) : lim - i;
+			struct al_parsed p;
+			size_t eoff;
+			if (nl && al_maybe_recovery(buf + i, len) &&
+			    al_parse(buf + i, len, w->c->line2, &p, &eoff) == AL_PERR_OK &&
+			    p.rec.type == AL_T_RECOVERY) {
+				uint64_t at = pos + i, dm = p.rec.f[AL_F_DAMAGE_OFFSET].u;
+				if (dm == d && bridge_check(w, at, d, &dl))
+					found = at;
+				else if (dm > d && caching && w->rcn < 64) {
+					w->rc_off[w->rcn] = at;
+					w->rc_dmg[w->rcn++] = dm;
+				} else if (dm > d) {
+					caching = false; /* the cache does not cover the rest */
+				}
+			}
+			i += len + (nl ? 1 : 0);
+			if (caching)
+				w->rscan_to = pos + i;
+		}
+		if (i == 0)
+			break;
+		pos += i;
+	}
+	free(buf);
+	if (!found)
+		return false;
+	w->bridge = true;
+	w->bridge_at = found;
+	w->bridge_off = d;
+	w->bridge_line = lineno;
+	w->bridge_len = dl;
+	return true;
+}
+
 static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t lineno, uint64_t off)
 {
 	struct vctx *c = w->c;
@@ -820,7 +962,20 @@ static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t
 	size_t eoff;
 	enum al_perr e = len + 1 > AL_LINE_MAX ? AL_PERR_TOO_LONG : al_parse(line, len, c->dec, &p, &eoff);
 
+	if (w->bridge) {
+		if (off < w->bridge_at)
+			return; /* a line of the damage the record at bridge_at repairs */
+		w->bridge = false;
+		w->cur_off = off;
+		report(c, AL_V_RECOVERED, path, w->bridge_line, w->bridge_off, true, p.rec.f[AL_F_SEQ].u,
+		       "crash damage of %" PRIu64 " bytes repaired by the writer (recovery record at line %" PRIu64
+		       ")", w->bridge_len, lineno);
+		accept(w, &p, p.hash, line, len, p.rec.f[AL_F_SEQ].u, off, true, true);
+		return;
+	}
 	if (e != AL_PERR_OK) {
+		if (find_bridge(w, lineno, off))
+			return;
 		settle_end(w, NULL);
 		if (!w->damage) {
 			w->damage = true;

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/* Crash recovery's one rule: see recovery.h. */
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "recovery.h"
+
+bool al_maybe_recovery(const uint8_t *line, size_t len)
+{
+	static const char t[] = ",\"type\":\"recovery\",";
+	/* the type is the fourth member: after @timestamp, seq (<= 16 digits) and v */
+	return memmem(line, len < 96 ? len : 96, t, sizeof(t) - 1) != NULL;
+}
+
+bool al_recovery_repairs(const struct al_parsed *p, const uint8_t *line, uint64_t line_off,
+			 uint64_t damage_off, const struct al_tailrec *t, const struct al_recovery_io *io,
+			 uint8_t *work)
+{
+	const struct al_record *r = &p->rec;
+	uint8_t md[AL_HASH_LEN], want[AL_HASH_LEN], h[AL_HASH_LEN];
+
+	if (r->type != AL_T_RECOVERY || r->f[AL_F_SEQ].u != t->seq + 1 || r->f[AL_F_LAST_SEQ].u != t->seq ||
+	    r->f[AL_F_DAMAGE_OFFSET].u != damage_off)
+		return false;
+	uint64_t dl = r->f[AL_F_DAMAGE_LENGTH].u;
+	if (dl < 1 || dl > AL_RECOVERY_MAX)
+		return false;
+	/* the recovery line right after the damage, or after the '\n' added to it */
+	int last = io->byte(io->ctx, damage_off + dl - 1);
+	if (line_off == damage_off + dl) {
+		if (last != '\n')
+			return false;
+	} else if (line_off == damage_off + dl + 1) {
+		if (last == '\n' || last < 0 || io->byte(io->ctx, damage_off + dl) != '\n')
+			return false;
+	} else {
+		return false;
+	}
+	if (r->version < t->version || memcmp(r->f[AL_F_TIMESTAMP].p, t->ts, AL_TS_LEN) < 0)
+		return false;
+	if (!al_check_hash(p, line, t->hash, work, h))
+		return false;
+	if (al_unhex(r->f[AL_F_DAMAGE_SHA256].p, 64, want) < 0 || !io->sha(io->ctx, damage_off, dl, md))
+		return false;
+	return CRYPTO_memcmp(md, want, AL_HASH_LEN) == 0;
+}

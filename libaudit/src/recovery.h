@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Crash recovery's one rule (docs/format.md 7 and 2.4), shared by the
+ * writer's open (file.c: the tail scan) and the verifier (verify.c): does a
+ * recovery record repair the damage that starts right after a record? Pure:
+ * the caller supplies the bytes through two callbacks.
+ */
+#ifndef AUDITLOG_RECOVERY_H
+#define AUDITLOG_RECOVERY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "format.h"
+
+/* The longest damage a writer repairs: its tail window at the largest
+ * max_batch_bytes (2 batches in flight x 64 MiB + 8 KiB). */
+#define AL_RECOVERY_MAX ((UINT64_C(2) << 26) + 8192u)
+
+/* The last intact record before the damage. */
+struct al_tailrec {
+	uint64_t seq;
+	uint8_t hash[AL_HASH_LEN];
+	char ts[AL_TS_LEN];
+	uint8_t version;
+};
+
+/* The bytes of the file the damage is in, for al_recovery_repairs:
+ * sha: SHA-256 of the len bytes from offset off into out (false: unreadable);
+ * byte: the byte at off, or -1. */
+struct al_recovery_io {
+	bool (*sha)(void *ctx, uint64_t off, uint64_t len, uint8_t out[AL_HASH_LEN]);
+	int (*byte)(void *ctx, uint64_t off);
+	void *ctx;
+};
+
+/* Is p (its line: `line`, at file offset line_off) the recovery record that
+ * repairs damage starting at damage_off, right after record t? Exactly when:
+ * it is a recovery record; seq t.seq + 1, last_seq t.seq, damage_offset
+ * damage_off; 1 <= damage_length <= AL_RECOVERY_MAX; its line starts right
+ * after the damage (the damage ends in '\n'), or one byte later when that byte
+ * is the '\n' the writer added to damage that does not; version and timestamp
+ * do not go back; it chains from t's hash; and damage_sha256 is the SHA-256 of
+ * the damaged bytes. work: AL_HASH_LEN + AL_BODY_MAX bytes. */
+bool al_recovery_repairs(const struct al_parsed *p, const uint8_t *line, uint64_t line_off,
+			 uint64_t damage_off, const struct al_tailrec *t, const struct al_recovery_io *io,
+			 uint8_t *work);
+
+/* Cheap pre-check on a line's first bytes: might it be a recovery record? */
+bool al_maybe_recovery(const uint8_t *line, size_t len);
+
+#endif
