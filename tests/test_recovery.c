@@ -102,6 +102,7 @@ static void test_torn_tail(void **state)
 	walk_ok(path, &w);
 	assert_int_equal(w.events, 120);
 	assert_int_equal(w.recoveries, 2);
+	assert_int_equal(tu_verify_dir(dir), 2);
 	free(path);
 	tu_rmtree(dir);
 	free(dir);
@@ -164,6 +165,9 @@ static void test_nul_hole(void **state)
 	walk_ok(path, &w);
 	assert_int_equal(w.recoveries, 1);
 	assert_int_equal(w.events, 94 + 10);
+	/* the verifier agrees: the hole and the complete lines after it are the
+	 * damage the recovery record names, one finding, recovered */
+	assert_int_equal(tu_verify_dir(dir), 1);
 	free(path);
 	tu_rmtree(dir);
 	free(dir);
@@ -203,6 +207,7 @@ static void test_damage_within_bound(void **state)
 	assert_int_equal(st.recoveries, 1);
 	walk_ok(path, &w);
 	assert_int_equal(w.events, 305);
+	assert_int_equal(tu_verify_dir(dir), 1);
 	free(zeros);
 	free(path);
 	tu_rmtree(dir);
