@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -385,6 +387,61 @@ static void test_recovered(void **state)
 	free(dir);
 }
 
+
+/* A log directory an attacker (or a careless operator) filled: a FIFO, a
+ * symlink to the log and a symlink loop beside it are not log files and
+ * must neither block nor fail the run; a FIFO named on the command line is
+ * an error, at once. And many files verify in few descriptors. */
+static void test_hostile_dir(void **state)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	char *fifo = tu_path(dir, "audit.log.fifo"), *lnk = tu_path(dir, "audit.log.link");
+	char *loop = tu_path(dir, "loop");
+	char **paths = NULL;
+	unsigned n = 0, cap = 0;
+	struct al_vopts o = {.threads = 1};
+	struct al_vresult res;
+	struct rlimit old, low;
+
+	/* ~1,500 rotated files */
+	tu_write_log(path, 1, 15000, 4096, 3, 0); /* ~1,500 rotated files */
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	assert_int_equal(symlink(path, lnk), 0);
+	assert_int_equal(symlink(loop, loop), 0);
+	assert_int_equal(al_verify_add_path(dir, &paths, &n, &cap), 0);
+	for (unsigned i = 0; i < n; i++) /* only the log's own files were listed */
+		assert_null(strstr(paths[i], "fifo") ?: strstr(paths[i], "link") ?: strstr(paths[i], "loop"));
+	assert_true(n > 1100);
+	/* under a limit far below the number of files */
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	low = old;
+	low.rlim_cur = 256;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	assert_int_equal(al_verify_files(paths, n, &o, &res), 0);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+	assert_int_equal(res.files, n);
+	assert_int_equal(res.chains, 1);
+	for (int k = 0; k < AL_V__MAX; k++)
+		assert_int_equal(res.findings[k], 0);
+	al_vresult_free(&res);
+	/* named on the command line: refused at once, not waited on */
+	char *one[] = {fifo};
+	assert_int_equal(al_verify_files(one, 1, &o, &res), -EINVAL);
+	al_vresult_free(&res);
+	char *two[] = {lnk};
+	assert_int_equal(al_verify_files(two, 1, &o, &res), -ELOOP);
+	al_vresult_free(&res);
+	for (unsigned i = 0; i < n; i++)
+		free(paths[i]);
+	free(paths);
+	free(path);
+	free(fifo);
+	free(lnk);
+	free(loop);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -392,6 +449,7 @@ int main(void)
 		cmocka_unit_test(test_bit_flips),    cmocka_unit_test(test_expect_head),
 		cmocka_unit_test(test_recovered),    cmocka_unit_test(test_first_header),
 		cmocka_unit_test(test_from_checkpoint),
+		cmocka_unit_test(test_hostile_dir),
 	};
 	tu_filter();
 	return cmocka_run_group_tests(tests, NULL, NULL);

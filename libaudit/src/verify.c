@@ -445,8 +445,8 @@ static void flush_damage(struct walk *w)
 	report(w->c, w->damage_cls, w->f->path, w->damage_line, w->damage_off, w->have_next,
 	       w->have_next ? w->next : 0, "%s%s", w->damage_msg,
 	       w->damage_lines > 1 ? " (and the lines after it, up to the next valid record)" : "");
-	/* the records the damage held: one a line, or more when a '\n' was lost */
-	w->absorbed = w->damage_lines > w->damage_seqs ? w->damage_lines : w->damage_seqs;
+	/* the records the damage held: one a line, more when a '\n' was lost */
+	w->absorbed = w->damage_seqs;
 }
 
 static bool chains_from(struct walk *w, const struct al_parsed *p, const uint8_t *line,
@@ -954,6 +954,29 @@ static bool find_bridge(struct walk *w, uint64_t lineno, uint64_t d)
 	return true;
 }
 
+/* How many whole records a damaged line holds after its start: lines run
+ * together by a lost '\n' (each piece from a record's start to the next
+ * one's parses). A damaged line stands for one record, plus these; a count
+ * of "seq": strings would let a line of garbage hide as many deletions. */
+static uint64_t joined_records(struct vctx *c, const uint8_t *line, size_t len)
+{
+	static const char start[] = "{\"@timestamp\":\"";
+	const size_t sl = sizeof(start) - 1;
+	const uint8_t *q = len > 1 ? memmem(line + 1, len - 1, start, sl) : NULL;
+	uint64_t k = 0;
+
+	while (q) {
+		size_t rest = len - (size_t)(q - line);
+		const uint8_t *nx = rest > 1 ? memmem(q + 1, rest - 1, start, sl) : NULL;
+		size_t n = nx ? (size_t)(nx - q) : rest, eoff;
+		struct al_parsed p;
+		if (n + 1 <= AL_LINE_MAX && al_parse(q, n, c->line2, &p, &eoff) == AL_PERR_OK)
+			k++;
+		q = nx;
+	}
+	return k;
+}
+
 static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t lineno, uint64_t off)
 {
 	struct vctx *c = w->c;
@@ -995,8 +1018,7 @@ static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t
 				 e == AL_PERR_TOO_LONG ? (size_t)AL_LINE_MAX : eoff, fields);
 		}
 		w->damage_lines++;
-		for (const uint8_t *q = line; (q = memmem(q, len - (size_t)(q - line), "\"seq\":", 6)); q += 6)
-			w->damage_seqs++;
+		w->damage_seqs += 1 + joined_records(c, line, len);
 		SHA256_Update(&w->damage_sha, line, len);
 		w->damage_nonl = w->damage_sha;
 		SHA256_Update(&w->damage_sha, "\n", 1);

@@ -48,7 +48,9 @@ int al_verify_add_path(const char *path, char ***list, unsigned *n, unsigned *ca
 			continue;
 		if (asprintf(&p, "%s/%s", path, e->d_name) < 0)
 			return closedir(d), -ENOMEM;
-		if (stat(p, &fs) < 0 || !S_ISREG(fs.st_mode)) {
+		/* regular files only: a symlink, a FIFO, a device or a socket in a
+		 * log directory is not a log file (and a FIFO would block a read) */
+		if (lstat(p, &fs) < 0 || !S_ISREG(fs.st_mode)) {
 			free(p);
 			continue;
 		}
