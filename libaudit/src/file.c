@@ -294,33 +294,6 @@ static int scan_tail(struct auditlog *l, const uint8_t *buf, size_t win, uint64_
 	return 0;
 }
 
-/* True when the file is what a crash leaves while its first header is being
- * written: shorter than a line, no complete line, and only NULs or the start
- * of a header. Anything else (a foreign file) is never blessed. */
-static bool torn_first_header(const uint8_t *buf, uint64_t size)
-{
-	static const char start[] = "{\"@timestamp\":\"";
-	size_t n = (size_t)size;
-	bool nul = true;
-
-	if (size >= AL_LINE_MAX || memchr(buf, '\n', n))
-		return false;
-	for (size_t i = 0; i < n && nul; i++)
-		nul = buf[i] == 0;
-	if (nul)
-		return true;
-	if (n < sizeof(start) - 1)
-		return memcmp(buf, start, n) == 0;
-	if (memcmp(buf, start, sizeof(start) - 1) != 0)
-		return false;
-	/* once the type is there, it must be (the start of) a header */
-	const uint8_t *t = memmem(buf, n, "\"type\":\"", 8);
-	if (!t)
-		return n < 80;
-	size_t rest = n - (size_t)(t + 8 - buf);
-	return memcmp(t + 8, "header\"", rest < 7 ? rest : 7) == 0;
-}
-
 static int read_first_header(struct auditlog *l, uint64_t size, struct al_parsed *p, uint8_t *buf)
 {
 	size_t n = size < AL_LINE_MAX ? (size_t)size : AL_LINE_MAX, err_off;
@@ -562,7 +535,7 @@ int al_file_open(struct auditlog *l)
 		return -ENOMEM;
 
 	r = read_first_header(l, size, &hp, buf);
-	if (r == -EBADMSG && torn_first_header(buf, size)) {
+	if (r == -EBADMSG && al_torn_first_header(buf, size)) {
 		/* A crash while the file's first header was being written: nothing
 		 * in it was ever acknowledged. Keep it aside, start afresh. */
 		l->file_first_seq = 0;

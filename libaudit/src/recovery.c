@@ -45,3 +45,30 @@ bool al_recovery_repairs(const struct al_parsed *p, const uint8_t *line, uint64_
 		return false;
 	return CRYPTO_memcmp(md, want, AL_HASH_LEN) == 0;
 }
+
+/* True when the file is what a crash leaves while its first header is being
+ * written: shorter than a line, no complete line, and only NULs or the start
+ * of a header. Anything else (a foreign file) is never blessed. */
+bool al_torn_first_header(const uint8_t *buf, uint64_t size)
+{
+	static const char start[] = "{\"@timestamp\":\"";
+	size_t n = (size_t)size;
+	bool nul = true;
+
+	if (size >= AL_LINE_MAX || memchr(buf, '\n', n))
+		return false;
+	for (size_t i = 0; i < n && nul; i++)
+		nul = buf[i] == 0;
+	if (nul)
+		return true;
+	if (n < sizeof(start) - 1)
+		return memcmp(buf, start, n) == 0;
+	if (memcmp(buf, start, sizeof(start) - 1) != 0)
+		return false;
+	/* once the type is there, it must be (the start of) a header */
+	const uint8_t *t = memmem(buf, n, "\"type\":\"", 8);
+	if (!t)
+		return n < 80;
+	size_t rest = n - (size_t)(t + 8 - buf);
+	return memcmp(t + 8, "header\"", rest < 7 ? rest : 7) == 0;
+}

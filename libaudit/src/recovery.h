@@ -46,6 +46,13 @@ bool al_recovery_repairs(const struct al_parsed *p, const uint8_t *line, uint64_
 			 uint64_t damage_off, const struct al_tailrec *t, const struct al_recovery_io *io,
 			 uint8_t *work);
 
+/* True when a file of `size` bytes starting with buf (all of it, or its
+ * first AL_LINE_MAX bytes) is what a crash leaves while a chain's first
+ * header is written: shorter than a line, no complete line, only NULs or
+ * the start of a header. Nothing in it was ever acknowledged (docs/format.md
+ * 7: the writer renames it aside; the verifier reports it recovered). */
+bool al_torn_first_header(const uint8_t *buf, uint64_t size);
+
 /* Cheap pre-check on a line's first bytes: might it be a recovery record? */
 bool al_maybe_recovery(const uint8_t *line, size_t len);
 

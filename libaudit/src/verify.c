@@ -69,6 +69,7 @@ struct vfile {
 	bool has_sealed;  /* names a file sealed with nothing durable in it (sealed_*) */
 	char sealed_name[1025], sealed_fid[33];
 	bool sealed_branch; /* that file: never acknowledged, not walked, not a finding */
+	bool torn_header; /* all it holds is a torn first header (recovered, not walked) */
 	bool primary;    /* its chain's first file */
 	bool side;       /* off the chain's own path (a second first file, a fork's other
 			  * branch): walked for its own findings, counted nowhere */
@@ -257,6 +258,8 @@ static int read_head(struct vctx *c, struct vfile *f, bool keep)
 	if (n < 0)
 		return -errno;
 	parse_head(c, f, buf, (size_t)n);
+	f->torn_header = !f->has_header && f->size < AL_LINE_MAX && (uint64_t)n == f->size &&
+			 al_torn_first_header(buf, f->size);
 	if (!keep) {
 		close(f->fd);
 		f->fd = -1;
@@ -1865,7 +1868,7 @@ static void anchors(struct vctx *c, const char *last)
 			if (res->chain[i].records > res->chain[keep].records)
 				keep = i;
 		for (unsigned i = 0; i < res->chains; i++)
-			if (i != keep)
+			if (i != keep && res->chain[i].records) /* (an empty one holds nothing) */
 				report(c, AL_V_EXTRA_CHAIN, chain_file(c, i, last), 0, 0, false, 0,
 				       "chain %s (%" PRIu64 " records) is a second chain among the inputs; "
 				       "--one-chain allows only %s", res->chain[i].chain_id, res->chain[i].records,
@@ -1904,7 +1907,8 @@ static int plan(struct vctx *c)
 	for (unsigned i = 0; i < c->n; i++) {
 		struct vfile *f = &c->files[i];
 		c->order[i] = i;
-		if (f->prevf >= 0 || f->sealed_branch || f->fork_of >= 0 || !is_first_file(f))
+		if (f->prevf >= 0 || f->sealed_branch || f->fork_of >= 0 || !is_first_file(f) ||
+		    (f->torn_header && f->next < 0))
 			continue;
 		if (first[f->chain] < 0 || better_first(c, (int)i, first[f->chain]))
 			first[f->chain] = (int)i;
@@ -1915,6 +1919,15 @@ static int plan(struct vctx *c)
 		struct vfile *f = &c->files[i];
 		if (f->sealed_branch)
 			continue;
+		if (f->torn_header && f->prevf < 0 && f->next < 0) {
+			/* what a crash leaves while a chain's first header is written
+			 * (docs/format.md 7): nothing in it was ever acknowledged */
+			f->visited = true;
+			report(c, AL_V_RECOVERED, f->path, 1, 0, false, 0,
+			       "a torn first header (%" PRIu64 " bytes, no complete line): a crash while a "
+			       "chain's first file was created; nothing in it was acknowledged", f->size);
+			continue;
+		}
 		if (f->fork_of >= 0) {
 			struct vfile *of = &c->files[f->fork_of];
 			f->side = true;
