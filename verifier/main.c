@@ -53,30 +53,98 @@ static const char threat_note[] =
 	"write the files can recompute it from an edit to the end, or cut the tail at a line "
 	"boundary: only a head exported elsewhere (--expect-head SEQ:HASH) catches that.";
 
-/* Write s with control and bidirectional-override characters made visible, so
- * that a log cannot rewrite the terminal or reorder what the auditor reads. */
+/* A code point that rewrites the terminal or the reading order: C0 and C1
+ * controls, DEL, and the bidirectional controls (U+061C, U+200E-U+200F,
+ * U+202A-U+202E, U+2066-U+2069). */
+static bool hostile_cp(uint32_t cp)
+{
+	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x061c || cp == 0x200e || cp == 0x200f ||
+	       (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/* The code point of a well-formed UTF-8 sequence of len bytes. */
+static uint32_t utf8_cp(const unsigned char *p, size_t len)
+{
+	static const unsigned char lead_mask[5] = {0, 0x7f, 0x1f, 0x0f, 0x07};
+	uint32_t cp = p[0] & lead_mask[len];
+	for (size_t i = 1; i < len; i++)
+		cp = cp << 6 | (p[i] & 0x3f);
+	return cp;
+}
+
+/* Write s so that what reaches a terminal is exactly what the bytes are, and
+ * cannot rewrite the screen or reorder what the auditor reads: a backslash
+ * as \\, C0 controls and DEL as \xNN, C1 and bidirectional controls as
+ * \uNNNN, each byte of what is not UTF-8 (the format's reading, also for
+ * file names) as \xNN; everything else as itself. A message the engine cut
+ * inside a character shows the bytes of the cut one as \xNN. */
 static void put_safe(FILE *out, const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
-	while (*p) {
-		unsigned c = *p;
-		if (c < 0x20 || c == 0x7f) {
-			fprintf(out, "\\x%02x", c);
-			p++;
+	size_t n = strlen(s), i = 0;
+
+	while (i < n) {
+		size_t j = i;
+		while (j < n && p[j] >= 0x20 && p[j] < 0x7f && p[j] != '\\')
+			j++;
+		fwrite(p + i, 1, j - i, out);
+		if ((i = j) == n)
+			break;
+		size_t sub = 0, len = al_utf8_seq(p + i, n - i, &sub);
+		if (len == 0) {
+			for (size_t k = 0; k < sub; k++)
+				fprintf(out, "\\x%02x", p[i + k]);
+			i += sub;
 			continue;
 		}
-		/* U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069 */
-		if ((c == 0xd8 && p[1] == 0x9c) ||
-		    (c == 0xe2 && p[1] == 0x80 && (p[2] == 0x8e || p[2] == 0x8f || (p[2] >= 0xaa && p[2] <= 0xae))) ||
-		    (c == 0xe2 && p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9)) {
-			unsigned cp = c == 0xd8 ? 0x061c : ((c & 0x0f) << 12) | ((p[1] & 0x3f) << 6) | (p[2] & 0x3f);
-			fprintf(out, "\\u%04x", cp);
-			p += c == 0xd8 ? 2 : 3;
-			continue;
-		}
-		fputc((int)c, out);
-		p++;
+		uint32_t cp = utf8_cp(p + i, len);
+		if (cp == '\\')
+			fputs("\\\\", out);
+		else if (cp < 0x80 && hostile_cp(cp))
+			fprintf(out, "\\x%02x", (unsigned)cp);
+		else if (hostile_cp(cp))
+			fprintf(out, "\\u%04x", (unsigned)cp);
+		else
+			fwrite(p + i, 1, len, out);
+		i += len;
 	}
+}
+
+/* s as a JSON string, never NULL (jansson refuses what is not UTF-8): each
+ * maximal subpart of an ill-formed sequence becomes U+FFFD, as the format
+ * repairs a field (docs/format.md 3, step 1). *repaired (may be NULL): true
+ * when bytes were replaced. NULL only when out of memory. */
+static json_t *json_text(const char *s, bool *repaired)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s), o = 0;
+	json_t *j;
+	char *fix;
+
+	if (repaired)
+		*repaired = false;
+	if ((j = json_string(s)))
+		return j;
+	if (!(fix = malloc(n * 3 + 1))) /* every byte at most one U+FFFD */
+		return NULL;
+	for (size_t i = 0; i < n;) {
+		size_t sub = 0, len = al_utf8_seq(p + i, n - i, &sub);
+		if (len) {
+			memcpy(fix + o, p + i, len);
+			o += len;
+			i += len;
+		} else {
+			memcpy(fix + o, "\xef\xbf\xbd", 3);
+			o += 3;
+			i += sub;
+		}
+	}
+	fix[o] = 0;
+	j = json_string(fix);
+	free(fix);
+	if (repaired)
+		*repaired = j != NULL;
+	return j;
 }
 
 struct report {
@@ -146,12 +214,23 @@ static void on_finding(void *ctx, const struct al_finding *f)
 	if (r->json) {
 		json_t *o = json_object();
 		json_object_set_new(o, "class", json_string(al_vclass_name(f->cls)));
-		json_object_set_new(o, "file", json_string(f->file));
+		bool repaired;
+		json_object_set_new(o, "file", json_text(f->file, &repaired));
+		if (repaired) { /* the name's exact bytes, to find the file by */
+			size_t n = strlen(f->file);
+			char *hex = malloc(2 * n + 1);
+			if (hex) {
+				al_hex((const uint8_t *)f->file, n, hex);
+				hex[2 * n] = 0;
+				json_object_set_new(o, "file_hex", json_string(hex));
+				free(hex);
+			}
+		}
 		json_object_set_new(o, "line", json_integer((json_int_t)f->line));
 		json_object_set_new(o, "offset", json_integer((json_int_t)f->offset));
 		json_object_set_new(o, "seq", f->has_seq ? json_integer((json_int_t)f->seq) : json_null());
 		json_object_set_new(o, "integrity", json_boolean(al_vclass_is_integrity(f->cls, r->strict)));
-		json_object_set_new(o, "message", json_string(f->msg));
+		json_object_set_new(o, "message", json_text(f->msg, NULL));
 		json_array_append_new(r->findings, o);
 		return;
 	}
@@ -500,7 +579,7 @@ verify:
 		json_object_set_new(j, "findings", rep.findings);
 		json_object_set_new(j, "expect_head_checked", json_boolean(o.has_expect_head));
 		json_object_set_new(j, "note", json_string(threat_note));
-		json_dumpf(j, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+		json_dumpf(j, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
 		putchar('\n');
 		json_decref(j);
 	} else if (!rep.quiet) {
