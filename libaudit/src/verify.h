@@ -50,6 +50,16 @@ struct al_finding {
 	const char *msg;   /* what exactly, in words */
 };
 
+/* --expect-head [CHAIN_ID:]SEQ:HASH: a head exported elsewhere. Without a
+ * chain id it is the anchor of the chain that holds the live file; at most
+ * one anchor per chain. */
+struct al_vanchor {
+	bool has_chain;
+	char chain_id[33]; /* 32 lowercase hex digits, NUL-terminated (has_chain) */
+	uint64_t seq;
+	uint8_t hash[AL_HASH_LEN];
+};
+
 struct al_vopts {
 	unsigned min_version;
 	/* --from SEQ:HASH: a record verified before (a daily job's checkpoint).
@@ -61,6 +71,9 @@ struct al_vopts {
 	bool has_expect_head;
 	uint64_t expect_seq;
 	uint8_t expect_hash[AL_HASH_LEN];
+	/* every --expect-head given (the caller's array; expect_* above: the first) */
+	const struct al_vanchor *anchors;
+	unsigned n_anchors;
 	void (*on_finding)(void *ctx, const struct al_finding *f);
 	/* Each line that verified, in chain order, without its '\n' (--emit): a
 	 * record that chains from the one before it; never a line with a finding. */
