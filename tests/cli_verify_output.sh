@@ -5,10 +5,11 @@
 # that are not UTF-8 are shown escaped; --json keeps every key of every
 # finding for such names and for a message the engine cut inside a character
 # (U+FFFD, and the name's exact bytes in file_hex). Args: auditlog-demo
-# auditlog-verify
+# auditlog-verify follow_writer (a writer that rotates)
 set -u
 DEMO=$1
 VERIFY=$2
+WRITER=$3
 LC_ALL=C
 export LC_ALL
 d=$(mktemp -d "${TMPDIR:-/var/tmp}/auditlog-cli-out.XXXXXX")
@@ -104,4 +105,30 @@ python3 -c 'import json, sys
 m = [f["message"] for f in json.load(open(sys.argv[1]))["findings"] if f["class"] == "non-canonical"]
 assert m and m[0].endswith("x" + "\u00e9" * 31 + "\ufffd\")"), m' "$d/json" ||
 	fail "cut.log: the cut character is not one U+FFFD: $(cat "$d/json")"
+
+# A message the engine cuts at 511 bytes: a forked chain (a copy of the active
+# file continues the rotated one too) in a directory whose name is 3-byte
+# characters, so the message naming both paths is longer than that; with 0, 1
+# and 2 ASCII bytes in front, the cut falls inside a character at least once.
+for pad in "" x xx; do
+	e=$(python3 -c 'print("\u20ac" * 80)')
+	mkdir -p "$d/f$pad/$e/$e"
+	fd="$d/f$pad/$e/$e"
+	"$WRITER" "$fd/audit.log" 60 4096 >/dev/null || fail "the rotating writer failed"
+	cp "$fd/audit.log" "$fd/copy.log"
+	"$VERIFY" "$fd" >"$d/out" 2>"$d/err"
+	[ $? = 1 ] || fail "forked$pad: not exit 1: $(cat "$d/out" "$d/err")"
+	python3 -c 'import sys; open(sys.argv[1], "rb").read().decode("utf-8")' "$d/out" ||
+		fail "forked$pad: the report is not UTF-8: $(cat -v "$d/out")"
+	"$VERIFY" --json "$fd" >"$d/json" 2>"$d/err"
+	[ $? = 1 ] || fail "forked$pad: --json not exit 1"
+	python3 -c 'import json, sys
+fs = json.load(open(sys.argv[1]))["findings"]
+for f in fs:
+    missing = {"class", "file", "line", "offset", "seq", "integrity", "message"} - f.keys()
+    assert not missing, "keys missing: %s in %s" % (missing, f)
+assert max(len(f["message"].encode()) for f in fs) >= 500, "no message as long as the cut: %s" % fs' "$d/json" ||
+		fail "forked$pad: --json: $(cat "$d/json")"
+	rm -rf "$d/f$pad"
+done
 echo "cli_verify_output: all passed"
