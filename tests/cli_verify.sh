@@ -1,6 +1,8 @@
 #!/bin/sh
-# auditlog-verify as a user runs it: exit codes, --json, --expect-head, the
-# progress bar, --jobs, standard input, and terminal escaping of what comes from the log. Args: auditlog-demo auditlog-verify
+# auditlog-verify as a user runs it: exit codes, --json, --expect-head (with
+# and without a chain id), strict numbers in options and AUDITLOG_VERIFY_*,
+# the progress bar, --jobs, standard input, and terminal escaping of what
+# comes from the log. Args: auditlog-demo auditlog-verify
 set -u
 DEMO=$1
 VERIFY=$2
@@ -23,7 +25,57 @@ grep -q 'only a head exported elsewhere' "$d/out" || fail "the threat-model note
 expect 0 "$VERIFY" --json "$d/log"
 head=$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["chains"][0]; assert c["events"]==4000; print("%d:%s" % (c["last_seq"], c["head_hash"]))' "$d/out") ||
 	fail "--json report"
+cp "$d/out" "$d/intact.json"
 expect 0 "$VERIFY" --expect-head "$head" "$d/log"
+
+# --expect-head [CHAIN_ID:]SEQ:HASH, once per chain; every number the CLI reads
+# is decimal digits and nothing else, within its range, or a one-line error
+# naming the option and exit 2
+chain=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["chains"][0]["chain_id"])' "$d/intact.json")
+seq=${head%%:*}
+hash=${head#*:}
+other=$(echo "$hash" | tr 0-9a-f 1-9a-f0)
+expect 0 "$VERIFY" --expect-head "$chain:$head" "$d/log"
+expect 1 "$VERIFY" --expect-head "$chain:$seq:$other" "$d/log"
+expect 0 "$VERIFY" --expect-head "000$head" "$d/log" # leading zeros are digits
+expect 1 "$VERIFY" --expect-head "9007199254740991:$hash" "$d/log" # 2^53-1: a seq, not in this log
+expect 0 "$VERIFY" --from "$head" "$d/log"
+expect 0 "$VERIFY" -j 02 --min-version 0 "$d/log"
+expect 0 env AUDITLOG_VERIFY_BLOCK= AUDITLOG_VERIFY_PROGRESS_MIN= "$VERIFY" "$d/log" # empty: unset
+refused() { # NAME command...: exit 2, one line on stderr that names NAME
+	name=$1
+	shift
+	expect 2 "$@"
+	[ "$(wc -l <"$d/err")" -eq 1 ] && grep -q "^auditlog-verify: $name \"" "$d/err" ||
+		fail "$*: not one line naming $name: $(cat "$d/err")"
+}
+for s in "-$seq" "+$seq" " $seq" "$seq " "" "${seq}x" "0x1" "1e3" "18446744073709551616" \
+	"18446744073709551615" "9007199254740992" "-0"; do
+	refused --expect-head "$VERIFY" --expect-head "$s:$hash" "$d/log"
+	refused --expect-head "$VERIFY" --expect-head "$chain:$s:$hash" "$d/log"
+	refused --from "$VERIFY" --from "$s:$hash" "$d/log"
+done
+for a in "$head:" "$seq:$hash " "$seq:$(echo "$hash" | tr a-f A-F)" "$seq:${hash#?}" "$seq" \
+	"$(echo "$chain" | tr a-f A-F):$head" "${chain#?}:$head" "$chain:$chain:$head" ":$head"; do
+	refused --expect-head "$VERIFY" --expect-head "$a" "$d/log"
+done
+refused --from "$VERIFY" --from "$chain:$head" "$d/log"
+refused --expect-head "$VERIFY" --expect-head "$head" --expect-head "$head" "$d/log"
+refused --expect-head "$VERIFY" --expect-head "$chain:$head" --expect-head "$chain:$seq:$other" "$d/log"
+for j in "" " 2" "+2" "-1" "2x" "0x2" "1025" "18446744073709551617"; do
+	refused --jobs "$VERIFY" --jobs "$j" "$d/log"
+	refused --jobs "$VERIFY" -j "$j" "$d/log"
+done
+for m in "" " 1" "+1" "-0" "1.0" "256" "99999999999999999999"; do
+	refused --min-version "$VERIFY" --min-version "$m" "$d/log"
+done
+for v in "abc" "-4096" " 4096" "4096k" "+1" "18446744073709551616"; do
+	refused AUDITLOG_VERIFY_BLOCK env AUDITLOG_VERIFY_BLOCK="$v" "$VERIFY" "$d/log"
+	refused AUDITLOG_VERIFY_PROGRESS_MIN env AUDITLOG_VERIFY_PROGRESS_MIN="$v" "$VERIFY" "$d/log"
+done
+refused AUDITLOG_VERIFY_BLOCK env AUDITLOG_VERIFY_BLOCK=1073741825 "$VERIFY" "$d/log" # above 1 GiB
+refused --jobs "$VERIFY" --jobs "$(printf 'x\033[2J\nz')" "$d/log" # shown escaped, on one line
+if grep -q "$(printf '\033')" "$d/err"; then fail "a raw ESC from an argument reached stderr"; fi
 
 # --emit: exactly the records written, in order; the report on stderr
 expect 0 "$VERIFY" --emit "$d/log"

@@ -33,13 +33,16 @@ static const char usage[] =
 	"  -q, --quiet            print nothing; only the exit code\n"
 	"  --emit                 write every line that verified to stdout (the report goes\n"
 	"                         to stderr), so a pipeline ingests only verified records\n"
-	"  --expect-head SEQ:HASH the record SEQ must exist with this hash (a head exported\n"
-	"                         elsewhere: catches a cut tail or a recomputed chain)\n"
+	"  --expect-head [CHAIN_ID:]SEQ:HASH\n"
+	"                         the record SEQ must exist with this hash (a head exported\n"
+	"                         elsewhere: catches a cut tail or a recomputed chain); once\n"
+	"                         per chain, without CHAIN_ID for the live file's chain\n"
 	"  --from SEQ:HASH        start at a record verified before (a checkpoint): files\n"
 	"                         wholly before it are not read, records before it not checked\n"
 	"  --follow               then keep verifying the log as it grows, across\n"
 	"                         rotations, until SIGINT or SIGTERM (with --emit: a\n"
 	"                         pipeline gets each verified line as it is written)\n"
+	"  --one-chain            the inputs must hold one chain (another is a finding)\n"
 	"  --min-version N        report records below format version N\n"
 	"  --strict               count repaired crash damage as a finding\n"
 	"  -j, --jobs N           check large files with N threads (default 0: one per\n"
@@ -53,30 +56,98 @@ static const char threat_note[] =
 	"write the files can recompute it from an edit to the end, or cut the tail at a line "
 	"boundary: only a head exported elsewhere (--expect-head SEQ:HASH) catches that.";
 
-/* Write s with control and bidirectional-override characters made visible, so
- * that a log cannot rewrite the terminal or reorder what the auditor reads. */
+/* A code point that rewrites the terminal or the reading order: C0 and C1
+ * controls, DEL, and the bidirectional controls (U+061C, U+200E-U+200F,
+ * U+202A-U+202E, U+2066-U+2069). */
+static bool hostile_cp(uint32_t cp)
+{
+	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x061c || cp == 0x200e || cp == 0x200f ||
+	       (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/* The code point of a well-formed UTF-8 sequence of len bytes. */
+static uint32_t utf8_cp(const unsigned char *p, size_t len)
+{
+	static const unsigned char lead_mask[5] = {0, 0x7f, 0x1f, 0x0f, 0x07};
+	uint32_t cp = p[0] & lead_mask[len];
+	for (size_t i = 1; i < len; i++)
+		cp = cp << 6 | (p[i] & 0x3f);
+	return cp;
+}
+
+/* Write s so that what reaches a terminal is exactly what the bytes are, and
+ * cannot rewrite the screen or reorder what the auditor reads: a backslash
+ * as \\, C0 controls and DEL as \xNN, C1 and bidirectional controls as
+ * \uNNNN, each byte of what is not UTF-8 (the format's reading, also for
+ * file names) as \xNN; everything else as itself. A message the engine cut
+ * inside a character shows the bytes of the cut one as \xNN. */
 static void put_safe(FILE *out, const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
-	while (*p) {
-		unsigned c = *p;
-		if (c < 0x20 || c == 0x7f) {
-			fprintf(out, "\\x%02x", c);
-			p++;
+	size_t n = strlen(s), i = 0;
+
+	while (i < n) {
+		size_t j = i;
+		while (j < n && p[j] >= 0x20 && p[j] < 0x7f && p[j] != '\\')
+			j++;
+		fwrite(p + i, 1, j - i, out);
+		if ((i = j) == n)
+			break;
+		size_t sub = 0, len = al_utf8_seq(p + i, n - i, &sub);
+		if (len == 0) {
+			for (size_t k = 0; k < sub; k++)
+				fprintf(out, "\\x%02x", p[i + k]);
+			i += sub;
 			continue;
 		}
-		/* U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069 */
-		if ((c == 0xd8 && p[1] == 0x9c) ||
-		    (c == 0xe2 && p[1] == 0x80 && (p[2] == 0x8e || p[2] == 0x8f || (p[2] >= 0xaa && p[2] <= 0xae))) ||
-		    (c == 0xe2 && p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9)) {
-			unsigned cp = c == 0xd8 ? 0x061c : ((c & 0x0f) << 12) | ((p[1] & 0x3f) << 6) | (p[2] & 0x3f);
-			fprintf(out, "\\u%04x", cp);
-			p += c == 0xd8 ? 2 : 3;
-			continue;
-		}
-		fputc((int)c, out);
-		p++;
+		uint32_t cp = utf8_cp(p + i, len);
+		if (cp == '\\')
+			fputs("\\\\", out);
+		else if (cp < 0x80 && hostile_cp(cp))
+			fprintf(out, "\\x%02x", (unsigned)cp);
+		else if (hostile_cp(cp))
+			fprintf(out, "\\u%04x", (unsigned)cp);
+		else
+			fwrite(p + i, 1, len, out);
+		i += len;
 	}
+}
+
+/* s as a JSON string, never NULL (jansson refuses what is not UTF-8): each
+ * maximal subpart of an ill-formed sequence becomes U+FFFD, as the format
+ * repairs a field (docs/format.md 3, step 1). *repaired (may be NULL): true
+ * when bytes were replaced. NULL only when out of memory. */
+static json_t *json_text(const char *s, bool *repaired)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s), o = 0;
+	json_t *j;
+	char *fix;
+
+	if (repaired)
+		*repaired = false;
+	if ((j = json_string(s)))
+		return j;
+	if (!(fix = malloc(n * 3 + 1))) /* every byte at most one U+FFFD */
+		return NULL;
+	for (size_t i = 0; i < n;) {
+		size_t sub = 0, len = al_utf8_seq(p + i, n - i, &sub);
+		if (len) {
+			memcpy(fix + o, p + i, len);
+			o += len;
+			i += len;
+		} else {
+			memcpy(fix + o, "\xef\xbf\xbd", 3);
+			o += 3;
+			i += sub;
+		}
+	}
+	fix[o] = 0;
+	j = json_string(fix);
+	free(fix);
+	if (repaired)
+		*repaired = j != NULL;
+	return j;
 }
 
 struct report {
@@ -146,12 +217,23 @@ static void on_finding(void *ctx, const struct al_finding *f)
 	if (r->json) {
 		json_t *o = json_object();
 		json_object_set_new(o, "class", json_string(al_vclass_name(f->cls)));
-		json_object_set_new(o, "file", json_string(f->file));
+		bool repaired;
+		json_object_set_new(o, "file", json_text(f->file, &repaired));
+		if (repaired) { /* the name's exact bytes, to find the file by */
+			size_t n = strlen(f->file);
+			char *hex = malloc(2 * n + 1);
+			if (hex) {
+				al_hex((const uint8_t *)f->file, n, hex);
+				hex[2 * n] = 0;
+				json_object_set_new(o, "file_hex", json_string(hex));
+				free(hex);
+			}
+		}
 		json_object_set_new(o, "line", json_integer((json_int_t)f->line));
 		json_object_set_new(o, "offset", json_integer((json_int_t)f->offset));
 		json_object_set_new(o, "seq", f->has_seq ? json_integer((json_int_t)f->seq) : json_null());
 		json_object_set_new(o, "integrity", json_boolean(al_vclass_is_integrity(f->cls, r->strict)));
-		json_object_set_new(o, "message", json_string(f->msg));
+		json_object_set_new(o, "message", json_text(f->msg, NULL));
 		json_array_append_new(r->findings, o);
 		return;
 	}
@@ -242,16 +324,103 @@ static bool same_listing(char **args, int nargs, char **paths, unsigned n)
 	return same;
 }
 
-/* SEQ:HASH */
-static int parse_seq_hash(const char *s, uint64_t *ret_seq, uint8_t ret_hash[AL_HASH_LEN])
+/* An unsigned decimal, strictly: s[0..n) is one or more ASCII digits and
+ * nothing else (no sign, space, base prefix or trailing junk; leading zeros
+ * are digits), at most max. 0, or -EINVAL (not digits) or -ERANGE (above
+ * max). Every number the CLI reads, from arguments or the environment,
+ * goes through here. */
+static int parse_udec(const char *s, size_t n, uint64_t max, uint64_t *ret)
 {
-	char *end;
-	errno = 0;
-	unsigned long long seq = strtoull(s, &end, 10);
-	if (errno || end == s || *end != ':' || strlen(end + 1) != 64 ||
-	    al_unhex((const uint8_t *)end + 1, 64, ret_hash) < 0)
+	uint64_t v = 0;
+
+	if (n == 0)
 		return -EINVAL;
-	*ret_seq = seq;
+	for (size_t i = 0; i < n; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		unsigned d = (unsigned)(s[i] - '0');
+		if (v > (max - d) / 10)
+			return -ERANGE;
+		v = v * 10 + d;
+	}
+	*ret = v;
+	return 0;
+}
+
+/* Say on one line why the value of `what` (an option or a variable) is
+ * refused; the exit status for it. */
+static int refuse(const char *what, const char *val, const char *why)
+{
+	fprintf(stderr, "auditlog-verify: %s \"", what);
+	put_safe(stderr, val);
+	fprintf(stderr, "\": %s\n", why);
+	return 2;
+}
+
+/* A number from 0 to max for `what`; what it is (`wants`) says the error.
+ * 0, or 2 after saying why. */
+static int parse_num(const char *what, const char *val, uint64_t max, const char *wants, uint64_t *ret)
+{
+	char why[160];
+
+	if (parse_udec(val, strlen(val), max, ret) == 0)
+		return 0;
+	snprintf(why, sizeof(why), "wants %s from 0 to %" PRIu64 ", in decimal digits only", wants, max);
+	return refuse(what, val, why);
+}
+
+/* [CHAIN_ID:]SEQ:HASH (the chain id only when chain_ok). NULL, or why not. */
+static const char *parse_anchor(const char *s, bool chain_ok, struct al_vanchor *ret)
+{
+	struct al_vanchor a = {0};
+	const char *c1 = strchr(s, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL, *seq = s;
+	uint8_t id[16];
+
+	if (!c1 || (c2 && (!chain_ok || strchr(c2 + 1, ':'))))
+		return chain_ok ? "wants [CHAIN_ID:]SEQ:HASH" : "wants SEQ:HASH";
+	if (c2) {
+		if (c1 - s != 32 || al_unhex((const uint8_t *)s, 32, id) < 0)
+			return "the chain id is not 32 lowercase hex digits";
+		memcpy(a.chain_id, s, 32);
+		a.has_chain = true;
+		seq = c1 + 1;
+		c1 = c2;
+	}
+	/* A seq is a JSON integer the writer keeps at most 2^53-1 (docs/format.md):
+	 * a larger one is a typo, not a head that could be found. */
+	if (parse_udec(seq, (size_t)(c1 - seq), AL_INT_MAX, &a.seq) < 0)
+		return "the seq is not decimal digits from 0 to 9007199254740991 (2^53-1: no record has a "
+		       "larger one)";
+	if (strlen(c1 + 1) != 2 * AL_HASH_LEN || al_unhex((const uint8_t *)c1 + 1, 2 * AL_HASH_LEN, a.hash) < 0)
+		return "the hash is not 64 lowercase hex digits";
+	*ret = a;
+	return NULL;
+}
+
+/* The --expect-head anchors. At file scope so that they stay reachable
+ * whichever way main() returns (no leak report under ASan). */
+static struct al_vanchor *anchors;
+
+/* Add an --expect-head anchor: one per chain, one without a chain id (the
+ * live file's chain). 0, or 2 after saying why not. */
+static int add_anchor(const char *arg, struct al_vanchor **list, unsigned *n)
+{
+	struct al_vanchor a, *grown;
+	const char *why = parse_anchor(arg, true, &a);
+
+	if (why)
+		return refuse("--expect-head", arg, why);
+	for (unsigned i = 0; i < *n; i++)
+		if ((*list)[i].has_chain == a.has_chain && (!a.has_chain || !strcmp((*list)[i].chain_id, a.chain_id)))
+			return refuse("--expect-head", arg,
+				      a.has_chain ? "a second anchor for this chain (one per chain)"
+						  : "a second anchor without a chain id (give the others as "
+						    "CHAIN_ID:SEQ:HASH)");
+	if (!(grown = realloc(*list, (*n + 1) * sizeof(**list))))
+		return refuse("--expect-head", arg, strerror(ENOMEM));
+	grown[(*n)++] = a;
+	*list = grown;
 	return 0;
 }
 
@@ -293,14 +462,14 @@ int main(int argc, char **argv)
 		{"expect-head", required_argument, NULL, 'e'},
 		{"min-version", required_argument, NULL, 'm'},
 		{"from", required_argument, NULL, 'f'},
-		{"strict", no_argument, NULL, 's'},     {"help", no_argument, NULL, 'h'},
+		{"one-chain", no_argument, NULL, 'O'},   {"strict", no_argument, NULL, 's'},     {"help", no_argument, NULL, 'h'},
 		{"follow", no_argument, NULL, 'F'},
 		{NULL, 0, NULL, 0},
 	};
 	struct report rep = {0};
 	struct al_vopts o = {.on_finding = on_finding, .ctx = &rep};
 	char **paths = NULL;
-	unsigned n = 0;
+	unsigned n = 0, n_anchors = 0;
 	int c, r, ret, follow_tries = 0;
 
 	while ((c = getopt_long(argc, argv, "qhj:", opts, NULL)) != -1) {
@@ -309,39 +478,35 @@ int main(int argc, char **argv)
 		case 'q': rep.quiet = true; break;
 		case 'E': rep.emit = true; break;
 		case 's': rep.strict = true; break;
+		case 'O': o.one_chain = true; break;
 		case 'F': o.follow = true; break;
 		case 'e':
-			if (parse_seq_hash(optarg, &o.expect_seq, o.expect_hash) < 0) {
-				fprintf(stderr, "auditlog-verify: --expect-head wants SEQ:HASH (64 hex digits)\n");
-				return 2;
-			}
-			o.has_expect_head = true;
+			if ((ret = add_anchor(optarg, &anchors, &n_anchors)))
+				goto out;
 			break;
-		case 'f':
-			if (parse_seq_hash(optarg, &o.from_seq, o.from_hash) < 0) {
-				fprintf(stderr, "auditlog-verify: --from wants SEQ:HASH (64 hex digits)\n");
-				return 2;
+		case 'f': {
+			struct al_vanchor a;
+			const char *why = parse_anchor(optarg, false, &a);
+			if (why) {
+				ret = refuse("--from", optarg, why);
+				goto out;
 			}
+			o.from_seq = a.seq;
+			memcpy(o.from_hash, a.hash, AL_HASH_LEN);
 			o.has_from = true;
 			break;
+		}
 		case 'j': {
-			char *end;
-			errno = 0;
-			unsigned long v = strtoul(optarg, &end, 10);
-			if (errno || *end || end == optarg || optarg[0] == '-' || v > 1024) {
-				fprintf(stderr, "auditlog-verify: --jobs wants a number of threads, 0 to 1024\n");
-				return 2;
-			}
+			uint64_t v;
+			if ((ret = parse_num("--jobs", optarg, 1024, "a number of threads", &v)))
+				goto out;
 			o.threads = (unsigned)v;
 			break;
 		}
 		case 'm': {
-			char *end;
-			unsigned long v = strtoul(optarg, &end, 10);
-			if (*end || end == optarg || v > 255) {
-				fprintf(stderr, "auditlog-verify: --min-version wants a number\n");
-				return 2;
-			}
+			uint64_t v;
+			if ((ret = parse_num("--min-version", optarg, 255, "a format version", &v)))
+				goto out;
 			o.min_version = (unsigned)v;
 			break;
 		}
@@ -351,11 +516,27 @@ int main(int argc, char **argv)
 	}
 	if (optind >= argc) {
 		fputs(usage, stderr);
-		return 2;
+		ret = 2;
+		goto out;
 	}
+	o.anchors = anchors;
+	o.n_anchors = n_anchors;
+	o.has_expect_head = n_anchors > 0; /* (the summary's "checked against a head") */
+	/* knobs for tests, as strict as the options: the progress bar's
+	 * threshold (AUDITLOG_VERIFY_PROGRESS_MIN, bytes; default 64 MiB) and the
+	 * workers' block size (AUDITLOG_VERIFY_BLOCK, bytes: a small log in many
+	 * blocks; 0 the default). Empty is unset. */
+	uint64_t bar_min = 64ull << 20;
+	const char *pm = getenv("AUDITLOG_VERIFY_PROGRESS_MIN"), *bs = getenv("AUDITLOG_VERIFY_BLOCK");
+	if (pm && *pm && (ret = parse_num("AUDITLOG_VERIFY_PROGRESS_MIN", pm, UINT64_MAX, "a number of bytes",
+					  &bar_min)))
+		goto out;
+	if (bs && *bs && (ret = parse_num("AUDITLOG_VERIFY_BLOCK", bs, 1u << 30, "a number of bytes", &o.block)))
+		goto out;
 	if (rep.emit && rep.json) {
 		fprintf(stderr, "auditlog-verify: --emit and --json both want stdout\n");
-		return 2;
+		ret = 2;
+		goto out;
 	}
 	rep.out = rep.emit ? stderr : stdout;
 	if (rep.emit)
@@ -368,7 +549,8 @@ int main(int argc, char **argv)
 	if (from_stdin && (argc - optind != 1 || o.follow)) {
 		fprintf(stderr, "auditlog-verify: - (standard input) is the only input when given, and not "
 				"with --follow\n");
-		return 2;
+		ret = 2;
+		goto out;
 	}
 	if (from_stdin)
 		goto verify;
@@ -414,25 +596,8 @@ verify:
 		o.stop = &stop_requested;
 		o.on_wait = on_wait;
 	}
-	/* the progress bar: a terminal on stderr, more than 64 MiB to read
-	 * (AUDITLOG_VERIFY_PROGRESS_MIN overrides the size, for tests) */
-	uint64_t total_size = 0, bar_min = 64ull << 20;
-	const char *pm = getenv("AUDITLOG_VERIFY_PROGRESS_MIN");
-	if (pm && *pm) {
-		char *end;
-		unsigned long long v = strtoull(pm, &end, 10);
-		if (!*end)
-			bar_min = v;
-	}
-	/* the workers' block size (AUDITLOG_VERIFY_BLOCK=BYTES, for tests: a
-	 * small log in many blocks) */
-	const char *bs = getenv("AUDITLOG_VERIFY_BLOCK");
-	if (bs && *bs) {
-		char *end;
-		unsigned long long v = strtoull(bs, &end, 10);
-		if (!*end)
-			o.block = v;
-	}
+	/* the progress bar: a terminal on stderr, more than bar_min to read */
+	uint64_t total_size = 0;
 	for (unsigned i = 0; i < n; i++) {
 		struct stat st;
 		if (stat(paths[i], &st) == 0)
@@ -500,7 +665,7 @@ verify:
 		json_object_set_new(j, "findings", rep.findings);
 		json_object_set_new(j, "expect_head_checked", json_boolean(o.has_expect_head));
 		json_object_set_new(j, "note", json_string(threat_note));
-		json_dumpf(j, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+		json_dumpf(j, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
 		putchar('\n');
 		json_decref(j);
 	} else if (!rep.quiet) {
@@ -531,5 +696,6 @@ out:
 	for (unsigned i = 0; i < n; i++)
 		free(paths[i]);
 	free(paths);
+	free(anchors);
 	return ret;
 }

@@ -315,6 +315,11 @@ static size_t utf8_seq(const uint8_t *s, size_t n, size_t *sub)
 	return need + 1;
 }
 
+size_t al_utf8_seq(const uint8_t *s, size_t n, size_t *sub)
+{
+	return utf8_seq(s, n, sub);
+}
+
 /* Bytes written as themselves: everything but '"', '\\' and controls.
  * (Non-ASCII bytes of valid UTF-8 are copied too.) */
 static inline bool safe_out(uint8_t c)

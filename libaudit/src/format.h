@@ -153,5 +153,10 @@ int al_parse_ts(const uint8_t *s, size_t n, int64_t *ret_sec);
 
 void al_hex(const uint8_t *in, size_t n, char *out); /* 2n lowercase digits, no NUL */
 int al_unhex(const uint8_t *in, size_t n2, uint8_t *out); /* n2 even; -EINVAL */
+/* The format's UTF-8 reading (docs/format.md 3, step 1), for those who show
+ * bytes to people (the verifier's output): the length of the well-formed
+ * sequence at s (n >= 1), or 0 when ill-formed, with *sub set to the length
+ * of its maximal subpart (>= 1: the bytes one U+FFFD replaces). */
+size_t al_utf8_seq(const uint8_t *s, size_t n, size_t *sub);
 
 #endif

@@ -53,5 +53,6 @@
 #define al_ts_ns auditlog__al_ts_ns
 #define al_type_name auditlog__al_type_name
 #define al_unhex auditlog__al_unhex
+#define al_utf8_seq auditlog__al_utf8_seq
 #define al_write_sync auditlog__al_write_sync
 #endif

@@ -57,7 +57,7 @@ struct al_finding {
  * is, else to the chain that holds it (docs/format.md 11). */
 struct al_vanchor {
 	bool has_chain;
-	char chain_id[33];
+	char chain_id[33]; /* 32 lowercase hex digits, NUL-terminated (has_chain) */
 	uint64_t seq;
 	uint8_t hash[AL_HASH_LEN];
 };
