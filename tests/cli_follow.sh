@@ -51,6 +51,34 @@ cmp -s "$d/out" "$d/want" || fail "--emit output ($(wc -l <"$d/out") lines) diff
 grep -q '^intact: ' "$d/err" || fail "no summary on stderr"
 if grep -q ': offset ' "$d/err"; then fail "a finding was reported"; fi
 
+# a hostile directory while it is followed: FIFOs and symlink loops named
+# like the successor (for every seq the chain may go on at), and FIFOs under
+# the writer's exact rotated name, must neither block the follower nor end
+# it; it follows the real rotations and emits exactly what was written
+mkdir "$d/h"
+"$WRITER" "$d/h/audit.log" 10 0 || fail "writer"
+"$VERIFY" --follow --emit "$d/h" >"$d/hout" 2>"$d/herr" &
+vpid=$!
+sleep 0.3
+for n in $(seq 11 700); do
+	mkfifo "$d/h/decoy-$n" "$d/h/audit.log.20990101T000000.000000000Z-$n"
+	ln -s "loop-$n" "$d/h/loop-$n"
+done
+"$WRITER" "$d/h/audit.log" 600 4096 || fail "writer (rotating)"
+for f in "$d"/h/audit.log.*; do [ -f "$f" ] && echo "${f##*-} $f"; done | sort -n | cut -d' ' -f2- >"$d/horder"
+echo "$d/h/audit.log" >>"$d/horder"
+[ "$(wc -l <"$d/horder")" -ge 5 ] || fail "too few rotations in the hostile directory"
+xargs cat <"$d/horder" >"$d/hwant"
+want=$(wc -c <"$d/hwant")
+i=0
+while [ "$(wc -c <"$d/hout")" -lt "$want" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+kill -TERM "$vpid" 2>/dev/null
+wait "$vpid"
+rc=$?
+vpid=
+[ "$rc" = 0 ] || { cat "$d/herr" >&2; fail "exit $rc in a hostile directory"; }
+cmp -s "$d/hout" "$d/hwant" || { cat "$d/herr" >&2; fail "--emit in a hostile directory differs from the log"; }
+
 # --follow on two chains: a usage error
 mkdir "$d/two"
 "$WRITER" "$d/two/a.log" 10 0 && "$WRITER" "$d/two/b.log" 10 0 || fail "writer"

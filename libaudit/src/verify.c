@@ -1129,33 +1129,49 @@ static const char *keep_path(struct vctx *c, const char *dir, int dl, const char
 	return p + sizeof(char *);
 }
 
-/* --follow: the writer's active path for the chain's head file. When the
- * head is a rotated file (<name>.<YYYYMMDDTHHMMSS.NNNNNNNNNZ>-<seq>,
- * docs/format.md 6: the listing raced a rotation), the active path is its
- * name without that suffix; the file there continues it. */
-static const char *active_path(struct vctx *c, const char *path)
+/* A rotated file's name, <name>.<YYYYmmddTHHMMSS.nnnnnnnnnZ>-<first seq>
+ * (docs/format.md 6): the length of <name>, and the seq in *ret_seq; 0 when
+ * base is not of that form. */
+static size_t rotated_name(const char *base, uint64_t *ret_seq)
 {
-	const char *sl = strrchr(path, '/'), *base = sl ? sl + 1 : path;
 	size_t len = strlen(base), i, dash;
-	int dl = (int)(base - path);
-	char *name;
-	const char *p;
+	uint64_t seq = 0;
 
 	for (dash = len; dash > 0 && base[dash - 1] != '-'; dash--)
 		;
-	/* ".YYYYMMDDTHHMMSS.NNNNNNNNNZ-" is 27 bytes before the seq */
-	if (dash < 29 || dash == len || base[dash - 28] != '.')
-		return path;
-	for (i = dash; i < len; i++)
+	/* ".YYYYMMDDTHHMMSS.NNNNNNNNNZ-" is 28 bytes before the seq, after >= 1 of the name */
+	if (dash < 29 || dash == len || len - dash > 16 || base[dash - 28] != '.')
+		return 0;
+	for (i = dash; i < len; i++) {
 		if (base[i] < '0' || base[i] > '9')
-			return path;
+			return 0;
+		seq = seq * 10 + (uint64_t)(base[i] - '0');
+	}
 	for (i = 0; i < 26; i++) {
 		char ch = base[dash - 27 + i];
 		bool ok = i == 8 ? ch == 'T' : i == 15 ? ch == '.' : i == 25 ? ch == 'Z' : (ch >= '0' && ch <= '9');
 		if (!ok)
-			return path;
+			return 0;
 	}
-	name = strndup(base, dash - 28);
+	*ret_seq = seq;
+	return dash - 28;
+}
+
+/* --follow: the writer's active path for the chain's head file. When the
+ * head is a rotated file (the listing raced a rotation), the active path is
+ * its name without that suffix; the file there continues it. */
+static const char *active_path(struct vctx *c, const char *path)
+{
+	const char *sl = strrchr(path, '/'), *base = sl ? sl + 1 : path;
+	int dl = (int)(base - path);
+	uint64_t seq;
+	size_t n = rotated_name(base, &seq);
+	char *name;
+	const char *p;
+
+	if (!n)
+		return path;
+	name = strndup(base, n);
 	if (!name)
 		return NULL;
 	p = keep_path(c, path, dl, name);
@@ -1182,15 +1198,18 @@ static int successor(struct vctx *c, struct vfile *f, uint64_t next_seq)
 		return 0; /* still the active file */
 	r = try_successor(c, f, act, &mine, &nf);
 	if (r == 0) { /* rotated more than once since: look for the rotated successor */
-		char dir[4096], suffix[32];
+		char dir[4096];
+		const char *abase = act + dl;
+		size_t an = strlen(abase);
 		snprintf(dir, sizeof(dir), "%.*s", dl ? dl : 1, dl ? act : ".");
-		snprintf(suffix, sizeof(suffix), "-%" PRIu64, next_seq);
 		DIR *d = opendir(dir);
 		struct dirent *e;
-		size_t sn = strlen(suffix);
 		while (d && r == 0 && (e = readdir(d))) {
-			size_t len = strlen(e->d_name);
-			if (len <= sn || strcmp(e->d_name + len - sn, suffix) != 0)
+			uint64_t seq;
+			/* only <active name>.<UTC time>-<next seq>, the writer's name for it
+			 * (and its header must link to f: try_successor) */
+			if (rotated_name(e->d_name, &seq) != an || strncmp(e->d_name, abase, an) != 0 ||
+			    seq != next_seq)
 				continue;
 			const char *p = keep_path(c, act, dl, e->d_name);
 			r = p ? try_successor(c, f, p, &mine, &nf) : -ENOMEM;
