@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -442,6 +443,58 @@ static void test_hostile_dir(void **state)
 	free(dir);
 }
 
+/* --emit with workers passes on the bytes they checked: a line changed in
+ * the file after its block was checked (while the walk is behind) is never
+ * emitted changed. */
+struct emit_race {
+	const char *path;
+	uint8_t *orig;
+	size_t orig_len;
+	uint64_t change_at; /* offset of the line changed at the first emit */
+	unsigned emitted, bad;
+};
+
+static void emit_race_record(void *ctx, const uint8_t *line, size_t len)
+{
+	struct emit_race *er = ctx;
+	if (!er->emitted++) {
+		/* let the workers run their window ahead, then change a line there */
+		struct timespec ts = {.tv_nsec = 200 * 1000000};
+		nanosleep(&ts, NULL);
+		int fd = open(er->path, O_WRONLY | O_CLOEXEC);
+		uint8_t *p = memmem(er->orig + er->change_at, er->orig_len - er->change_at, "C_Sign", 6);
+		assert_true(fd >= 0 && p);
+		assert_int_equal(pwrite(fd, "C_Sigm", 6, (off_t)(p - er->orig)), 6);
+		close(fd);
+	}
+	/* every line emitted is one of the original file, byte for byte */
+	if (!memmem(er->orig, er->orig_len, line, len))
+		er->bad++;
+}
+
+static void test_emit_verified_bytes(void **state)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	struct emit_race er = {.path = path};
+	struct al_vopts o = {.threads = 3, .block = 4096, .on_record = emit_race_record, .ctx = &er};
+	struct al_vresult res;
+
+	tu_write_log(path, 1, 3000, 0, 3, 0);
+	er.orig = tu_read_file(path, &er.orig_len);
+	assert_non_null(er.orig);
+	er.change_at = 5 * 4096 + 100;
+	char *one[] = {path};
+	assert_int_equal(al_verify_files(one, 1, &o, &res), 0);
+	assert_true(er.emitted > 1000);
+	assert_true(res.taken > 0);
+	assert_int_equal(er.bad, 0);
+	al_vresult_free(&res);
+	free(er.orig);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -450,6 +503,7 @@ int main(void)
 		cmocka_unit_test(test_recovered),    cmocka_unit_test(test_first_header),
 		cmocka_unit_test(test_from_checkpoint),
 		cmocka_unit_test(test_hostile_dir),
+		cmocka_unit_test(test_emit_verified_bytes),
 	};
 	tu_filter();
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -124,7 +124,6 @@ struct vctx {
 	char *names;               /* renamed paths, for the messages (a list: next at the start) */
 	struct al_vpool *pool;     /* workers checking ahead (made for the first large file) */
 	bool no_pool;              /* none to be made */
-	uint8_t *blockbuf;         /* on_record: the lines of a block the workers verified */
 	unsigned *order;           /* files by chain, then first seq: the walk's order */
 };
 
@@ -1248,15 +1247,10 @@ static struct al_vpool *pool_for(struct vctx *c, const struct vfile *f)
 
 	if (c->no_pool || o->follow || f->limit / block < 2)
 		return NULL;
-	if (o->on_record && !c->blockbuf) {
-		c->blockbuf = malloc(block + AL_LINE_MAX);
-		if (!c->blockbuf)
-			return NULL;
-	}
 	if (!c->pool) {
 		unsigned n = o->threads ? o->threads : al_vpool_cpus();
 		/* no workers to be had: the walk does it all, with the same result */
-		if (n < 2 || al_vpool_new(n, block, &c->pool) < 0) {
+		if (n < 2 || al_vpool_new(n, block, o->on_record != NULL, &c->pool) < 0) {
 			c->no_pool = true;
 			return NULL;
 		}
@@ -1265,24 +1259,18 @@ static struct al_vpool *pool_for(struct vctx *c, const struct vfile *f)
 	return c->pool;
 }
 
-/* on_record for each line of a block the workers verified: read back (it
- * is in the page cache: they just read it). */
-static int emit_block(struct vctx *c, struct vfile *f, const struct al_vblock *b)
+/* on_record for each line of a block the workers verified: from the bytes
+ * they checked (a line changed in the file since is never passed on). */
+static int emit_block(struct vctx *c, const struct al_vblock *b)
 {
-	size_t n = (size_t)(b->end - b->start);
-	ssize_t got = al_pread_full(f->fd, c->blockbuf, n, b->start);
-
-	if (got < 0)
-		return -errno;
-	if ((size_t)got < n)
-		return -EIO; /* the file shrank under us */
-	for (size_t pos = 0; pos < n;) {
-		const uint8_t *nl = memchr(c->blockbuf + pos, '\n', n - pos);
-		if (!nl)
-			return -EIO; /* changed since the workers read it */
-		size_t len = (size_t)(nl - (c->blockbuf + pos));
-		c->o->on_record(c->o->ctx, c->blockbuf + pos, len);
-		pos += len + 1;
+	if (!b->data || b->start < b->data_off || b->end - b->data_off > b->data_len)
+		return -EIO; /* (a kept pool always has them) */
+	const uint8_t *p = b->data + (b->start - b->data_off), *end = b->data + (b->end - b->data_off);
+	while (p < end) {
+		const uint8_t *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t len = (size_t)(nl - p); /* every line of the block ends in one */
+		c->o->on_record(c->o->ctx, p, len);
+		p = nl + 1;
 	}
 	return 0;
 }
@@ -1315,7 +1303,7 @@ static int walk_file(struct vctx *c, struct vfile *f, struct walk *w)
 		while (blk && base + pos >= blk->start) {
 			/* at (or past) the next block the workers checked */
 			if (base + pos == blk->start && can_take(w, blk)) {
-				if (c->o->on_record && !w->side && (r = emit_block(c, f, blk)) < 0)
+				if (c->o->on_record && !w->side && (r = emit_block(c, blk)) < 0)
 					goto out;
 				take_block(w, blk);
 				lineno += blk->lines;
@@ -2145,7 +2133,6 @@ out:
 		free(p);
 	}
 	al_vpool_free(c.pool);
-	free(c.blockbuf);
 	free(c.anch_seen);
 	free(c.order);
 	free(c.files);

@@ -149,6 +149,11 @@ struct al_vblock {
 	uint8_t last_hash[AL_HASH_LEN];
 	bool has_expect; /* the record with the expected head's seq is here */
 	uint8_t expect_hash[AL_HASH_LEN];
+	/* the bytes the worker checked, [data_off, data_off + data_len) of the
+	 * file (kept pools only: valid until al_vpool_next) */
+	const uint8_t *data;
+	uint64_t data_off;
+	size_t data_len;
 	/* the last min(lines, AL_VRING) records: line i at [i % AL_VRING] */
 	uint64_t ring_seq[AL_VRING], ring_off[AL_VRING];
 	uint32_t ring_len[AL_VRING];
@@ -160,7 +165,9 @@ ssize_t al_pread_full(int fd, uint8_t *buf, size_t n, uint64_t off);
 
 struct al_vpool;
 unsigned al_vpool_cpus(void);
-int al_vpool_new(unsigned threads, uint64_t block, struct al_vpool **ret);
+/* keep: each result keeps the bytes its worker checked (al_vblock.data), so
+ * that the walk passes on exactly those (--emit), not a second read. */
+int al_vpool_new(unsigned threads, uint64_t block, bool keep, struct al_vpool **ret);
 void al_vpool_free(struct al_vpool *pl);
 /* Check file fd up to limit, block by block, ahead of the walk. */
 void al_vpool_start(struct al_vpool *pl, int fd, uint64_t limit, unsigned min_version, bool has_expect,

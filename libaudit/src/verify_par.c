@@ -27,6 +27,7 @@
 struct slot {
 	bool ready;
 	struct al_vblock b;
+	uint8_t *buf; /* keep: the block's bytes, read here by its worker */
 };
 
 struct al_vpool {
@@ -36,6 +37,7 @@ struct al_vpool {
 	unsigned nth;
 	bool quit;
 	uint64_t block;
+	bool keep;
 	unsigned window;
 	struct slot *slot;
 	/* the job: one file; blocks [head, take) are being checked or wait */
@@ -90,6 +92,9 @@ static void check_block(const struct job *j, uint64_t k, uint8_t *buf, uint8_t *
 	ssize_t got = al_pread_full(j->fd, buf, (size_t)(r1 - r0), r0);
 	if (got < 0)
 		return; /* the walk reads it itself and reports the error */
+	b->data = buf;
+	b->data_off = r0;
+	b->data_len = (size_t)got;
 	size_t n = (size_t)got, from = a ? (size_t)(a - 1 - r0) : 0;
 	if (from >= n)
 		return;
@@ -170,6 +175,10 @@ static void *worker(void *arg)
 	uint8_t *work = malloc(AL_HASH_LEN + AL_BODY_MAX);
 	struct al_vblock *b = malloc(sizeof(*b));
 
+	if (pl->keep) { /* the slots hold the bytes */
+		free(buf);
+		buf = NULL;
+	}
 	pthread_mutex_lock(&pl->mu);
 	for (;;) {
 		while (!pl->quit && !(pl->take < pl->nblocks && pl->take < pl->head + pl->window))
@@ -181,9 +190,13 @@ static void *worker(void *arg)
 				.min_version = pl->min_version, .has_expect = pl->has_expect,
 				.expect_seq = pl->expect_seq};
 		pl->busy++;
+		/* slot k % window is free: the walk is done with block k - window */
+		uint8_t *into = pl->keep ? pl->slot[k % pl->window].buf : buf;
 		pthread_mutex_unlock(&pl->mu);
-		if (buf && dec && work && b) {
-			check_block(&j, k, buf, dec, work, b);
+		if (into && dec && work && b) {
+			check_block(&j, k, into, dec, work, b);
+			if (!pl->keep)
+				b->data = NULL; /* (its own buffer: read again next block) */
 		} else if (b) { /* out of memory: an empty result; the walk reads the block itself */
 			memset(b, 0, sizeof(*b));
 			b->k = k;
@@ -216,7 +229,7 @@ unsigned al_vpool_cpus(void)
 	return n > 0 ? (unsigned)n : 1;
 }
 
-int al_vpool_new(unsigned threads, uint64_t block, struct al_vpool **ret)
+int al_vpool_new(unsigned threads, uint64_t block, bool keep, struct al_vpool **ret)
 {
 	struct al_vpool *pl = calloc(1, sizeof(*pl));
 	int r;
@@ -228,12 +241,18 @@ int al_vpool_new(unsigned threads, uint64_t block, struct al_vpool **ret)
 	pthread_cond_init(&pl->done, NULL);
 	pl->block = block ? block : AL_VBLOCK;
 	pl->window = 4 * threads;
+	pl->keep = keep;
 	pl->slot = calloc(pl->window, sizeof(*pl->slot));
 	pl->th = calloc(threads, sizeof(*pl->th));
 	if (!pl->slot || !pl->th) {
 		al_vpool_free(pl);
 		return -ENOMEM;
 	}
+	for (unsigned i = 0; keep && i < pl->window; i++)
+		if (!(pl->slot[i].buf = malloc(pl->block + 2 * AL_LINE_MAX))) {
+			al_vpool_free(pl);
+			return -ENOMEM;
+		}
 	for (; pl->nth < threads; pl->nth++) {
 		r = pthread_create(&pl->th[pl->nth], NULL, worker, pl);
 		if (r) {
@@ -259,6 +278,8 @@ void al_vpool_free(struct al_vpool *pl)
 	pthread_cond_destroy(&pl->done);
 	pthread_mutex_destroy(&pl->mu);
 	free(pl->th);
+	for (unsigned i = 0; pl->slot && i < pl->window; i++)
+		free(pl->slot[i].buf);
 	free(pl->slot);
 	free(pl);
 }
