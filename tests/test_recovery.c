@@ -103,6 +103,7 @@ static void test_torn_tail(void **state)
 	assert_int_equal(w.events, 120);
 	assert_int_equal(w.recoveries, 2);
 	assert_int_equal(tu_verify_dir(dir), 2);
+	assert_int_equal(tu_verify_stream(path), 2);
 	free(path);
 	tu_rmtree(dir);
 	free(dir);
@@ -168,6 +169,7 @@ static void test_nul_hole(void **state)
 	/* the verifier agrees: the hole and the complete lines after it are the
 	 * damage the recovery record names, one finding, recovered */
 	assert_int_equal(tu_verify_dir(dir), 1);
+	assert_int_equal(tu_verify_stream(path), 1); /* a stream waits for the repair */
 	free(path);
 	tu_rmtree(dir);
 	free(dir);
@@ -208,6 +210,7 @@ static void test_damage_within_bound(void **state)
 	walk_ok(path, &w);
 	assert_int_equal(w.events, 305);
 	assert_int_equal(tu_verify_dir(dir), 1);
+	assert_int_equal(tu_verify_stream(path), 1); /* a stream waits for the repair */
 	free(zeros);
 	free(path);
 	tu_rmtree(dir);

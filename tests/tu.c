@@ -440,3 +440,24 @@ unsigned tu_verify_dir(const char *dir)
 		fail_msg("%s: %u finding(s) from the verification engine", dir, v.bad);
 	return v.recovered;
 }
+
+unsigned tu_verify_stream(const char *path)
+{
+	struct tu_vctx v = {0};
+	struct al_vopts o = {.on_finding = tu_on_finding, .ctx = &v};
+	struct al_vresult res;
+	struct al_vstream *st;
+	size_t len;
+	uint8_t *buf = tu_read_file(path, &len);
+
+	assert_non_null(buf);
+	assert_int_equal(al_vstream_new(path, &o, &res, &st), 0);
+	for (size_t k = 0, piece = 1; k < len; k += piece, piece = 1 + (piece * 389 + 7) % 8191)
+		assert_int_equal(al_vstream_feed(st, buf + k, len - k < piece ? len - k : piece), 0);
+	assert_int_equal(al_vstream_end(st), 0);
+	al_vresult_free(&res);
+	free(buf);
+	if (v.bad)
+		fail_msg("%s as a stream: %u finding(s) from the verification engine", path, v.bad);
+	return v.recovered;
+}

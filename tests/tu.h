@@ -79,6 +79,9 @@ void tu_write_log(const char *path, unsigned version, unsigned n, uint64_t rotat
  * fails the test, listing the findings, on any integrity finding other than
  * `recovered`. Returns the number of recovered findings. */
 unsigned tu_verify_dir(const char *dir);
+/* The same for one file fed to the engine as a stream, in pieces of 1 byte
+ * to 8 KiB. */
+unsigned tu_verify_stream(const char *path);
 
 /* Open a log at path with a fresh config; cfg tweaks through the callback. */
 struct auditlog_config *tu_config(const char *path);

@@ -125,6 +125,7 @@ struct vctx {
 	struct al_vpool *pool;     /* workers checking ahead (made for the first large file) */
 	bool no_pool;              /* none to be made */
 	unsigned *order;           /* files by chain, then first seq: the walk's order */
+	struct al_vstream *stream; /* a stream's (find_bridge defers there), NULL for files */
 };
 
 static bool stopped(const struct vctx *c)
@@ -712,7 +713,7 @@ static void hold(struct walk *w, const struct al_parsed *p, const uint8_t *line,
 	x->on = true;
 }
 
-static bool find_bridge(struct walk *w, uint64_t lineno, uint64_t d);
+static bool find_bridge(struct walk *w, uint64_t lineno, uint64_t d, bool unparsed);
 
 /* A record that parsed, nothing held before it. after_damage: damaged
  * lines were reported right before it. */
@@ -741,7 +742,7 @@ static void process(struct walk *w, const struct al_parsed *p, const uint8_t *li
 	}
 	uint64_t e = w->next;
 	bool ok = chains_from(w, p, line, w->prev);
-	if (!(seq == e && ok) && !after_damage && find_bridge(w, lineno, off))
+	if (!(seq == e && ok) && !after_damage && find_bridge(w, lineno, off, false))
 		return; /* crash damage: repaired further on */
 	if (seq == e && ok) {
 		bool clean = false;
@@ -886,13 +887,20 @@ static bool bridge_check(struct walk *w, uint64_t at, uint64_t d, uint64_t *ret_
  * repairs? The writer repairs at most AL_RECOVERY_MAX bytes, so that is how
  * far the file is searched (once: the recovery records met on the way are
  * kept for the next damage). Files only: a stream cannot look ahead. */
-static bool find_bridge(struct walk *w, uint64_t lineno, uint64_t d)
+static bool stream_defer(struct al_vstream *s, uint64_t lineno, uint64_t d);
+
+static bool find_bridge(struct walk *w, uint64_t lineno, uint64_t d, bool unparsed)
 {
 	struct vfile *f = w->f;
 	uint64_t end, found = 0, dl = 0;
 
-	if (f->fd < 0 || !w->have_next || !w->next || w->x.on || w->damage || w->moved || w->bridge ||
+	if (!w->have_next || !w->next || w->x.on || w->damage || w->moved || w->bridge ||
 	    (w->c->o->has_from && !w->c->past_from))
+		return false;
+	if (w->c->stream) /* (honest crash damage starts with an unparseable line: NULs run
+			   * into the next line) */
+		return unparsed && stream_defer(w->c->stream, lineno, d);
+	if (f->fd < 0)
 		return false;
 	end = f->limit - d > AL_RECOVERY_MAX + AL_LINE_MAX ? d + AL_RECOVERY_MAX + AL_LINE_MAX : f->limit;
 	/* what was seen ahead before */
@@ -999,7 +1007,7 @@ static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t
 		return;
 	}
 	if (e != AL_PERR_OK) {
-		if (find_bridge(w, lineno, off))
+		if (find_bridge(w, lineno, off, true))
 			return;
 		settle_end(w, NULL);
 		if (!w->damage) {
@@ -2152,7 +2160,21 @@ struct al_vstream {
 	uint64_t lineno, off; /* complete lines and their bytes so far */
 	uint8_t *part;        /* a line not complete yet (part_cap + 1: room for its '\n') */
 	size_t plen, part_cap; /* its bytes (at most WALK_BUF); grown as lines need */
+	/* Crash damage: a stream cannot look ahead for the recovery record that
+	 * repairs it (find_bridge), so from an unparseable line right after a
+	 * verified record its lines wait here (the stream's bytes from d on)
+	 * until that record comes, STREAM_DEFER bytes pass, or the stream ends;
+	 * then they are checked, as damage it repairs or one by one. */
+	bool defer_now;       /* find_bridge asked: this line starts the wait */
+	bool deferring, replaying;
+	uint64_t defer_d, defer_line0, no_bridge_d;
+	uint8_t *dbuf;        /* the waiting lines' bytes, '\n' included */
+	size_t dlen, dcap;
+	uint64_t *doff;       /* each one's stream offset */
+	size_t dn, dncap;
 };
+
+#define STREAM_DEFER (8u << 20)
 
 void al_vstream_free(struct al_vstream *s)
 {
@@ -2172,6 +2194,8 @@ void al_vstream_free(struct al_vstream *s)
 	free(s->c.work);
 	free(s->part);
 	free(s->name);
+	free(s->dbuf);
+	free(s->doff);
 	free(s);
 }
 
@@ -2201,6 +2225,7 @@ int al_vstream_new(const char *name, const struct al_vopts *o, struct al_vresult
 		return -ENOMEM;
 	}
 	s->w->c = &s->c;
+	s->c.stream = s;
 	s->w->ch = &res->chain[0];
 	if (anchors_init(&s->c, 1) < 0) {
 		al_vstream_free(s);
@@ -2231,16 +2256,14 @@ static struct vfile *segment(struct al_vstream *s, const struct vfile *head)
 
 /* One complete line (line[len] is its '\n'), or (piece) WALK_BUF bytes of a
  * longer one, checked as walk_file checks them: one unparseable line. */
-static int stream_line(struct al_vstream *s, const uint8_t *line, size_t len, bool piece)
+static int stream_check(struct al_vstream *s, const uint8_t *line, size_t len, bool piece, uint64_t lineno,
+			uint64_t off)
 {
 	static const char hdr[] = "\"type\":\"header\"";
 	struct vctx *c = &s->c;
 	struct walk *w = s->w;
-	uint64_t lineno = ++s->lineno, off = s->off;
 	struct vfile head = {0};
 
-	s->off += len + !piece;
-	c->res->bytes += len + !piece;
 	/* the stream's first line, or a trusted header of this chain that
 	 * continues from the record before it or later (the next file of a
 	 * rotated set, concatenated; later: a file is missing): a segment
@@ -2284,6 +2307,152 @@ static int stream_line(struct al_vstream *s, const uint8_t *line, size_t len, bo
 	}
 	check_line(w, line, piece ? AL_LINE_MAX : len, lineno, off);
 	return 0;
+}
+
+/* find_bridge, in a stream: the line at d (line lineno) starts the wait. */
+static bool stream_defer(struct al_vstream *s, uint64_t lineno, uint64_t d)
+{
+	if (d == s->no_bridge_d && s->replaying)
+		return false; /* waited for it already: nothing came */
+	s->defer_now = true;
+	s->defer_d = d;
+	s->defer_line0 = lineno;
+	return true;
+}
+
+static bool dbuf_sha(void *ctx, uint64_t off, uint64_t len, uint8_t out[AL_HASH_LEN])
+{
+	const struct al_vstream *s = ctx;
+	if (off < s->defer_d || off - s->defer_d > s->dlen || len > s->dlen - (off - s->defer_d))
+		return false;
+	SHA256(s->dbuf + (off - s->defer_d), (size_t)len, out);
+	return true;
+}
+
+static int dbuf_byte(void *ctx, uint64_t off)
+{
+	const struct al_vstream *s = ctx;
+	return off >= s->defer_d && off - s->defer_d < s->dlen ? s->dbuf[off - s->defer_d] : -1;
+}
+
+static int defer_add(struct al_vstream *s, const uint8_t *line, size_t len, uint64_t off)
+{
+	if (s->dlen + len + 1 > s->dcap) {
+		size_t cap = s->dcap ? s->dcap : 65536;
+		while (cap < s->dlen + len + 1)
+			cap *= 2;
+		uint8_t *p = realloc(s->dbuf, cap);
+		if (!p)
+			return -ENOMEM;
+		s->dbuf = p;
+		s->dcap = cap;
+	}
+	if (s->dn == s->dncap) {
+		size_t cap = s->dncap ? s->dncap * 2 : 256;
+		uint64_t *p = realloc(s->doff, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		s->doff = p;
+		s->dncap = cap;
+	}
+	memcpy(s->dbuf + s->dlen, line, len);
+	s->dbuf[s->dlen + len] = '\n';
+	s->dlen += len + 1;
+	s->doff[s->dn++] = off;
+	return 0;
+}
+
+/* The wait is over: check the lines that waited (a bridge found or not).
+ * One of them may start a new wait: the lines from it on wait again. */
+static int defer_release(struct al_vstream *s)
+{
+	while (s->deferring) {
+		size_t i = 0;
+		s->deferring = false;
+		s->replaying = true;
+		for (; i < s->dn; i++) {
+			uint64_t off = s->doff[i];
+			size_t at = (size_t)(off - s->defer_d), end = i + 1 < s->dn ? (size_t)(s->doff[i + 1] - s->defer_d)
+										  : s->dlen;
+			int r = stream_check(s, s->dbuf + at, end - at - 1, false, s->defer_line0 + i, off);
+			if (r < 0)
+				return r;
+			if (s->defer_now)
+				break;
+		}
+		s->replaying = false;
+		if (i < s->dn) { /* a new wait, from line i */
+			size_t at = (size_t)(s->doff[i] - s->defer_d);
+			s->defer_now = false;
+			memmove(s->dbuf, s->dbuf + at, s->dlen - at);
+			s->dlen -= at;
+			memmove(s->doff, s->doff + i, (s->dn - i) * sizeof(*s->doff));
+			s->dn -= i;
+			s->deferring = true;
+			/* (defer_d and defer_line0 are the new line's, set by stream_defer) */
+		} else {
+			s->dn = s->dlen = 0;
+		}
+	}
+	return 0;
+}
+
+/* A line that waits: the recovery record that repairs the damage at defer_d? */
+static int defer_line(struct al_vstream *s, const uint8_t *line, size_t len, uint64_t off)
+{
+	struct walk *w = s->w;
+	struct al_parsed p;
+	size_t eoff;
+	int r = defer_add(s, line, len, off);
+
+	if (r < 0)
+		return r;
+	if (al_maybe_recovery(line, len) && len + 1 <= AL_LINE_MAX &&
+	    al_parse(line, len, s->c.line2, &p, &eoff) == AL_PERR_OK) {
+		struct al_tailrec t = {.seq = w->next - 1, .version = (uint8_t)w->last_version};
+		struct al_recovery_io io = {.sha = dbuf_sha, .byte = dbuf_byte, .ctx = s};
+		memcpy(t.hash, w->prev, AL_HASH_LEN);
+		if (w->have_ts)
+			memcpy(t.ts, w->last_ts, AL_TS_LEN);
+		else
+			memset(t.ts, '0', AL_TS_LEN);
+		if (al_recovery_repairs(&p, line, off, s->defer_d, &t, &io, s->c.work)) {
+			w->bridge = true;
+			w->bridge_at = off;
+			w->bridge_off = s->defer_d;
+			w->bridge_line = s->defer_line0;
+			w->bridge_len = p.rec.f[AL_F_DAMAGE_LENGTH].u;
+			return defer_release(s);
+		}
+	}
+	if (s->dlen > STREAM_DEFER) {
+		s->no_bridge_d = s->defer_d;
+		return defer_release(s);
+	}
+	return 0;
+}
+
+static int stream_line(struct al_vstream *s, const uint8_t *line, size_t len, bool piece)
+{
+	uint64_t lineno = ++s->lineno, off = s->off;
+	int r;
+
+	s->off += len + !piece;
+	s->c.res->bytes += len + !piece;
+	if (s->deferring && !piece)
+		return defer_line(s, line, len, off);
+	while (s->deferring) { /* a line longer than any record: no repair is waited for */
+		s->no_bridge_d = s->defer_d;
+		r = defer_release(s);
+		if (r < 0)
+			return r;
+	}
+	r = stream_check(s, line, len, piece, lineno, off);
+	if (r < 0 || !s->defer_now)
+		return r;
+	s->defer_now = false;
+	s->deferring = true;
+	return defer_add(s, line, len, off);
 }
 
 int al_vstream_feed(struct al_vstream *s, const uint8_t *buf, size_t n)
@@ -2331,6 +2500,15 @@ int al_vstream_end(struct al_vstream *s)
 {
 	struct vctx *c = &s->c;
 	struct walk *w = s->w;
+
+	while (s->deferring) { /* the stream ended before a repair came */
+		s->no_bridge_d = s->defer_d;
+		int r = defer_release(s);
+		if (r < 0) {
+			al_vstream_free(s);
+			return r;
+		}
+	}
 
 	c->cur = s->f;
 	if (!c->res->chain[0].chain_id[0] && c->more) { /* no trusted header: the first one's id */
