@@ -222,6 +222,14 @@ grep -qh '"action":"C_Login","outcome":"failure"' /var/log/softtoken/softtoken-*
 	fail "the wrong PIN left no failed C_Login record"
 echo "records by action:"
 cat /var/log/softtoken/softtoken-*.log | grep -o '"action":"[A-Za-z_]*"' | cut -d'"' -f4 | sort | uniq -c | sort -rn
+
+echo "-- purge keeps the tokens and the trail (docs/packaging.md)"
+apt-get purge -y -qq softtoken >/dev/null 2>&1 || fail "apt-get purge softtoken"
+[ ! -e /etc/softtoken/softtoken.conf ] || fail "purge left the conffile"
+[ -f /var/lib/softtoken/slot0/token.json ] || fail "purge deleted the token"
+ls /var/log/softtoken/softtoken-0.log >/dev/null || fail "purge deleted the audit trail"
+auditlog-verify -q /var/log/softtoken || fail "the trail after purge does not verify"
+echo "purged: the token and the trail are still there, and still verify"
 DEMOEOF
 # /proc, /sys and /dev for the chroot, in a mount namespace of its own:
 # they go away with it
