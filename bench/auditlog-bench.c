@@ -57,6 +57,7 @@
 #include <auditlog.h>
 
 #include "benchutil.h"
+#include "cli.h"
 #include "format.h"
 
 #ifndef AUDITLOG_BENCH_BUILD_TYPE
@@ -299,7 +300,8 @@ static void usage(FILE *f)
 	      "  --enqueue-samples N  timed auditlog_record calls per producer (default 250000)\n"
 	      "  --log PATH           only write --events events into PATH through the library\n"
 	      "                       and keep it (an existing log is continued); no other phase\n"
-	      "  -h, --help           this text\n",
+	      "  -h, --help           this text\n"
+	      "  --version            the version\n",
 	      f);
 }
 
@@ -322,6 +324,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{"sync-samples", required_argument, NULL, OPT_SYNC},
 		{"enqueue-samples", required_argument, NULL, OPT_ENQ},
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -383,12 +386,10 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case 'h':
 			usage(stdout);
 			exit(0);
-		case ':':
-			bad_arg("%s needs a value", argv[optind - 1]);
-		default:
-			if (optopt)
-				bad_arg("unknown option '-%c'", optopt);
-			bad_arg("unknown option '%s'", argv[optind - 1]);
+		case 'V':
+			exit(cli_version(bench_prog));
+		default: /* '?', ':' */
+			exit(cli_bad_option(bench_prog, ":h", lo, argv));
 		}
 	}
 	if (optind < argc)

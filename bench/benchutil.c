@@ -14,15 +14,14 @@
 #include <unistd.h>
 
 #include "benchutil.h"
+#include "cli.h"
 
 __attribute__((format(printf, 1, 2), noreturn)) void bad_arg(const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	fprintf(stderr, "%s: ", bench_prog);
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n%s: try '%s --help'\n", bench_prog, bench_prog);
+	cli_usage_verror(bench_prog, fmt, ap);
 	va_end(ap);
 	exit(2);
 }

@@ -67,6 +67,7 @@
 #include <openssl/rsa.h>
 
 #include "benchutil.h"
+#include "cli.h"
 #include "p11names.h"
 
 /* Last: in its default (compat) mode this header #defines common words
@@ -364,6 +365,7 @@ static void usage(FILE *f)
 	      "  --pbkdf2-iterations N  our token's PIN key derivation (default 1000, its\n"
 	      "                       minimum; login is not timed)\n"
 	      "  -h, --help           this text\n"
+	      "  --version            the version\n"
 	      "\n"
 	      "Exit status: 0 done, 1 failure (module, OpenSSL, system, audit record count),\n"
 	      "2 bad arguments, 3 --compare found a regression.\n",
@@ -424,6 +426,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{"audit-sync", required_argument, NULL, OPT_SYNC},
 		{"pbkdf2-iterations", required_argument, NULL, OPT_PBKDF2},
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	uint64_t l[MAX_LIST];
@@ -527,12 +530,10 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case 'h':
 			usage(stdout);
 			exit(0);
-		case ':':
-			bad_arg("%s needs a value", argv[optind - 1]);
-		default:
-			if (optopt)
-				bad_arg("unknown option '-%c'", optopt);
-			bad_arg("unknown option '%s'", argv[optind - 1]);
+		case 'V':
+			exit(cli_version(bench_prog));
+		default: /* '?', ':' */
+			exit(cli_bad_option(bench_prog, ":h", lo, argv));
 		}
 	}
 	if (optind < argc)

@@ -39,6 +39,7 @@
 #include <jansson.h>
 #include <openssl/sha.h>
 
+#include "cli.h"
 #include "verify.h"
 
 #ifndef VERIFY_BENCH_BUILD_TYPE
@@ -201,6 +202,7 @@ int main(int argc, char **argv)
 		{"dir", required_argument, NULL, 'd'},  {"events", required_argument, NULL, 'n'},
 		{"runs", required_argument, NULL, 'r'}, {"keep", no_argument, NULL, 'k'},
 		{"log", required_argument, NULL, 'l'},  {"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *base = "/var/tmp", *given = NULL;
@@ -208,6 +210,7 @@ int main(int argc, char **argv)
 	bool keep = false;
 	int c, r;
 
+	opterr = 0; /* a bad option gets one line: cli_bad_option */
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		char *end;
 		switch (c) {
@@ -226,9 +229,11 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'h':
-			printf("usage: verify-bench [--dir DIR] [--events N] [--runs N] [--keep] [--log FILE]\n");
+			printf("usage: verify-bench [--dir DIR] [--events N] [--runs N] [--keep] [--log FILE]\n"
+			       "       verify-bench --version\n");
 			return 0;
-		default: return 2;
+		case 'V': return cli_version("verify-bench");
+		default: return cli_bad_option("verify-bench", "h", opts, argv);
 		}
 	}
 	struct statfs sf;

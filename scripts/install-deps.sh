@@ -7,6 +7,10 @@ PKGS="build-essential cmake ninja-build pkg-config python3
 libssl-dev libjansson-dev liburing-dev libcmocka-dev libp11-kit-dev
 clang libclang-rt-14-dev softhsm2 opensc python3-pykcs11 python3-cryptography openssl"
 
+# --packaging: also what scripts/package-test.sh needs (build, lint, clean root)
+if [ "${1:-}" = --packaging ]; then
+	PKGS="$PKGS debhelper dpkg-dev fakeroot lintian mmdebstrap pandoc"
+fi
 missing=""
 for p in $PKGS; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -19,6 +19,7 @@
 
 #include <jansson.h>
 
+#include "cli.h"
 #include "verify.h"
 
 static const char usage[] =
@@ -48,6 +49,7 @@ static const char usage[] =
 	"  -j, --jobs N           check large files with N threads (default 0: one per\n"
 	"                         CPU; 1: this thread alone); the findings do not change\n"
 	"  -h, --help             this text\n"
+	"  --version              the version\n"
 	"\n"
 	"Exit status: 0 intact, 1 integrity finding, 2 usage or I/O error.\n";
 
@@ -456,6 +458,7 @@ static int verify_stdin(const struct al_vopts *o, struct al_vresult *res)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
+		{"version", no_argument, NULL, 'V'},
 		{"json", no_argument, NULL, 'J'},       {"quiet", no_argument, NULL, 'q'},
 		{"jobs", required_argument, NULL, 'j'},
 		{"emit", no_argument, NULL, 'E'},
@@ -466,6 +469,7 @@ int main(int argc, char **argv)
 		{"follow", no_argument, NULL, 'F'},
 		{NULL, 0, NULL, 0},
 	};
+	opterr = 0; /* a bad option gets one line: cli_bad_option */
 	struct report rep = {0};
 	struct al_vopts o = {.on_finding = on_finding, .ctx = &rep};
 	char **paths = NULL;
@@ -511,7 +515,8 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'h': fputs(usage, stdout); return 0;
-		default: fputs(usage, stderr); return 2;
+		case 'V': return cli_version("auditlog-verify");
+		default: return cli_bad_option("auditlog-verify", "qhj:", opts, argv);
 		}
 	}
 	if (optind >= argc) {

@@ -18,6 +18,7 @@
 
 #include <p11-kit/pkcs11.h>
 
+#include "cli.h"
 #include "core.h"
 
 #ifndef SOFTTOKEN_MODULE_PATH
@@ -36,6 +37,12 @@ static void usage(FILE *f)
 	      "                                    initialise (or re-initialise) the token in slot N:\n"
 	      "                                    SO PIN, label, user PIN\n"
 	      "  delete --slot N --so-pin-file F   erase the token in slot N (its objects and PINs)\n"
+	      "\n"
+	      "options:\n"
+	      "  --module PATH                     the module to drive (default: $SOFTTOKEN_MODULE,\n"
+	      "                                    else " SOFTTOKEN_MODULE_PATH ")\n"
+	      "  -h, --help                        this text\n"
+	      "  --version                         the version\n"
 	      "\n"
 	      "PIN files hold the PIN on their first line; '-' reads standard input.\n"
 	      "The configuration is the module's: $SOFTTOKEN_CONF, else " TOK_DEFAULT_CONF ".\n"
@@ -241,6 +248,7 @@ int main(int argc, char **argv)
 		{ "module", required_argument, NULL, 'm' }, { "slot", required_argument, NULL, 's' },
 		{ "label", required_argument, NULL, 'l' },  { "so-pin-file", required_argument, NULL, 'S' },
 		{ "pin-file", required_argument, NULL, 'P' }, { "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ 0 }
 	};
 	const char *module = getenv("SOFTTOKEN_MODULE"), *label = NULL, *so_file = NULL,
@@ -254,6 +262,7 @@ int main(int argc, char **argv)
 
 	if (!module)
 		module = SOFTTOKEN_MODULE_PATH;
+	opterr = 0; /* a bad option gets one line: cli_bad_option */
 	while ((c = getopt_long(argc, argv, "m:s:l:S:P:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'm': module = optarg; break;
@@ -266,7 +275,8 @@ int main(int argc, char **argv)
 		case 'S': so_file = optarg; break;
 		case 'P': pin_file = optarg; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		case 'V': return cli_version("softtoken-util");
+		default: return cli_bad_option("softtoken-util", "m:s:l:S:P:h", opts, argv);
 		}
 	}
 	if (optind != argc - 1) {
@@ -274,11 +284,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	cmd = argv[optind];
-	if (strcmp(cmd, "show") && strcmp(cmd, "init") && strcmp(cmd, "delete")) {
-		fprintf(stderr, "softtoken-util: unknown command '%s'\n", cmd);
-		usage(stderr);
-		return 2;
-	}
+	if (strcmp(cmd, "show") && strcmp(cmd, "init") && strcmp(cmd, "delete"))
+		return cli_usage_error("softtoken-util", "unknown command '%s'", cmd);
 	if ((!strcmp(cmd, "init") && (!have_slot || !label || !so_file || !pin_file)) ||
 	    (!strcmp(cmd, "delete") && (!have_slot || !so_file))) {
 		fprintf(stderr, "softtoken-util: %s needs --slot%s\n", cmd,

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/* --version and usage errors for every command (cli.h). */
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+#ifndef AUDITLOG_PROJECT_VERSION
+#error "AUDITLOG_PROJECT_VERSION comes from CMake's project(VERSION) (cli/CMakeLists.txt)"
+#endif
+
+const char cli_project_version[] = AUDITLOG_PROJECT_VERSION;
+
+int cli_version(const char *prog)
+{
+	printf("%s (auditlog) %s\n", prog, cli_project_version);
+	return 0;
+}
+
+int cli_usage_verror(const char *prog, const char *fmt, va_list ap)
+{
+	fprintf(stderr, "%s: ", prog);
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "; try '%s --help'\n", prog);
+	return 2;
+}
+
+int cli_usage_error(const char *prog, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	cli_usage_verror(prog, fmt, ap);
+	va_end(ap);
+	return 2;
+}
+
+/* The long option getopt_long() complained about: argv[optind - 1] is
+ * "--name" or "--name=value", and (unless it was unknown) the option's val is
+ * optopt. A short option in a cluster leaves argv[optind - 1] at an earlier
+ * argument, hence the check against the table. */
+static const struct option *long_option(const struct option *longopts, const char *arg, size_t len)
+{
+	const struct option *hit = NULL;
+
+	for (const struct option *o = longopts; o && o->name; o++) {
+		if (o->val != optopt || strncmp(o->name, arg, len) != 0)
+			continue;
+		if (o->name[len] == '\0')
+			return o; /* exact */
+		hit = o;  /* an abbreviation getopt_long took */
+	}
+	return hit;
+}
+
+int cli_bad_option(const char *prog, const char *optstring, const struct option *longopts, char **argv)
+{
+	const char *arg = optind > 0 ? argv[optind - 1] : NULL;
+	bool is_long = arg && strncmp(arg, "--", 2) == 0 && arg[2];
+
+	if (is_long) {
+		const char *name = arg + 2, *eq = strchr(name, '=');
+		size_t len = eq ? (size_t)(eq - name) : strlen(name);
+		const struct option *o = optopt ? long_option(longopts, name, len) : NULL;
+
+		if (optopt == 0) { /* glibc: unknown or ambiguous */
+			unsigned n = 0;
+			for (const struct option *p = longopts; p && p->name; p++)
+				n += strncmp(p->name, name, len) == 0;
+			return cli_usage_error(prog, "%s option '--%.*s'", n > 1 ? "ambiguous" : "unknown",
+					       (int)len, name);
+		}
+		if (o && eq && o->has_arg == no_argument)
+			return cli_usage_error(prog, "option '--%s' takes no value", o->name);
+		if (o)
+			return cli_usage_error(prog, "option '--%s' needs a value", o->name);
+	}
+	if (optopt > 0 && optopt < 256 && optopt != ':') {
+		const char *in = strchr(optstring, optopt);
+		if (in && in[1] == ':')
+			return cli_usage_error(prog, "option '-%c' needs a value", optopt);
+		return cli_usage_error(prog, "unknown option '-%c'", optopt);
+	}
+	return cli_usage_error(prog, "bad option '%s'", arg ? arg : "?");
+}

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What every command shares (auditlog-verify, softtoken-util, the benchmarks):
+ * --version, and the one line a usage error gets.
+ */
+#ifndef AUDITLOG_CLI_H
+#define AUDITLOG_CLI_H
+
+#include <getopt.h>
+#include <stdarg.h>
+
+/* The project version, CMake's project(VERSION): "0.1.0". */
+extern const char cli_project_version[];
+
+/* --version: "PROG (auditlog) VERSION" on stdout. Returns 0, the exit status. */
+int cli_version(const char *prog);
+
+/* A usage error: "PROG: <what>; try 'PROG --help'", one line on stderr.
+ * Returns 2, the exit status of a usage error. */
+__attribute__((format(printf, 2, 3))) int cli_usage_error(const char *prog, const char *fmt, ...);
+__attribute__((format(printf, 2, 0))) int cli_usage_verror(const char *prog, const char *fmt, va_list ap);
+
+/* After getopt_long() returned '?' or ':' with opterr = 0: says which option
+ * and what is wrong with it (unknown, needs a value, takes no value) in one
+ * line, through cli_usage_error(). optstring and longopts are those given to
+ * getopt_long(). Returns 2. */
+int cli_bad_option(const char *prog, const char *optstring, const struct option *longopts, char **argv);
+
+#endif
