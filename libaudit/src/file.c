@@ -181,28 +181,6 @@ static void head_from(struct head *h, const struct al_parsed *p)
 	h->empty = false;
 }
 
-/* The tail window as al_recovery_repairs reads it. */
-struct win_io {
-	const uint8_t *buf;
-	uint64_t start;
-	size_t n;
-};
-
-static bool win_sha(void *ctx, uint64_t off, uint64_t len, uint8_t out[AL_HASH_LEN])
-{
-	const struct win_io *w = ctx;
-	if (off < w->start || off - w->start > w->n || len > w->n - (off - w->start))
-		return false;
-	SHA256(w->buf + (off - w->start), (size_t)len, out);
-	return true;
-}
-
-static int win_byte(void *ctx, uint64_t off)
-{
-	const struct win_io *w = ctx;
-	return off >= w->start && off - w->start < w->n ? w->buf[off - w->start] : -1;
-}
-
 /*
  * Walk the tail window forward (docs/format.md 7). On return *ret_good_end is
  * the file offset just past the last trusted record (whose state is in *h).
@@ -246,8 +224,8 @@ static int scan_tail(struct auditlog *l, const uint8_t *buf, size_t win, uint64_
 		} else {
 			/* damage at good_end: bridged only by a recovery record that
 			 * repairs it (recovery.c: the rule the verifier applies too) */
-			struct win_io wi = {.buf = buf, .start = start, .n = win};
-			struct al_recovery_io io = {.sha = win_sha, .byte = win_byte, .ctx = &wi};
+			struct al_recovery_mem wm = {.buf = buf, .start = start, .n = win};
+			struct al_recovery_io io = al_recovery_mem_io(&wm);
 			struct al_tailrec t = {.seq = h->seq, .version = h->version};
 			memcpy(t.hash, h->hash, AL_HASH_LEN);
 			memcpy(t.ts, h->ts_str, AL_TS_LEN);

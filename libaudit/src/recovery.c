@@ -3,8 +3,29 @@
 #include <string.h>
 
 #include <openssl/crypto.h>
+#include <openssl/sha.h>
 
 #include "recovery.h"
+
+static bool mem_sha(void *ctx, uint64_t off, uint64_t len, uint8_t out[AL_HASH_LEN])
+{
+	const struct al_recovery_mem *m = ctx;
+	if (off < m->start || off - m->start > m->n || len > m->n - (off - m->start))
+		return false;
+	SHA256(m->buf + (off - m->start), (size_t)len, out);
+	return true;
+}
+
+static int mem_byte(void *ctx, uint64_t off)
+{
+	const struct al_recovery_mem *m = ctx;
+	return off >= m->start && off - m->start < m->n ? m->buf[off - m->start] : -1;
+}
+
+struct al_recovery_io al_recovery_mem_io(const struct al_recovery_mem *m)
+{
+	return (struct al_recovery_io){.sha = mem_sha, .byte = mem_byte, .ctx = (void *)m};
+}
 
 bool al_maybe_recovery(const uint8_t *line, size_t len)
 {

@@ -34,6 +34,16 @@ struct al_recovery_io {
 	void *ctx;
 };
 
+/* Bytes held in memory: [start, start + n) of the file, at buf. */
+struct al_recovery_mem {
+	const uint8_t *buf;
+	uint64_t start;
+	size_t n;
+};
+
+/* An al_recovery_io that reads m (which must outlive its use). */
+struct al_recovery_io al_recovery_mem_io(const struct al_recovery_mem *m);
+
 /* Is p (its line: `line`, at file offset line_off) the recovery record that
  * repairs damage starting at damage_off, right after record t? Exactly when:
  * it is a recovery record; seq t.seq + 1, last_seq t.seq, damage_offset

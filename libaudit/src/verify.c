@@ -2320,21 +2320,6 @@ static bool stream_defer(struct al_vstream *s, uint64_t lineno, uint64_t d)
 	return true;
 }
 
-static bool dbuf_sha(void *ctx, uint64_t off, uint64_t len, uint8_t out[AL_HASH_LEN])
-{
-	const struct al_vstream *s = ctx;
-	if (off < s->defer_d || off - s->defer_d > s->dlen || len > s->dlen - (off - s->defer_d))
-		return false;
-	SHA256(s->dbuf + (off - s->defer_d), (size_t)len, out);
-	return true;
-}
-
-static int dbuf_byte(void *ctx, uint64_t off)
-{
-	const struct al_vstream *s = ctx;
-	return off >= s->defer_d && off - s->defer_d < s->dlen ? s->dbuf[off - s->defer_d] : -1;
-}
-
 static int defer_add(struct al_vstream *s, const uint8_t *line, size_t len, uint64_t off)
 {
 	if (s->dlen + len + 1 > s->dcap) {
@@ -2410,7 +2395,8 @@ static int defer_line(struct al_vstream *s, const uint8_t *line, size_t len, uin
 	if (al_maybe_recovery(line, len) && len + 1 <= AL_LINE_MAX &&
 	    al_parse(line, len, s->c.line2, &p, &eoff) == AL_PERR_OK) {
 		struct al_tailrec t = {.seq = w->next - 1, .version = (uint8_t)w->last_version};
-		struct al_recovery_io io = {.sha = dbuf_sha, .byte = dbuf_byte, .ctx = s};
+		struct al_recovery_mem m = {.buf = s->dbuf, .start = s->defer_d, .n = s->dlen};
+		struct al_recovery_io io = al_recovery_mem_io(&m);
 		memcpy(t.hash, w->prev, AL_HASH_LEN);
 		if (w->have_ts)
 			memcpy(t.ts, w->last_ts, AL_TS_LEN);
