@@ -371,10 +371,9 @@ static int seen(const struct walk *w, uint64_t seq, const uint8_t *line, size_t 
 		if (w->ring_seq[i] != seq)
 			continue;
 		bool same = false;
-		if (w->ring_len[i] != len) {
-		} else if (w->ring_copy) {
+		if (w->ring_len[i] == len && w->ring_copy) {
 			same = memcmp(w->ring_copy + (size_t)i * AL_LINE_MAX, line, len) == 0;
-		} else {
+		} else if (w->ring_len[i] == len) {
 			struct vfile *rf = w->ring_file[i];
 			int fd = vfile_fd(rf); /* an earlier file's is opened again */
 			same = fd >= 0 && pread(fd, old, len, (off_t)w->ring_off[i]) == (ssize_t)len &&
@@ -2347,70 +2346,97 @@ static int defer_add(struct al_vstream *s, const uint8_t *line, size_t len, uint
 	return 0;
 }
 
-/* The wait is over: check the lines that waited (a bridge found or not).
- * One of them may start a new wait: the lines from it on wait again. */
+/* Is this waiting line the recovery record that repairs the damage the wait
+ * is for (recovery.c's rule over the waiting bytes)? Then the walk knows the
+ * span (w->bridge) and the wait can end. */
+static bool defer_try(struct al_vstream *s, const uint8_t *line, size_t len, uint64_t off)
+{
+	struct walk *w = s->w;
+	struct al_parsed p;
+	size_t eoff;
+
+	if (!al_maybe_recovery(line, len) || len + 1 > AL_LINE_MAX ||
+	    al_parse(line, len, s->c.line2, &p, &eoff) != AL_PERR_OK)
+		return false;
+	struct al_tailrec t = {.seq = w->next - 1, .version = (uint8_t)w->last_version};
+	struct al_recovery_mem m = {.buf = s->dbuf, .start = s->defer_d, .n = s->dlen};
+	struct al_recovery_io io = al_recovery_mem_io(&m);
+	memcpy(t.hash, w->prev, AL_HASH_LEN);
+	if (w->have_ts)
+		memcpy(t.ts, w->last_ts, AL_TS_LEN);
+	else
+		memset(t.ts, '0', AL_TS_LEN);
+	if (!al_recovery_repairs(&p, line, off, s->defer_d, &t, &io, s->c.work))
+		return false;
+	w->bridge = true;
+	w->bridge_at = off;
+	w->bridge_off = s->defer_d;
+	w->bridge_line = s->defer_line0;
+	w->bridge_len = p.rec.f[AL_F_DAMAGE_LENGTH].u;
+	return true;
+}
+
+/* Waiting line i: its bytes and length (without its '\n'). */
+static const uint8_t *dline(const struct al_vstream *s, size_t i, size_t *ret_len)
+{
+	size_t at = (size_t)(s->doff[i] - s->defer_d);
+	size_t end = i + 1 < s->dn ? (size_t)(s->doff[i + 1] - s->defer_d) : s->dlen;
+	*ret_len = end - at - 1;
+	return s->dbuf + at;
+}
+
+/* The wait is over: check the lines that waited (a repair found, or not:
+ * no_bridge_d). One of them may start a new wait: the lines from it on wait
+ * again, for the lines still to come, unless the repair is among them. */
 static int defer_release(struct al_vstream *s)
 {
 	while (s->deferring) {
-		size_t i = 0;
+		size_t i = 0, len;
 		s->deferring = false;
 		s->replaying = true;
 		for (; i < s->dn; i++) {
-			uint64_t off = s->doff[i];
-			size_t at = (size_t)(off - s->defer_d), end = i + 1 < s->dn ? (size_t)(s->doff[i + 1] - s->defer_d)
-										  : s->dlen;
-			int r = stream_check(s, s->dbuf + at, end - at - 1, false, s->defer_line0 + i, off);
+			const uint8_t *line = dline(s, i, &len);
+			int r = stream_check(s, line, len, false, s->defer_line0 + i, s->doff[i]);
 			if (r < 0)
 				return r;
 			if (s->defer_now)
 				break;
 		}
 		s->replaying = false;
-		if (i < s->dn) { /* a new wait, from line i */
-			size_t at = (size_t)(s->doff[i] - s->defer_d);
-			s->defer_now = false;
-			memmove(s->dbuf, s->dbuf + at, s->dlen - at);
-			s->dlen -= at;
-			memmove(s->doff, s->doff + i, (s->dn - i) * sizeof(*s->doff));
-			s->dn -= i;
-			s->deferring = true;
-			/* (defer_d and defer_line0 are the new line's, set by stream_defer) */
-		} else {
+		if (i == s->dn) {
 			s->dn = s->dlen = 0;
+			break;
 		}
+		/* a new wait, from line i (stream_defer set its defer_d and line) */
+		size_t at = (size_t)(s->doff[i] - s->doff[0]);
+		s->defer_now = false;
+		memmove(s->dbuf, s->dbuf + at, s->dlen - at);
+		s->dlen -= at;
+		memmove(s->doff, s->doff + i, (s->dn - i) * sizeof(*s->doff));
+		s->dn -= i;
+		s->deferring = true;
+		bool found = false;
+		for (size_t j = 1; j < s->dn && !found; j++) {
+			const uint8_t *line = dline(s, j, &len);
+			found = defer_try(s, line, len, s->doff[j]);
+		}
+		if (!found && s->dlen <= STREAM_DEFER)
+			return 0; /* it waits for what comes next */
+		if (!found)
+			s->no_bridge_d = s->defer_d;
 	}
 	return 0;
 }
 
-/* A line that waits: the recovery record that repairs the damage at defer_d? */
+/* A line that waits: the repair? Or has the wait lasted long enough? */
 static int defer_line(struct al_vstream *s, const uint8_t *line, size_t len, uint64_t off)
 {
-	struct walk *w = s->w;
-	struct al_parsed p;
-	size_t eoff;
 	int r = defer_add(s, line, len, off);
 
 	if (r < 0)
 		return r;
-	if (al_maybe_recovery(line, len) && len + 1 <= AL_LINE_MAX &&
-	    al_parse(line, len, s->c.line2, &p, &eoff) == AL_PERR_OK) {
-		struct al_tailrec t = {.seq = w->next - 1, .version = (uint8_t)w->last_version};
-		struct al_recovery_mem m = {.buf = s->dbuf, .start = s->defer_d, .n = s->dlen};
-		struct al_recovery_io io = al_recovery_mem_io(&m);
-		memcpy(t.hash, w->prev, AL_HASH_LEN);
-		if (w->have_ts)
-			memcpy(t.ts, w->last_ts, AL_TS_LEN);
-		else
-			memset(t.ts, '0', AL_TS_LEN);
-		if (al_recovery_repairs(&p, line, off, s->defer_d, &t, &io, s->c.work)) {
-			w->bridge = true;
-			w->bridge_at = off;
-			w->bridge_off = s->defer_d;
-			w->bridge_line = s->defer_line0;
-			w->bridge_len = p.rec.f[AL_F_DAMAGE_LENGTH].u;
-			return defer_release(s);
-		}
-	}
+	if (defer_try(s, line, len, off))
+		return defer_release(s);
 	if (s->dlen > STREAM_DEFER) {
 		s->no_bridge_d = s->defer_d;
 		return defer_release(s);
