@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Format v2, the record side (docs/format.md Part II, sections 12-15): the v2
+ * body, caller-defined fields, the body digest and the two-block chain step
+ * whose result is also the record's RFC 6962 leaf hash. Pure: no I/O, no
+ * allocation.
+ */
+#ifndef AUDITLOG_FORMAT_V2_H
+#define AUDITLOG_FORMAT_V2_H
+
+#include "symbols.h"
+#include "format.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define al_sha256 auditlog__al_sha256
+#define al_v2_body auditlog__al_v2_body
+#define al_v2_caller_check auditlog__al_v2_caller_check
+#define al_v2_caller_json_len auditlog__al_v2_caller_json_len
+#define al_v2_caller_key_ok auditlog__al_v2_caller_key_ok
+#define al_v2_caller_sort auditlog__al_v2_caller_sort
+#define al_v2_chain_step auditlog__al_v2_chain_step
+#define al_v2_leaf_input auditlog__al_v2_leaf_input
+
+#define AL_V2 2u
+
+/* Type codes beyond v1's (section 12). */
+enum al_v2_type { AL_T_SEAL = 4, AL_T_CHECKPOINT = 5, AL_T_TREE = 6, AL_T_CLOCK = 7 };
+
+/* Tags of the v2 members (section 12); v1's are in docs/format.md 2.2-2.4. */
+enum al_v2_tag {
+	AL_TAG_CHAIN_ID = 0x11,
+	AL_TAG_KIND = 0x50,
+	AL_TAG_EPOCH = 0x51,
+	AL_TAG_SEAL_KEY = 0x52,
+	AL_TAG_PREV_SEAL = 0x53,
+	AL_TAG_PREV_KIND = 0x54,
+	AL_TAG_MAC = 0x55,
+	AL_TAG_SIZE = 0x60,
+	AL_TAG_FIRST_SEQ = 0x61,
+	AL_TAG_RANGE = 0x62,
+	AL_TAG_NOTE = 0x63,
+	AL_TAG_EXPECTED = 0x70,
+	AL_TAG_CALLER_STR = 0x80,
+	AL_TAG_CALLER_INT = 0x81,
+};
+
+#define AL_V2_LEAF_INPUT_LEN 102u /* prev 32 || le64 seq || 30 ts || D 32 */
+#define AL_CALLER_MAX 16u
+#define AL_CALLER_KEY_MAX 131u
+#define AL_CALLER_STR_CAP 256u
+#define AL_CALLER_JSON_MAX 2048u
+
+/* One fixed member of a v2 body, in line order (tag from the tables). */
+struct al_v2_member {
+	uint8_t tag;
+	bool is_int;
+	const uint8_t *p; /* str: decoded bytes */
+	size_t n;
+	uint64_t u; /* int */
+};
+
+/* One caller-defined field (section 14), value decoded. */
+struct al_v2_field {
+	const uint8_t *key;
+	size_t key_len;
+	bool is_int;
+	const uint8_t *p;
+	size_t n;
+	uint64_t u;
+};
+
+/* SHA-256 of n bytes (the fast path of chain.c's step). */
+void al_sha256(const void *p, size_t n, uint8_t out[AL_HASH_LEN]);
+
+/* True when key matches section 14.1: the pattern, and no reserved name. */
+bool al_v2_caller_key_ok(const uint8_t *key, size_t n);
+
+/* Sort fields by key, bytewise (14.3), in place; stable, no allocation. */
+void al_v2_caller_sort(struct al_v2_field *f, size_t n);
+
+/* The caller fields' JSON length: sum of ,"key":value (section 14.2). */
+size_t al_v2_caller_json_len(const struct al_v2_field *f, size_t n);
+
+/* Check a canonical set (what a line may carry): at most 16, keys valid,
+ * strictly ascending (no duplicate), strings non-empty and at most 256
+ * escaped bytes, integers <= 2^53-1, JSON total <= 2048. Returns 0, -EINVAL,
+ * or -E2BIG (only the total is over). */
+int al_v2_caller_check(const struct al_v2_field *f, size_t n);
+
+/* The v2 body B_n (section 13) of a record of `type`: members in line order
+ * (without @timestamp, seq, v, type, hash), then caller fields in line order.
+ * Returns its length, or -E2BIG when it does not fit `cap`. */
+long al_v2_body(uint8_t type, const struct al_v2_member *m, size_t nm, const struct al_v2_field *f,
+		size_t nf, uint8_t *out, size_t cap);
+
+/* E_n = prev || le64(seq) || ts || D_n (section 15). */
+void al_v2_leaf_input(const uint8_t prev[AL_HASH_LEN], uint64_t seq, const char ts[AL_TS_LEN],
+		      const uint8_t digest[AL_HASH_LEN], uint8_t out[AL_V2_LEAF_INPUT_LEN]);
+
+/* hash_n = SHA-256(0x00 || E_n): two compression blocks (section 15). */
+void al_v2_chain_step(const uint8_t prev[AL_HASH_LEN], uint64_t seq, const char ts[AL_TS_LEN],
+		      const uint8_t digest[AL_HASH_LEN], uint8_t out[AL_HASH_LEN]);
+
+#endif
