@@ -310,7 +310,7 @@ static void test_sumdb_note(void **state)
 	unhex32(str(t, "seed"), seed);
 	assert_int_equal(al_ed25519_public(seed, pub), 0);
 	hex_eq(pub, 32, str(t, "public"), "note public key");
-	al_note_key_id((const uint8_t *)name, strlen(name), pub, kid);
+	assert_int_equal(al_note_key_id((const uint8_t *)name, strlen(name), pub, kid), 0);
 	hex_eq(kid, 4, str(t, "key_id"), "note key id");
 	n = al_note_sign(seed, (const uint8_t *)name, strlen(name), text, tn, out, sizeof(out));
 	assert_int_equal(n, (long)sn);
@@ -318,6 +318,24 @@ static void test_sumdb_note(void **state)
 	assert_int_equal(al_note_verify(pub, (const uint8_t *)name, strlen(name), signed_, sn, &tl), 0);
 	assert_int_equal(tl, tn);
 	assert_int_equal(al_note_verify(pub, (const uint8_t *)"EnochRoot", 9, signed_, sn, NULL), -ENOKEY);
+	/* another key's line is ignored, unless the note is then malformed: not
+	 * UTF-8 (a lone continuation byte) or a control character */
+	{
+		static const char extra[] = "\xe2\x80\x94 other.example/k AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n";
+		size_t xl = sizeof(extra) - 1;
+		uint8_t *two = malloc(sn + xl);
+		assert_non_null(two);
+		memcpy(two, signed_, sn);
+		memcpy(two + sn, extra, xl);
+		assert_int_equal(al_note_verify(pub, (const uint8_t *)name, strlen(name), two, sn + xl, NULL), 0);
+		two[sn + 6] = 0x80;
+		assert_int_equal(al_note_verify(pub, (const uint8_t *)name, strlen(name), two, sn + xl, NULL), -EBADMSG);
+		two[sn + 6] = 0x01;
+		assert_int_equal(al_note_verify(pub, (const uint8_t *)name, strlen(name), two, sn + xl, NULL), -EBADMSG);
+		two[sn + 6] = '+';
+		assert_int_equal(al_note_verify(pub, (const uint8_t *)name, strlen(name), two, sn + xl, NULL), -EBADMSG);
+		free(two);
+	}
 	/* the known key's signature over a changed text: rejected, not ignored */
 	signed_[3] ^= 0x20;
 	assert_int_equal(al_note_verify(pub, (const uint8_t *)name, strlen(name), signed_, sn, NULL), -EBADMSG);
@@ -495,7 +513,7 @@ static void check_checkpoint(json_t *rec, const struct members *x, const uint8_t
 	unhex32(json_string_value(at("signing_seed")), seed);
 	assert_int_equal(al_ed25519_public(seed, pub), 0);
 	hex_eq(pub, 32, str(c, "public"), "checkpoint public key");
-	al_note_key_id((const uint8_t *)origin, strlen(origin), pub, kid);
+	assert_int_equal(al_note_key_id((const uint8_t *)origin, strlen(origin), pub, kid), 0);
 	hex_eq(kid, 4, str(c, "key_id"), "checkpoint key id");
 	/* the range member folds to the root, and equals the appended leaves' */
 	assert_int_equal(rm->n % 64, 0);

@@ -61,22 +61,20 @@ int al_ed25519_verify(const uint8_t pub[AL_ED25519_PUB_LEN], const uint8_t *m, s
 	return r;
 }
 
-void al_note_key_id(const uint8_t *name, size_t n, const uint8_t pub[AL_ED25519_PUB_LEN],
-		    uint8_t out[AL_NOTE_KID_LEN])
+int al_note_key_id(const uint8_t *name, size_t n, const uint8_t pub[AL_ED25519_PUB_LEN],
+		   uint8_t out[AL_NOTE_KID_LEN])
 {
-	uint8_t m[AL_NOTE_MAX + 2 + AL_ED25519_PUB_LEN], h[AL_HASH_LEN];
+	uint8_t m[AL_NOTE_NAME_MAX + 2 + AL_ED25519_PUB_LEN], h[AL_HASH_LEN];
 
-	/* names longer than a note cannot sign one: hash what fits is wrong, so
-	 * such a name gets no key id match (all-zero input below is never used
-	 * by callers, which bound names by AL_ORIGIN_MAX) */
-	if (n > AL_NOTE_MAX)
-		n = AL_NOTE_MAX;
+	if (!name || n == 0 || n > AL_NOTE_NAME_MAX)
+		return -EINVAL;
 	memcpy(m, name, n);
 	m[n] = 0x0a;
-	m[n + 1] = 0x01;
+	m[n + 1] = 0x01; /* signature type: Ed25519 */
 	memcpy(m + n + 2, pub, AL_ED25519_PUB_LEN);
 	al_sha256(m, n + 2 + AL_ED25519_PUB_LEN, h);
 	memcpy(out, h, AL_NOTE_KID_LEN);
+	return 0;
 }
 
 long al_checkpoint_origin(const uint8_t *host, size_t hlen, const uint8_t chain_id[32],
@@ -147,7 +145,7 @@ long al_note_sign(const uint8_t seed[AL_ED25519_SEED_LEN], const uint8_t *name, 
 	size_t need;
 	int r;
 
-	if (!tlen || text[tlen - 1] != '\n' || nlen == 0 || nlen > AL_ORIGIN_MAX)
+	if (!tlen || text[tlen - 1] != '\n' || nlen == 0 || nlen > AL_NOTE_NAME_MAX)
 		return -EINVAL;
 	for (size_t i = 0; i < nlen; i++)
 		if (name[i] <= 0x20 || name[i] == '+')
@@ -160,7 +158,9 @@ long al_note_sign(const uint8_t seed[AL_ED25519_SEED_LEN], const uint8_t *name, 
 		r = al_ed25519_sign(seed, text, tlen, blob + AL_NOTE_KID_LEN);
 	if (r)
 		return r;
-	al_note_key_id(name, nlen, pub, blob);
+	r = al_note_key_id(name, nlen, pub, blob);
+	if (r)
+		return r;
 	memcpy(out, text, tlen);
 	out[tlen] = '\n';
 	memcpy(out + tlen + 1, EM_DASH_SP, sizeof(EM_DASH_SP));
@@ -169,6 +169,46 @@ long al_note_sign(const uint8_t seed[AL_ED25519_SEED_LEN], const uint8_t *name, 
 	(void)EVP_EncodeBlock(out + tlen + 6 + nlen, blob, sizeof(blob)); /* 92 characters */
 	out[tlen + 6 + nlen + 92] = '\n';
 	return (long)need;
+}
+
+/* Well-formed UTF-8 (RFC 3629: no overlong form, no surrogate, <= U+10FFFF). */
+static bool utf8_ok(const uint8_t *s, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		uint8_t c = s[i];
+		size_t need;
+		uint8_t lo = 0x80, hi = 0xbf;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf)
+			need = 1;
+		else if (c >= 0xe0 && c <= 0xef) {
+			need = 2;
+			if (c == 0xe0)
+				lo = 0xa0;
+			if (c == 0xed)
+				hi = 0x9f;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			need = 3;
+			if (c == 0xf0)
+				lo = 0x90;
+			if (c == 0xf4)
+				hi = 0x8f;
+		} else
+			return false;
+		if (n - i - 1 < need)
+			return false;
+		for (size_t k = 1; k <= need; k++) {
+			uint8_t d = s[i + k];
+			if (d < (k == 1 ? lo : 0x80) || d > (k == 1 ? hi : 0xbf))
+				return false;
+		}
+		i += need + 1;
+	}
+	return true;
 }
 
 static bool b64_char(uint8_t c)
@@ -209,6 +249,8 @@ int al_note_verify(const uint8_t pub[AL_ED25519_PUB_LEN], const uint8_t *name, s
 	for (size_t i = 0; i < len; i++)
 		if (note[i] < 0x20 && note[i] != '\n')
 			return -EBADMSG; /* no control character but newline */
+	if (!utf8_ok(note, len) || !name || nlen == 0 || nlen > AL_NOTE_NAME_MAX)
+		return -EBADMSG;
 	for (size_t i = len - 1; i-- > 0;)
 		if (note[i] == '\n' && note[i + 1] == '\n') {
 			split = i + 1;
@@ -217,7 +259,7 @@ int al_note_verify(const uint8_t pub[AL_ED25519_PUB_LEN], const uint8_t *name, s
 	if (split == 0)
 		return -EBADMSG; /* no blank line, or an empty text */
 	tlen = split;
-	al_note_key_id(name, nlen, pub, kid);
+	(void)al_note_key_id(name, nlen, pub, kid); /* nlen checked above */
 	for (p = split + 1; p < len; nsig++) {
 		const uint8_t *l = note + p, *e = memchr(l, '\n', len - p), *sp;
 		size_t ll = (size_t)(e - l), nl;

@@ -29,6 +29,7 @@
 #define AL_NOTE_KID_LEN 4u
 /* origin: host (<= 63) + "/auditlog/" + 32 hex */
 #define AL_ORIGIN_MAX (63u + 10u + 32u)
+#define AL_NOTE_NAME_MAX 255u
 /* a checkpoint note: text (origin, size, root, 3 extension lines) + blank
  * line + one signature line; comfortably below this */
 #define AL_NOTE_MAX 1024u
@@ -40,9 +41,10 @@ int al_ed25519_sign(const uint8_t seed[AL_ED25519_SEED_LEN], const uint8_t *m, s
 int al_ed25519_verify(const uint8_t pub[AL_ED25519_PUB_LEN], const uint8_t *m, size_t n,
 		      const uint8_t sig[AL_ED25519_SIG_LEN]);
 
-/* key id = SHA-256(name || 0x0A || 0x01 || pub)[0:4] (C2SP signed-note). */
-void al_note_key_id(const uint8_t *name, size_t n, const uint8_t pub[AL_ED25519_PUB_LEN],
-		    uint8_t out[AL_NOTE_KID_LEN]);
+/* key id = SHA-256(name || 0x0A || 0x01 || pub)[0:4] (C2SP signed-note).
+ * -EINVAL for an empty name or one longer than AL_NOTE_NAME_MAX. */
+int al_note_key_id(const uint8_t *name, size_t n, const uint8_t pub[AL_ED25519_PUB_LEN],
+		   uint8_t out[AL_NOTE_KID_LEN]);
 
 /* "<host>/auditlog/<chain id>" into out (AL_ORIGIN_MAX); returns its length or
  * -EINVAL (host 1-63 bytes, chain id 32 bytes). */
