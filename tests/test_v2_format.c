@@ -18,9 +18,11 @@
 #include <errno.h>
 #include <cmocka.h>
 #include <jansson.h>
+#include <openssl/crypto.h>
 
 #include "format.h"
 #include "format_v2.h"
+#include "keyfile.h"
 #include "merkle.h"
 #include "note.h"
 #include "sealkey.h"
@@ -811,6 +813,205 @@ static void test_caller_fields(void **state)
 	}
 }
 
+/* ---- key files and the epoch schedule -------------------------------------- */
+
+static int parse_any(int which, const uint8_t *b, size_t n)
+{
+	struct al_vkey k;
+	struct al_sstate st;
+	struct al_ckey ck;
+
+	switch (which) {
+	case 0: return al_vkey_parse(b, n, &k);
+	case 1: return al_sstate_parse(b, n, &st);
+	case 2: return al_ckey_parse(b, n, false, &ck);
+	default: return al_ckey_parse(b, n, true, &ck);
+	}
+}
+
+/* Changes that keep nothing of the format must be refused. */
+static void file_mutations(int which, const char *f)
+{
+	size_t n = strlen(f), lines = 0;
+	char *b = malloc(n + 8);
+
+	assert_non_null(b);
+	assert_int_equal(parse_any(which, (const uint8_t *)f, n), 0);
+	/* each line removed; the file cut anywhere; a byte added at the end */
+	for (size_t i = 0; i < n; i++) {
+		if (f[i] != '\n')
+			continue;
+		size_t start = i, end = i + 1;
+		while (start > 0 && f[start - 1] != '\n')
+			start--;
+		memcpy(b, f, start);
+		memcpy(b + start, f + end, n - end);
+		assert_int_not_equal(parse_any(which, (const uint8_t *)b, n - (end - start)), 0);
+		lines++;
+	}
+	assert_true(lines >= 3);
+	for (size_t cut = 0; cut < n; cut++)
+		assert_int_not_equal(parse_any(which, (const uint8_t *)f, cut), 0);
+	memcpy(b, f, n);
+	b[n] = '\n';
+	assert_int_not_equal(parse_any(which, (const uint8_t *)b, n + 1), 0);
+	/* CR before the first newline, a space doubled, upper-case hex */
+	for (size_t i = 0; i < n; i++) {
+		memcpy(b, f, n);
+		if (f[i] == '\n') {
+			memcpy(b, f, i);
+			b[i] = '\r';
+			memcpy(b + i + 1, f + i, n - i);
+			assert_int_not_equal(parse_any(which, (const uint8_t *)b, n + 1), 0);
+		} else if (f[i] == ' ') {
+			memcpy(b, f, i);
+			b[i] = ' ';
+			memcpy(b + i + 1, f + i, n - i);
+			assert_int_not_equal(parse_any(which, (const uint8_t *)b, n + 1), 0);
+			if (f[i + 1] >= '1' && f[i + 1] <= '9') { /* a leading zero */
+				b[i + 1] = '0';
+				assert_int_not_equal(parse_any(which, (const uint8_t *)b, n + 1), 0);
+			}
+		} else if (f[i] >= 'a' && f[i] <= 'f' && i > 0 && f[i - 1] != '-' &&
+			   strchr("0123456789abcdef", f[i - 1]) && strchr("0123456789abcdef\n", f[i + 1])) {
+			b[i] = (char)(f[i] - 'a' + 'A');
+			assert_int_not_equal(parse_any(which, (const uint8_t *)b, n), 0);
+		}
+	}
+	free(b);
+}
+
+static void test_key_files(void **state)
+{
+	json_t *f = at("files"), *kt = at("keytree");
+	const char *vk = str(f, "verification_key"), *ss = str(f, "sealing_state");
+	struct al_vkey k;
+	struct al_sstate st, st2;
+	struct al_seal_state want;
+	struct al_ckey pk, sk;
+	char out[4096];
+	uint8_t S[32], pub[32];
+	size_t n = strlen(vk);
+	char *b = malloc(n + 1);
+
+	assert_non_null(b);
+	unhex32(str(kt, "seed"), S);
+	/* the verification key */
+	assert_int_equal(al_vkey_parse((const uint8_t *)vk, n, &k), 0);
+	assert_memory_equal(k.seed, S, 32);
+	assert_int_equal(k.p.t0, num(kt, "t0"));
+	assert_int_equal(k.p.delta, num(kt, "delta"));
+	assert_int_equal(k.p.host_len, strlen(str(kt, "host")));
+	assert_memory_equal(k.p.host, str(kt, "host"), k.p.host_len);
+	hex_eq(k.p.key_id, 8, str(kt, "key_id"), "file key id");
+	assert_int_equal(al_vkey_format(&k, out, sizeof(out)), (long)n);
+	assert_memory_equal(out, vk, n);
+	assert_int_equal(al_vkey_format(&k, out, n), -E2BIG);
+	/* every flipped bit is refused: the key id binds seed and parameters */
+	for (size_t bit = 0; bit < n * 8; bit++) {
+		memcpy(b, vk, n);
+		b[bit / 8] ^= (char)(1u << (bit % 8));
+		assert_int_not_equal(al_vkey_parse((const uint8_t *)b, n, &k), 0);
+	}
+	file_mutations(0, vk);
+	al_seal_state_wipe(&want);
+	/* the sealing state */
+	n = strlen(ss);
+	assert_int_equal(al_sstate_parse((const uint8_t *)ss, n, &st), 0);
+	assert_int_equal(st.st.epoch, num(f, "sealing_state_epoch"));
+	assert_int_equal(st.max_jump, 3162240);
+	assert_int_equal(st.boot_start, 12345678901ull);
+	assert_int_equal(al_seal_state_init(&want, S, st.st.epoch), 0);
+	same_state(&st.st, &want);
+	assert_int_equal(al_sstate_format(&st, out, sizeof(out)), (long)n);
+	assert_memory_equal(out, ss, n);
+	file_mutations(1, ss);
+	/* a state moved to another epoch without its nodes is not a state */
+	st2 = st;
+	st2.st.epoch++;
+	assert_int_equal(al_sstate_format(&st2, out, sizeof(out)), -EINVAL);
+	st2 = st;
+	assert_int_equal(al_seal_state_advance(&st2.st, st.st.epoch + 1), 0);
+	assert_true(al_sstate_format(&st2, out, sizeof(out)) > 0);
+	assert_int_equal(al_sstate_parse((const uint8_t *)out, strlen(out), &st), 0);
+	same_state(&st.st, &st2.st);
+	al_seal_state_wipe(&st.st);
+	al_seal_state_wipe(&st2.st);
+	al_seal_state_wipe(&want);
+	/* the checkpoint keys */
+	assert_int_equal(al_ckey_parse((const uint8_t *)str(f, "checkpoint_key"),
+				       strlen(str(f, "checkpoint_key")), false, &pk), 0);
+	assert_int_equal(al_ckey_parse((const uint8_t *)str(f, "signing_key"),
+				       strlen(str(f, "signing_key")), true, &sk), 0);
+	assert_int_not_equal(al_ckey_parse((const uint8_t *)str(f, "signing_key"),
+					   strlen(str(f, "signing_key")), false, &pk), 0);
+	assert_int_equal(al_ed25519_public(sk.key, pub), 0);
+	assert_memory_equal(pub, pk.key, 32);
+	assert_int_equal(al_ckey_format(&pk, false, out, sizeof(out)), (long)strlen(str(f, "checkpoint_key")));
+	assert_string_equal(out, str(f, "checkpoint_key"));
+	assert_int_equal(al_ckey_format(&sk, true, out, sizeof(out)), (long)strlen(str(f, "signing_key")));
+	assert_string_equal(out, str(f, "signing_key"));
+	file_mutations(2, str(f, "checkpoint_key"));
+	file_mutations(3, str(f, "signing_key"));
+	OPENSSL_cleanse(&sk, sizeof(sk));
+	OPENSSL_cleanse(out, sizeof(out));
+	OPENSSL_cleanse(&k, sizeof(k));
+	free(b);
+}
+
+static void test_hosts(void **state)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(json_object_get(at("hosts"), "valid"), i, v) {
+		const char *h = json_string_value(v);
+		if (!al_seal_host_ok((const uint8_t *)h, strlen(h)))
+			fail_msg("valid host %s refused", h);
+	}
+	json_array_foreach(json_object_get(at("hosts"), "invalid_hex"), i, v) {
+		size_t n;
+		uint8_t *h = unhex(json_string_value(v), &n);
+		if (al_seal_host_ok(h, n))
+			fail_msg("invalid host %s accepted", json_string_value(v));
+		free(h);
+	}
+}
+
+static void test_schedule(void **state)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(at("schedule"), i, v) {
+		json_t *s = json_object_get(v, "state");
+		struct al_seal_clock c = { .t0 = num(at("keytree"), "t0"),
+					   .delta = num(at("keytree"), "delta"),
+					   .max_jump = num(s, "max_jump"),
+					   .epoch = (uint32_t)num(s, "epoch"),
+					   .boot_start = num(s, "boot_start") };
+		struct al_seal_sched out = { .epoch = 77 };
+		uint8_t bid[16];
+		const char *err = json_string_value(json_object_get(v, "error"));
+		int r;
+
+		assert_int_equal(al_unhex((const uint8_t *)str(s, "boot_id"), 32, c.boot_id), 0);
+		assert_int_equal(al_unhex((const uint8_t *)str(v, "boot_id"), 32, bid), 0);
+		r = al_seal_schedule(&c, bid, num(v, "boottime"), num(v, "wall"), &out);
+		if (err) {
+			assert_int_equal(r, strcmp(err, "ERANGE") == 0 ? -ERANGE : -EINVAL);
+			assert_int_equal(out.epoch, 77); /* untouched */
+			continue;
+		}
+		if (r != 0)
+			fail_msg("%s: %d", str(v, "name"), r);
+		assert_int_equal(out.epoch, num(v, "epoch"));
+		assert_int_equal(out.boot_start, num(v, "boot_start"));
+		assert_int_equal(out.expected, num(v, "expected"));
+		assert_int_equal(out.clock, json_is_true(json_object_get(v, "clock")));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -822,6 +1023,9 @@ int main(void)
 		cmocka_unit_test(test_trees),
 		cmocka_unit_test(test_keytree),
 		cmocka_unit_test(test_caller_fields),
+		cmocka_unit_test(test_key_files),
+		cmocka_unit_test(test_schedule),
+		cmocka_unit_test(test_hosts),
 	};
 
 	return cmocka_run_group_tests(tests, load, unload);

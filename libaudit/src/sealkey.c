@@ -339,3 +339,45 @@ bool al_seal_mac_check(const uint8_t kmac[AL_HASH_LEN], const uint8_t prev[AL_HA
 	OPENSSL_cleanse(want, sizeof(want));
 	return ok;
 }
+
+int al_seal_schedule(const struct al_seal_clock *c, const uint8_t boot_id[16], uint64_t boottime,
+		     uint64_t wall, struct al_seal_sched *ret)
+{
+	typedef unsigned __int128 u128;
+	u128 e, bs, expected;
+	__int128 diff;
+
+	if (c->delta == 0)
+		return -EINVAL;
+	if (memcmp(boot_id, c->boot_id, 16) == 0) {
+		/* rule 1: the boot clock alone */
+		if (boottime < c->boot_start)
+			return -EINVAL;
+		e = (u128)c->epoch + (boottime - c->boot_start) / c->delta;
+		bs = (u128)c->boot_start + (e - c->epoch) * c->delta;
+	} else {
+		/* rule 2: after a reboot, the wall clock within [epoch, epoch + max-jump] */
+		u128 w = wall >= c->t0 ? (wall - c->t0) / c->delta : 0;
+		u128 hi = (u128)c->epoch + c->max_jump;
+		e = w > c->epoch ? w : c->epoch;
+		if (e > hi)
+			e = hi;
+		if (wall >= c->t0 && e == w) {
+			/* keep the wall clock's phase within the epoch */
+			u128 phase = (u128)(wall - c->t0) - w * c->delta;
+			bs = boottime > phase ? boottime - phase : 0;
+		} else {
+			bs = boottime;
+		}
+	}
+	/* rule 4: past 2^32-1, or ending past what a ns clock holds (2554) */
+	if (e > UINT32_MAX || (u128)c->t0 + (e + 1) * c->delta > UINT64_MAX)
+		return -ERANGE;
+	expected = (u128)c->t0 + e * c->delta + (boottime - bs); /* < t0 + (e+1)·delta */
+	diff = (__int128)wall - (__int128)expected;
+	ret->epoch = (uint32_t)e;
+	ret->boot_start = (uint64_t)bs;
+	ret->expected = (uint64_t)expected;
+	ret->clock = (diff < 0 ? -diff : diff) > (__int128)c->delta;
+	return 0;
+}

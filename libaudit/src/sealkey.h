@@ -27,6 +27,7 @@
 #define al_seal_mac auditlog__al_seal_mac
 #define al_seal_mac_check auditlog__al_seal_mac_check
 #define al_hmac_sha256 auditlog__al_hmac_sha256
+#define al_seal_schedule auditlog__al_seal_schedule
 
 #define AL_SEAL_DEPTH 32u
 #define AL_SEAL_SEED_LEN 32u
@@ -95,5 +96,26 @@ int al_seal_mac(const uint8_t kmac[AL_HASH_LEN], const uint8_t prev[AL_HASH_LEN]
 bool al_seal_mac_check(const uint8_t kmac[AL_HASH_LEN], const uint8_t prev[AL_HASH_LEN],
 		       uint64_t seq, const char ts[AL_TS_LEN], const uint8_t *sbody, size_t n,
 		       const uint8_t mac[AL_HASH_LEN]);
+
+/* The epoch schedule of a sealing state (docs/format.md 17.2 rules 1-4). */
+struct al_seal_clock {
+	uint64_t t0, delta, max_jump; /* the key's parameters */
+	uint32_t epoch;               /* the state's epoch ... */
+	uint8_t boot_id[16];          /* ... the boot it was written in ... */
+	uint64_t boot_start;          /* ... and CLOCK_BOOTTIME when that epoch began */
+};
+struct al_seal_sched {
+	uint32_t epoch;      /* the current epoch */
+	uint64_t boot_start; /* CLOCK_BOOTTIME at which it began (the state to write) */
+	uint64_t expected;   /* the wall time the state predicts now */
+	bool clock;          /* the wall clock is more than delta away: a clock record */
+};
+
+/* Where the schedule stands now: boot id, CLOCK_BOOTTIME and wall clock (ns).
+ * -EINVAL for a boot clock below the state's boot-start in the same boot (or
+ * delta 0), -ERANGE once the key is exhausted (17.2 rule 4). ret is
+ * written only on success. */
+int al_seal_schedule(const struct al_seal_clock *c, const uint8_t boot_id[16], uint64_t boottime,
+		     uint64_t wall, struct al_seal_sched *ret);
 
 #endif

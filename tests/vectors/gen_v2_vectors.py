@@ -572,7 +572,7 @@ def key_id(S, host, t0, delta):
 # Records and lines (sections 2, 3, 12-15, 19-21)
 # ---------------------------------------------------------------------------
 
-HOST = b"host-1.example"
+HOST = b"host-1.example"   # matches 16.1's host id rule (host_vectors)
 SEED = H(b"auditlog v2 test vectors: epoch-0 seed")
 SIGN_SEED = H(b"auditlog v2 test vectors: checkpoint signing key")
 T0 = 1796083200 * 10 ** 9            # 2026-12-01T00:00:00Z
@@ -854,6 +854,79 @@ def files_vectors():
             "checkpoint_key": ck, "signing_key": sk}
 
 
+def schedule(st, boot_id, b, W):
+    """17.2 rules 1-4: returns (epoch, boot_start, expected, clock) or an errno name"""
+    if boot_id == st["boot_id"]:
+        if b < st["boot_start"]:
+            return "EINVAL"
+        e = st["epoch"] + (b - st["boot_start"]) // DELTA
+        bs = st["boot_start"] + (e - st["epoch"]) * DELTA
+    else:
+        w = (W - T0) // DELTA if W >= T0 else 0
+        e = min(max(w, st["epoch"]), st["epoch"] + st["max_jump"])
+        if W >= T0 and e == w:
+            bs = max(0, b - (W - T0 - e * DELTA))
+        else:
+            bs = b
+    if e > 2 ** 32 - 1 or T0 + (e + 1) * DELTA > 2 ** 64 - 1:
+        return "ERANGE"
+    expected = T0 + e * DELTA + (b - bs)
+    return e, bs, expected, abs(W - expected) > DELTA
+
+
+def schedule_vectors():
+    A, B = "a" * 32, "b" * 32
+    bs0 = 12345678901
+    st = {"epoch": 6, "boot_id": A, "boot_start": bs0, "max_jump": MAX_JUMP}
+    exp6 = T0 + 6 * DELTA
+    cases = [
+        ("same-boot-start", st, A, bs0, exp6),
+        ("same-boot-25s", st, A, bs0 + 25 * 10 ** 9, exp6 + 25 * 10 ** 9 + 3 * 10 ** 9),
+        ("same-boot-wall-stepped-back", st, A, bs0 + 25 * 10 ** 9, exp6 - 3600 * 10 ** 9),
+        ("same-boot-wall-stepped-ahead", st, A, bs0 + 1, exp6 + 86400 * 10 ** 9),
+        ("same-boot-clock-before-start", st, A, bs0 - 1, exp6),
+        ("reboot-wall-later", st, B, 20 * 10 ** 9, T0 + 100 * DELTA + 7 * 10 ** 9),
+        ("reboot-early-in-boot", st, B, 10 ** 9, T0 + 100 * DELTA + 7 * 10 ** 9),
+        ("reboot-wall-behind", st, B, 5 * 10 ** 9, T0 + 2 * DELTA),
+        ("reboot-wall-before-t0", st, B, 5 * 10 ** 9, T0 - 10 ** 12),
+        ("reboot-wall-too-far", st, B, 5 * 10 ** 9, T0 + (6 + MAX_JUMP + 5) * DELTA),
+        ("reboot-epoch0-wall-before-t0", {"epoch": 0, "boot_id": A, "boot_start": bs0,
+                                          "max_jump": MAX_JUMP}, B, 5 * 10 ** 9, T0 - 10 ** 12),
+        ("exhausted", {"epoch": 2 ** 32 - 1, "boot_id": A, "boot_start": bs0,
+                       "max_jump": MAX_JUMP}, A, bs0 + DELTA, exp6),
+        ("ends-after-2554", {"epoch": 2 ** 32 - 2, "boot_id": A, "boot_start": bs0,
+                             "max_jump": MAX_JUMP}, A, bs0 + DELTA, exp6),
+        ("late-epoch", {"epoch": 700000000, "boot_id": A, "boot_start": bs0,
+                        "max_jump": MAX_JUMP}, A, bs0 + 3 * DELTA + 1, exp6),
+    ]
+    out = []
+    for name, s0, bid, b, W in cases:
+        r = schedule(s0, bid, b, W)
+        ent = {"name": name, "state": dict(s0), "boot_id": bid, "boottime": b, "wall": W}
+        if isinstance(r, str):
+            ent["error"] = r
+        else:
+            ent.update({"epoch": r[0], "boot_start": r[1], "expected": r[2], "clock": r[3]})
+        out.append(ent)
+    assert [c.get("clock") for c in out] == [False, False, True, True, None, False, False,
+                                             True, True, True, True, None, None, True]
+    return out
+
+
+HOST_RE = re.compile(r"[a-z0-9][a-z0-9.-]{0,62}\Z")   # 16.1
+
+
+def host_vectors():
+    valid = [b"a", b"0", b"host-1.example", b"a" * 63, b"a.", b"a-", b"1.2.3.4"]
+    invalid = [b"", b".a", b"-a", b"A", b"a_b", b"a b", b"a" * 64, b"a+b", b"a/b",
+               b"h\xc3\xa9", b"a\n"]
+    for h in valid:
+        assert HOST_RE.match(h.decode("latin-1")), h
+    for h in invalid:
+        assert not HOST_RE.match(h.decode("latin-1")), h
+    return {"valid": [h.decode() for h in valid], "invalid_hex": [h.hex() for h in invalid]}
+
+
 def caller_vectors():
     valid = [b"a", b"user.name", b"a" * 32, b".".join([b"a" * 32] * 4), b"x9_.y_0",
              b"labels.env", b"seq2", b"z_"]
@@ -932,6 +1005,8 @@ def main():
         "keytree": keytree_vectors(),
         "files": files_vectors(),
         "caller": caller_vectors(),
+        "schedule": schedule_vectors(),
+        "hosts": host_vectors(),
         "records": [r for c in chains for r in c.records],
         "trees": [tree_vectors(c) for c in chains],
         "signing_seed": SIGN_SEED.hex(),
