@@ -33,7 +33,7 @@ static const char *const reserved[] = {
 	"key_label", "key_id", "actor", "detail", "file_id", "chain_id", "reason", "prev_name",
 	"prev_seq", "prev_hash", "prev_size", "pad", "last_seq", "damage_offset",
 	"damage_length", "damage_sha256", "kind", "epoch", "seal_key", "prev_seal",
-	"prev_kind", "mac", "size", "first_seq", "range", "note", "expected",
+	"prev_kind", "mac", "size", "first_seq", "range", "note", "expected", "wall",
 };
 
 bool al_v2_caller_key_ok(const uint8_t *key, size_t n)

@@ -43,6 +43,7 @@ enum al_v2_tag {
 	AL_TAG_RANGE = 0x62,
 	AL_TAG_NOTE = 0x63,
 	AL_TAG_EXPECTED = 0x70,
+	AL_TAG_WALL = 0x71,
 	AL_TAG_CALLER_STR = 0x80,
 	AL_TAG_CALLER_INT = 0x81,
 };

@@ -419,7 +419,7 @@ TAGS = {
     "prev_kind": ("str", 0x54, None), "mac": ("str", 0x55, None),
     "size": ("int", 0x60, None), "first_seq": ("int", 0x61, None),
     "range": ("str", 0x62, None), "note": ("str", 0x63, None),
-    "expected": ("str", 0x70, None),
+    "expected": ("str", 0x70, None), "wall": ("str", 0x71, None),
 }
 ORDER = {  # section 12 / 2.2-2.4
     "event": ["action", "outcome", "rv", "slot", "session", "mechanism", "key_label",
@@ -430,7 +430,7 @@ ORDER = {  # section 12 / 2.2-2.4
     "seal": ["kind", "epoch", "seal_key", "chain_id", "prev_seal", "prev_kind", "mac"],
     "checkpoint": ["size", "first_seq", "range", "note"],
     "tree": ["size", "first_seq", "range"],
-    "clock": ["epoch", "expected"],
+    "clock": ["epoch", "expected", "wall"],
 }
 RESERVED = set(TAGS) | {"seq", "v", "type", "hash"}
 CALLER_RE = re.compile(r"[a-z][a-z0-9_]{0,31}(\.[a-z][a-z0-9_]{0,31}){0,3}\Z")
@@ -756,8 +756,8 @@ def build_chains():
     ca.add("a-event-6", "event", t(6, 8), [("action", b"C_Logout"), ("outcome", b"success")])
     ca.tree("a-tree", t(6, 9))
     ca.seal("a-seal-batch-2", "batch", t(6, 10), 6)
-    ca.add("a-clock", "clock", t(6, 11), [("epoch", 6),
-                                          ("expected", ts_text(t(6, 11) - 3600 * 10 ** 9))])
+    ca.add("a-clock", "clock", t(6, 11), [("epoch", 6), ("expected", ts_text(t(6, 11))),
+                                          ("wall", ts_text(t(6, 11) - 3600 * 10 ** 9))])
     ca.add("a-event-11", "event", t(6, 12), [("action", b"C_Finalize"), ("outcome", b"success")])
     ca.checkpoint("a-checkpoint", t(6, 13))
     ca.seal("a-close", "close", t(6, 14), 6)
@@ -933,7 +933,7 @@ def caller_vectors():
     invalid = [b"", b"A", b"1a", b"_a", b"a" * 33, b".".join([b"a"] * 5), b"a..b", b"a.",
                b".a", b"a-b", b"a b", b"a.1", b"\xc3\xa9", b"seq", b"hash", b"actor",
                b"key_id", b"mac", b"range", b"note", b"epoch", b"first_seq", b"v",
-               b"type", b"expected", b"prev_kind", b"user.Name"]
+               b"type", b"expected", b"wall", b"prev_kind", b"user.Name"]
     for k in valid:
         assert caller_key_ok(k), k
     for k in invalid:
