@@ -2,9 +2,9 @@
 """Known-answer vectors for auditlog format v2 (docs/format.md, Part II).
 
 Written from docs/format.md alone (sections 12-24; section 3's string rules
-come from gen_vectors.py, itself written from that page): no C code of this
-project was read while writing it, so the C format layer is checked against
-the specification rather than against itself.
+come from gen_vectors.py, itself written from that page), before the C format
+layer existed and without reading any C code of this project, so the C is
+checked against the specification rather than against itself.
 
 Needs python3 and python3-cryptography (Ed25519).  A missing module is an
 error, never a skip: CI installs it (scripts/install-deps.sh).
