@@ -559,6 +559,91 @@ static void check_checkpoint(json_t *rec, const struct members *x, const uint8_t
 					    (size_t)nn, NULL), 0);
 }
 
+/* The member table of the new types: the vectors pass, and every dropped,
+ * repeated or swapped member fails; a seal rebuilt from its fields gives the
+ * same body. */
+static void check_member_rules(uint8_t type, const struct members *x, const uint8_t *body,
+			       size_t blen)
+{
+	struct al_v2_member m[16];
+
+	if (type < AL_T_SEAL) {
+		assert_int_equal(al_v2_check_members(type, x->m, x->nm), -ENOTSUP);
+		return;
+	}
+	assert_int_equal(al_v2_check_members(type, x->m, x->nm), 0);
+	for (size_t i = 0; i < x->nm; i++) {
+		size_t k = 0;
+		for (size_t j = 0; j < x->nm; j++)
+			if (j != i)
+				m[k++] = x->m[j];
+		assert_int_equal(al_v2_check_members(type, m, k), -EINVAL);
+		memcpy(m, x->m, x->nm * sizeof(m[0]));
+		m[x->nm] = x->m[i];
+		assert_int_equal(al_v2_check_members(type, m, x->nm + 1), -EINVAL);
+		if (i + 1 < x->nm) {
+			memcpy(m, x->m, x->nm * sizeof(m[0]));
+			m[i] = x->m[i + 1];
+			m[i + 1] = x->m[i];
+			assert_int_equal(al_v2_check_members(type, m, x->nm), -EINVAL);
+		}
+		/* a value against its rule: a string one byte short, an int out of range */
+		memcpy(m, x->m, x->nm * sizeof(m[0]));
+		if (m[i].is_int)
+			m[i].u = UINT64_MAX;
+		else
+			m[i].n--;
+		if (m[i].tag != AL_TAG_NOTE)
+			assert_int_equal(al_v2_check_members(type, m, x->nm), -EINVAL);
+	}
+	if (type == AL_T_SEAL && x->nm == 5) {
+		/* prev_seal and prev_kind belong to an open seal only */
+		static const uint8_t close_[] = "close";
+		bool is_open = member(x, AL_TAG_KIND)->n == 4 &&
+			       memcmp(member(x, AL_TAG_KIND)->p, "open", 4) == 0;
+		memcpy(m, x->m, 4 * sizeof(m[0]));
+		m[4] = (struct al_v2_member){ AL_TAG_PREV_SEAL, true, NULL, 0, 1 };
+		m[5] = (struct al_v2_member){ AL_TAG_PREV_KIND, false, close_, 5, 0 };
+		m[6] = x->m[4];
+		assert_int_equal(al_v2_check_members(type, m, 7), is_open ? 0 : -EINVAL);
+	}
+	if (type == AL_T_SEAL) {
+		struct al_v2_seal sl = { 0 };
+		struct al_v2_member sm[7];
+		char hex[AL_V2_SEAL_HEX];
+		uint8_t b2[512];
+		char kind[8] = { 0 }, pkind[8] = { 0 };
+		int k;
+		long n2;
+
+		memcpy(kind, member(x, AL_TAG_KIND)->p, member(x, AL_TAG_KIND)->n);
+		sl.kind = kind;
+		sl.epoch = (uint32_t)member(x, AL_TAG_EPOCH)->u;
+		assert_int_equal(al_unhex(member(x, AL_TAG_SEAL_KEY)->p, 16, sl.key_id), 0);
+		memcpy(sl.chain_id, member(x, AL_TAG_CHAIN_ID)->p, 32);
+		for (size_t i = 0; i < x->nm; i++)
+			if (x->m[i].tag == AL_TAG_PREV_SEAL) {
+				sl.has_prev = true;
+				sl.prev_seal = x->m[i].u;
+				memcpy(pkind, member(x, AL_TAG_PREV_KIND)->p, member(x, AL_TAG_PREV_KIND)->n);
+				sl.prev_kind = pkind;
+			}
+		sl.has_mac = true;
+		assert_int_equal(al_unhex(member(x, AL_TAG_MAC)->p, 64, sl.mac), 0);
+		k = al_v2_seal_members(&sl, sm, hex);
+		assert_int_equal(k, (int)x->nm);
+		n2 = al_v2_body(AL_T_SEAL, sm, (size_t)k, NULL, 0, b2, sizeof(b2));
+		assert_int_equal(n2, (long)blen);
+		assert_memory_equal(b2, body, blen);
+		sl.kind = "shut";
+		assert_int_equal(al_v2_seal_members(&sl, sm, hex), -EINVAL);
+		sl.kind = "batch";
+		sl.has_prev = true;
+		sl.prev_kind = "close";
+		assert_int_equal(al_v2_seal_members(&sl, sm, hex), -EINVAL); /* prev_* only in open */
+	}
+}
+
 static void test_records(void **state)
 {
 	json_t *recs = at("records"), *rec;
@@ -612,6 +697,7 @@ static void test_records(void **state)
 		D[0] ^= 1;
 		al_v2_chain_step(prev, seq, ts, D, prevh);
 		assert_memory_not_equal(prevh, h, 32);
+		check_member_rules(type, &x, body, (size_t)n);
 		if (type == AL_T_SEAL) {
 			check_seal(rec, &x, prev, seq, ts);
 			seals++;

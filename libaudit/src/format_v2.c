@@ -225,3 +225,156 @@ void al_v2_chain_step(const uint8_t prev[AL_HASH_LEN], uint64_t seq, const char 
 	al_v2_leaf_input(prev, seq, ts, digest, m + 1);
 	al_sha256(m, sizeof(m), out);
 }
+
+/* ---- the members of the new record types (sections 12, 19-21) ------------- */
+
+enum { OPT = 0, REQ = 1, OPEN_ONLY = 2 };
+
+struct mdesc {
+	uint8_t tag;
+	bool is_int;
+	uint8_t need;
+};
+
+static const struct mdesc seal_m[] = {
+	{ AL_TAG_KIND, false, REQ },       { AL_TAG_EPOCH, true, REQ },
+	{ AL_TAG_SEAL_KEY, false, REQ },   { AL_TAG_CHAIN_ID, false, REQ },
+	{ AL_TAG_PREV_SEAL, true, OPEN_ONLY }, { AL_TAG_PREV_KIND, false, OPEN_ONLY },
+	{ AL_TAG_MAC, false, REQ },
+};
+static const struct mdesc checkpoint_m[] = {
+	{ AL_TAG_SIZE, true, REQ }, { AL_TAG_FIRST_SEQ, true, REQ },
+	{ AL_TAG_RANGE, false, REQ }, { AL_TAG_NOTE, false, REQ },
+};
+static const struct mdesc tree_m[] = {
+	{ AL_TAG_SIZE, true, REQ }, { AL_TAG_FIRST_SEQ, true, REQ }, { AL_TAG_RANGE, false, REQ },
+};
+static const struct mdesc clock_m[] = {
+	{ AL_TAG_EPOCH, true, REQ }, { AL_TAG_EXPECTED, false, REQ }, { AL_TAG_WALL, false, REQ },
+};
+
+const char *al_v2_member_key(uint8_t tag)
+{
+	switch (tag) {
+	case AL_TAG_KIND: return "kind";
+	case AL_TAG_EPOCH: return "epoch";
+	case AL_TAG_SEAL_KEY: return "seal_key";
+	case AL_TAG_PREV_SEAL: return "prev_seal";
+	case AL_TAG_PREV_KIND: return "prev_kind";
+	case AL_TAG_MAC: return "mac";
+	case AL_TAG_SIZE: return "size";
+	case AL_TAG_FIRST_SEQ: return "first_seq";
+	case AL_TAG_RANGE: return "range";
+	case AL_TAG_NOTE: return "note";
+	case AL_TAG_EXPECTED: return "expected";
+	case AL_TAG_WALL: return "wall";
+	default: return NULL;
+	}
+}
+
+static bool is_lhex(const uint8_t *p, size_t n, size_t want)
+{
+	if (n != want)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+			return false;
+	return true;
+}
+
+static bool is_kind(const uint8_t *p, size_t n)
+{
+	static const char *const kinds[] = { "batch", "idle", "open", "close" };
+
+	for (size_t i = 0; i < 4; i++)
+		if (strlen(kinds[i]) == n && memcmp(kinds[i], p, n) == 0)
+			return true;
+	return false;
+}
+
+static bool value_ok(const struct al_v2_member *m)
+{
+	switch (m->tag) {
+	case AL_TAG_KIND:
+	case AL_TAG_PREV_KIND: return is_kind(m->p, m->n);
+	case AL_TAG_EPOCH: return m->u <= UINT32_MAX;
+	case AL_TAG_SEAL_KEY: return is_lhex(m->p, m->n, 16);
+	case AL_TAG_CHAIN_ID: return is_lhex(m->p, m->n, 32);
+	case AL_TAG_MAC: return is_lhex(m->p, m->n, 64);
+	case AL_TAG_PREV_SEAL:
+	case AL_TAG_FIRST_SEQ: return m->u <= AL_INT_MAX;
+	case AL_TAG_SIZE: return m->u >= 1 && m->u <= AL_INT_MAX;
+	case AL_TAG_NOTE: return m->n > 0 && m->n <= AL_LINE_MAX;
+	case AL_TAG_EXPECTED:
+	case AL_TAG_WALL: return m->n == AL_TS_LEN && al_parse_ts(m->p, m->n, NULL) == 0;
+	default: return true; /* range: checked with its size below */
+	}
+}
+
+int al_v2_check_members(uint8_t type, const struct al_v2_member *m, size_t n)
+{
+	const struct mdesc *d;
+	size_t nd, j = 0, prev = 0;
+	bool open = false;
+	uint64_t size = 0;
+
+	switch (type) {
+	case AL_T_SEAL: d = seal_m; nd = sizeof(seal_m) / sizeof(seal_m[0]); break;
+	case AL_T_CHECKPOINT: d = checkpoint_m; nd = sizeof(checkpoint_m) / sizeof(checkpoint_m[0]); break;
+	case AL_T_TREE: d = tree_m; nd = sizeof(tree_m) / sizeof(tree_m[0]); break;
+	case AL_T_CLOCK: d = clock_m; nd = sizeof(clock_m) / sizeof(clock_m[0]); break;
+	default: return -ENOTSUP;
+	}
+	for (size_t i = 0; i < nd; i++) {
+		if (j < n && m[j].tag == d[i].tag) {
+			if (m[j].is_int != d[i].is_int || (!m[j].is_int && !m[j].p && m[j].n) ||
+			    !value_ok(&m[j]))
+				return -EINVAL;
+			if (m[j].tag == AL_TAG_KIND)
+				open = m[j].n == 4 && memcmp(m[j].p, "open", 4) == 0;
+			if (m[j].tag == AL_TAG_SIZE)
+				size = m[j].u;
+			if (m[j].tag == AL_TAG_RANGE &&
+			    !is_lhex(m[j].p, m[j].n, 64u * (size_t)__builtin_popcountll(size)))
+				return -EINVAL;
+			if (d[i].need == OPEN_ONLY)
+				prev++;
+			j++;
+		} else if (d[i].need == REQ) {
+			return -EINVAL;
+		}
+	}
+	if (j != n)
+		return -EINVAL; /* unknown, repeated or misplaced members */
+	/* prev_seal and prev_kind: together, in an open seal only */
+	if (prev == 1 || (prev == 2 && !open))
+		return -EINVAL;
+	return 0;
+}
+
+int al_v2_seal_members(const struct al_v2_seal *s, struct al_v2_member m[7], char *hex)
+{
+	int k = 0;
+
+	if (!s->kind || !is_kind((const uint8_t *)s->kind, strlen(s->kind)) ||
+	    !is_lhex((const uint8_t *)s->chain_id, 32, 32) ||
+	    (s->has_prev && (strcmp(s->kind, "open") != 0 || !s->prev_kind ||
+			     !is_kind((const uint8_t *)s->prev_kind, strlen(s->prev_kind)) ||
+			     s->prev_seal > AL_INT_MAX)))
+		return -EINVAL;
+	al_hex(s->key_id, 8, hex);
+	m[k++] = (struct al_v2_member){ AL_TAG_KIND, false, (const uint8_t *)s->kind, strlen(s->kind), 0 };
+	m[k++] = (struct al_v2_member){ AL_TAG_EPOCH, true, NULL, 0, s->epoch };
+	m[k++] = (struct al_v2_member){ AL_TAG_SEAL_KEY, false, (const uint8_t *)hex, 16, 0 };
+	m[k++] = (struct al_v2_member){ AL_TAG_CHAIN_ID, false, (const uint8_t *)s->chain_id, 32, 0 };
+	if (s->has_prev) {
+		m[k++] = (struct al_v2_member){ AL_TAG_PREV_SEAL, true, NULL, 0, s->prev_seal };
+		m[k++] = (struct al_v2_member){ AL_TAG_PREV_KIND, false, (const uint8_t *)s->prev_kind,
+						strlen(s->prev_kind), 0 };
+	}
+	if (s->has_mac) {
+		al_hex(s->mac, AL_HASH_LEN, hex + 16);
+		m[k++] = (struct al_v2_member){ AL_TAG_MAC, false, (const uint8_t *)hex + 16, 64, 0 };
+	}
+	return k;
+}

@@ -23,6 +23,9 @@
 #define al_v2_caller_sort auditlog__al_v2_caller_sort
 #define al_v2_chain_step auditlog__al_v2_chain_step
 #define al_v2_leaf_input auditlog__al_v2_leaf_input
+#define al_v2_check_members auditlog__al_v2_check_members
+#define al_v2_member_key auditlog__al_v2_member_key
+#define al_v2_seal_members auditlog__al_v2_seal_members
 
 #define AL_V2 2u
 
@@ -104,5 +107,32 @@ void al_v2_leaf_input(const uint8_t prev[AL_HASH_LEN], uint64_t seq, const char 
 /* hash_n = SHA-256(0x00 || E_n): two compression blocks (section 15). */
 void al_v2_chain_step(const uint8_t prev[AL_HASH_LEN], uint64_t seq, const char ts[AL_TS_LEN],
 		      const uint8_t digest[AL_HASH_LEN], uint8_t out[AL_HASH_LEN]);
+
+/* The key of a v2 member tag (section 12), NULL for a tag v2 does not add. */
+const char *al_v2_member_key(uint8_t tag);
+
+/* Check the members of a seal, checkpoint, tree or clock record (line order,
+ * required and optional members, kinds and value rules of sections 12 and
+ * 19-21): 0, or -EINVAL naming nothing more. Other types: -ENOTSUP (their
+ * members are v1's, format.c). */
+int al_v2_check_members(uint8_t type, const struct al_v2_member *m, size_t n);
+
+/* A seal's fields (section 19). kind: "batch", "idle", "open", "close". */
+struct al_v2_seal {
+	const char *kind;
+	uint32_t epoch;
+	uint8_t key_id[8];
+	char chain_id[32];   /* 32 lowercase hex, no NUL needed */
+	bool has_prev;       /* open only: the chain's previous seal */
+	uint64_t prev_seal;
+	const char *prev_kind;
+	bool has_mac;        /* false: the members S_n is made of (the MAC input) */
+	uint8_t mac[AL_HASH_LEN];
+};
+/* The seal's members in line order into m (room for 7); hex is scratch for
+ * the hex values (AL_V2_SEAL_HEX bytes) and must outlive m. Returns the
+ * number of members, or -EINVAL. */
+#define AL_V2_SEAL_HEX (16u + 64u)
+int al_v2_seal_members(const struct al_v2_seal *s, struct al_v2_member m[7], char *hex);
 
 #endif
