@@ -874,6 +874,36 @@ static void test_caller_fields(void **state)
 		}
 		al_v2_caller_sort(x.f, x.nf);
 		if (ok) {
+			/* the raw fields, decoded by 14.2 and sorted, are the canonical ones */
+			struct members raw;
+			static uint8_t dec[AL_CALLER_MAX + 2][AL_CALLER_STR_CAP];
+			size_t nr = 0;
+			memset(&raw, 0, sizeof(raw));
+			json_array_foreach(json_object_get(s, "fields"), k, fv) {
+				struct al_v2_field *f = &raw.f[nr];
+				f->key = (const uint8_t *)json_string_value(json_array_get(fv, 0));
+				f->key_len = strlen((const char *)f->key);
+				value(&raw, json_array_get(fv, 1), &f->is_int, &f->p, &f->n, &f->u);
+				if (!f->is_int) {
+					f->n = al_v2_caller_decode(f->p, f->n, dec[nr]);
+					f->p = dec[nr];
+					if (f->n == 0)
+						continue; /* omitted */
+				}
+				nr++;
+			}
+			al_v2_caller_sort(raw.f, nr);
+			assert_int_equal(nr, x.nf);
+			for (size_t q = 0; q < nr; q++) {
+				assert_int_equal(raw.f[q].key_len, x.f[q].key_len);
+				assert_memory_equal(raw.f[q].key, x.f[q].key, x.f[q].key_len);
+				assert_int_equal(raw.f[q].is_int, x.f[q].is_int);
+				assert_int_equal(raw.f[q].u, x.f[q].u);
+				assert_int_equal(raw.f[q].n, x.f[q].n);
+				if (x.f[q].n)
+					assert_memory_equal(raw.f[q].p, x.f[q].p, x.f[q].n);
+			}
+			members_free(&raw);
 			uint8_t body[4096];
 			size_t jn;
 			uint8_t *j = unhex(str(s, "json_hex"), &jn);

@@ -378,7 +378,7 @@ size_t al_decoded_max(enum al_field f, size_t n)
 	return n * 3;
 }
 
-static size_t decode_text(const uint8_t *s, size_t n, size_t cap, uint8_t *out)
+size_t al_decode_text(const uint8_t *s, size_t n, size_t cap, uint8_t *out)
 {
 	size_t i = 0, o = 0, esc = 0, cut_o = 0;
 	bool capped = cap != 0;
@@ -450,7 +450,7 @@ size_t al_decode_field(enum al_field f, const uint8_t *raw, size_t n, uint8_t *o
 		memcpy(out + 2 * keep, AL_CUT_MARKER, AL_CUT_MARKER_LEN);
 		return 2 * keep + AL_CUT_MARKER_LEN;
 	}
-	return decode_text(raw, n, d->kind == K_STR ? d->cap : 0, out);
+	return al_decode_text(raw, n, d->kind == K_STR ? d->cap : 0, out);
 }
 
 int al_record_decode(const struct al_record *raw, struct al_record *out, uint8_t *buf, size_t cap)

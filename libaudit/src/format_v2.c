@@ -65,6 +65,12 @@ bool al_v2_caller_key_ok(const uint8_t *key, size_t n)
 	return true;
 }
 
+size_t al_v2_caller_decode(const uint8_t *raw, size_t n, uint8_t out[AL_CALLER_STR_CAP])
+{
+	/* decoded <= escaped <= cap, so 256 bytes of out always suffice */
+	return n ? al_decode_text(raw, n, AL_CALLER_STR_CAP, out) : 0;
+}
+
 /* memcmp order, a prefix first */
 static int key_cmp(const struct al_v2_field *a, const struct al_v2_field *b)
 {

@@ -18,6 +18,7 @@
 #define al_sha256 auditlog__al_sha256
 #define al_v2_body auditlog__al_v2_body
 #define al_v2_caller_check auditlog__al_v2_caller_check
+#define al_v2_caller_decode auditlog__al_v2_caller_decode
 #define al_v2_caller_json_len auditlog__al_v2_caller_json_len
 #define al_v2_caller_key_ok auditlog__al_v2_caller_key_ok
 #define al_v2_caller_sort auditlog__al_v2_caller_sort
@@ -81,6 +82,11 @@ void al_sha256(const void *p, size_t n, uint8_t out[AL_HASH_LEN]);
 
 /* True when key matches section 14.1: the pattern, and no reserved name. */
 bool al_v2_caller_key_ok(const uint8_t *key, size_t n);
+
+/* A caller's string value made canonical (section 14.2: section 3 with cap
+ * 256) into out (AL_CALLER_STR_CAP bytes). Returns its length; 0 means the
+ * field is omitted. */
+size_t al_v2_caller_decode(const uint8_t *raw, size_t n, uint8_t out[AL_CALLER_STR_CAP]);
 
 /* Sort fields by key, bytewise (14.3), in place; stable, no allocation. */
 void al_v2_caller_sort(struct al_v2_field *f, size_t n);

@@ -16,6 +16,7 @@
 #define al_ckr_count auditlog__al_ckr_count
 #define al_ckr_names auditlog__al_ckr_names
 #define al_decode_field auditlog__al_decode_field
+#define al_decode_text auditlog__al_decode_text
 #define al_decoded_max auditlog__al_decoded_max
 #define al_emit auditlog__al_emit
 #define al_encode_v1 auditlog__al_encode_v1

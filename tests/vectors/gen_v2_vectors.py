@@ -968,6 +968,10 @@ def caller_vectors():
     one("seventeen", [(b"k%02d" % i, i) for i in range(17)], "EINVAL")
     one("seventeen-one-empty", [(b"k%02d" % i, i) for i in range(16)] + [(b"e", b"")], "ok")
     one("cut", [(b"s", b"\x01" * 100)], "ok")     # 600 escaped bytes: cut at 256
+    one("mixed", [(b"user.name", b"alice \"admin\"\n\x1b"), (b"geo.city",
+                   "Z\u00fcrich \u2014 \u00e9".encode() + b"\xff\xe2\x82A"),
+                  (b"long", b"L" * 300), (b"esc", b"\\" * 200), (b"u", "\u20ac".encode() * 90),
+                  (b"e", b"")], "ok")
     # 7 strings of 256 escaped bytes + keys: over 2048
     one("too-big", [(b"s%d" % i, b"y" * 256) for i in range(8)], "E2BIG")
     # exactly 2048: each `,"sN":"…"` is 8 + len; 8 fields of 248 = 2048
