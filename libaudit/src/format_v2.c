@@ -96,24 +96,6 @@ void al_v2_caller_sort(struct al_v2_field *f, size_t n)
 	}
 }
 
-/* Escaped length of decoded (valid UTF-8) bytes, docs/format.md 3 step 2. */
-static size_t esc_len(const uint8_t *s, size_t n)
-{
-	size_t e = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		uint8_t c = s[i];
-		if (c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' ||
-		    c == '\f')
-			e += 2;
-		else if (c < 0x20)
-			e += 6;
-		else
-			e += 1;
-	}
-	return e;
-}
-
 static size_t dec_len(uint64_t v)
 {
 	size_t d = 1;
@@ -130,7 +112,7 @@ size_t al_v2_caller_json_len(const struct al_v2_field *f, size_t n)
 	size_t total = 0;
 
 	for (size_t i = 0; i < n; i++)
-		total += 2 + f[i].key_len + 2 + (f[i].is_int ? dec_len(f[i].u) : 2 + esc_len(f[i].p, f[i].n));
+		total += 2 + f[i].key_len + 2 + (f[i].is_int ? dec_len(f[i].u) : 2 + al_escaped_len(f[i].p, f[i].n));
 	return total;
 }
 
@@ -144,7 +126,7 @@ int al_v2_caller_check(const struct al_v2_field *f, size_t n)
 		if (i && key_cmp(&f[i - 1], &f[i]) >= 0)
 			return -EINVAL; /* unsorted or duplicate */
 		if (f[i].is_int ? f[i].u > AL_INT_MAX
-				: (f[i].n == 0 || esc_len(f[i].p, f[i].n) > AL_CALLER_STR_CAP))
+				: (f[i].n == 0 || al_escaped_len(f[i].p, f[i].n) > AL_CALLER_STR_CAP))
 			return -EINVAL;
 	}
 	return al_v2_caller_json_len(f, n) > AL_CALLER_JSON_MAX ? -E2BIG : 0;
