@@ -26,6 +26,8 @@
 #include "merkle.h"
 #include "note.h"
 #include "sealkey.h"
+#include "seal.h"
+#include "checkpoint.h"
 
 static json_t *V;
 
@@ -644,12 +646,114 @@ static void check_member_rules(uint8_t type, const struct members *x, const uint
 	}
 }
 
+/* The verifier's composite checks (seal.c, checkpoint.c) on the vectors. */
+static void check_seal_record(const struct members *x, const uint8_t prev[32], uint64_t seq,
+			      const char *ts)
+{
+	json_t *kt = at("keytree");
+	struct al_seal_walk w;
+	struct al_v2_seal sl = { 0 };
+	uint8_t S[32], kid[8], chain[32], K[32], kmac[32], p2[32];
+	uint32_t ep = 0;
+	char kind[8] = { 0 };
+
+	unhex32(str(kt, "seed"), S);
+	assert_int_equal(al_unhex((const uint8_t *)str(kt, "key_id"), 16, kid), 0);
+	memcpy(chain, member(x, AL_TAG_CHAIN_ID)->p, 32);
+	al_seal_walk_init(&w, S);
+	assert_int_equal(al_v2_seal_check(&w, kid, chain, prev, seq, ts, x->m, x->nm, &ep), 0);
+	assert_int_equal(ep, member(x, AL_TAG_EPOCH)->u);
+	memcpy(p2, prev, 32);
+	p2[7] ^= 0x10;
+	assert_int_equal(al_v2_seal_check(&w, kid, chain, p2, seq, ts, x->m, x->nm, NULL), -EBADMSG);
+	assert_int_equal(al_v2_seal_check(&w, kid, chain, prev, seq + 1, ts, x->m, x->nm, NULL), -EBADMSG);
+	chain[31] = chain[31] == '0' ? '1' : '0'; /* another chain's seal spliced in */
+	assert_int_equal(al_v2_seal_check(&w, kid, chain, prev, seq, ts, x->m, x->nm, NULL), -EBADMSG);
+	chain[31] = member(x, AL_TAG_CHAIN_ID)->p[31];
+	kid[0] ^= 1;
+	assert_int_equal(al_v2_seal_check(&w, kid, chain, prev, seq, ts, x->m, x->nm, NULL), -ENOKEY);
+	kid[0] ^= 1;
+	assert_int_equal(al_v2_seal_check(&w, kid, chain, prev, seq, ts, x->m, x->nm - 1, NULL), -EINVAL);
+	/* the writer's side makes the same MAC */
+	memcpy(kind, member(x, AL_TAG_KIND)->p, member(x, AL_TAG_KIND)->n);
+	sl.kind = kind;
+	sl.epoch = ep;
+	memcpy(sl.key_id, kid, 8);
+	memcpy(sl.chain_id, chain, 32);
+	if (x->nm == 7) {
+		static char pk[8];
+		memset(pk, 0, sizeof(pk));
+		memcpy(pk, member(x, AL_TAG_PREV_KIND)->p, member(x, AL_TAG_PREV_KIND)->n);
+		sl.has_prev = true;
+		sl.prev_seal = member(x, AL_TAG_PREV_SEAL)->u;
+		sl.prev_kind = pk;
+	}
+	assert_int_equal(al_seal_walk_key(&w, ep, K), 0);
+	assert_int_equal(al_seal_mac_key(K, kmac), 0);
+	assert_int_equal(al_v2_seal_sign(&sl, kmac, prev, seq, ts), 0);
+	assert_true(sl.has_mac);
+	{
+		char hx[64];
+		al_hex(sl.mac, 32, hx);
+		assert_memory_equal(hx, member(x, AL_TAG_MAC)->p, 64);
+	}
+	al_seal_walk_wipe(&w);
+}
+
+static void check_tree_record(uint8_t type, const struct members *x, const uint8_t (*leaves)[32],
+			      size_t nleaves, uint64_t first_seq, json_t *rec)
+{
+	struct al_v2_tree_state t = { .first_seq = first_seq, .size = nleaves };
+	struct al_merkle_range r;
+	uint8_t seed[32], pub[32];
+	const char *origin = NULL;
+
+	al_merkle_range_init(&r);
+	for (size_t i = 0; i < nleaves; i++)
+		assert_int_equal(al_merkle_range_append(&r, leaves[i]), 0);
+	assert_int_equal(al_merkle_range_root(&r, t.root), 0);
+	memcpy(t.head, leaves[nleaves - 1], 32);
+	if (type == AL_T_TREE) {
+		assert_int_equal(al_v2_tree_check(x->m, x->nm, &t), 0);
+		t.root[0] ^= 1;
+		assert_int_equal(al_v2_tree_check(x->m, x->nm, &t), -EBADMSG);
+		t.root[0] ^= 1;
+		t.size++;
+		assert_int_equal(al_v2_tree_check(x->m, x->nm, &t), -EBADMSG);
+		return;
+	}
+	origin = str(json_object_get(rec, "checkpoint"), "origin");
+	unhex32(json_string_value(at("signing_seed")), seed);
+	assert_int_equal(al_ed25519_public(seed, pub), 0);
+	assert_int_equal(al_v2_checkpoint_check(x->m, x->nm, &t, (const uint8_t *)origin,
+						strlen(origin), pub), 0);
+	/* the note signs another head, a wrong root, another origin, another key */
+	t.head[3] ^= 1;
+	assert_int_equal(al_v2_checkpoint_check(x->m, x->nm, &t, (const uint8_t *)origin,
+						strlen(origin), pub), -EBADMSG);
+	t.head[3] ^= 1;
+	t.root[3] ^= 1;
+	assert_int_equal(al_v2_checkpoint_check(x->m, x->nm, &t, (const uint8_t *)origin,
+						strlen(origin), pub), -EBADMSG);
+	t.root[3] ^= 1;
+	t.first_seq++;
+	assert_int_equal(al_v2_checkpoint_check(x->m, x->nm, &t, (const uint8_t *)origin,
+						strlen(origin), pub), -EBADMSG);
+	t.first_seq--;
+	assert_int_equal(al_v2_checkpoint_check(x->m, x->nm, &t, (const uint8_t *)"x.example/auditlog/00000000000000000000000000000000",
+						50, pub), -EBADMSG);
+	pub[0] ^= 1;
+	assert_int_equal(al_v2_checkpoint_check(x->m, x->nm, &t, (const uint8_t *)origin,
+						strlen(origin), pub), -EBADMSG);
+}
+
 static void test_records(void **state)
 {
 	json_t *recs = at("records"), *rec;
 	uint8_t prevh[32] = {0}, (*leaves)[32] = calloc(64, 32);
 	const char *chain = "";
 	size_t i, nleaves = 0, checkpoints = 0, seals = 0, callers = 0;
+	uint64_t first_seq = 0;
 
 	assert_non_null(leaves);
 	assert_true(json_array_size(recs) >= 20);
@@ -700,8 +804,13 @@ static void test_records(void **state)
 		check_member_rules(type, &x, body, (size_t)n);
 		if (type == AL_T_SEAL) {
 			check_seal(rec, &x, prev, seq, ts);
+			check_seal_record(&x, prev, seq, ts);
 			seals++;
 		}
+		if (nleaves == 0)
+			first_seq = seq;
+		if (type == AL_T_TREE || type == AL_T_CHECKPOINT)
+			check_tree_record(type, &x, (const uint8_t(*)[32])leaves, nleaves, first_seq, rec);
 		if (type == AL_T_CHECKPOINT || type == AL_T_TREE) {
 			assert_int_equal(member(&x, AL_TAG_SIZE)->u, nleaves);
 			if (type == AL_T_CHECKPOINT) {
