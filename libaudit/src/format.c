@@ -388,7 +388,7 @@ size_t al_decoded_max(enum al_field f, size_t n)
 	return n * 3;
 }
 
-static size_t decode_text(const uint8_t *s, size_t n, size_t cap, uint8_t *out)
+size_t al_decode_text(const uint8_t *s, size_t n, size_t cap, uint8_t *out)
 {
 	size_t i = 0, o = 0, esc = 0, cut_o = 0;
 	bool capped = cap != 0;
@@ -460,7 +460,7 @@ size_t al_decode_field(enum al_field f, const uint8_t *raw, size_t n, uint8_t *o
 		memcpy(out + 2 * keep, AL_CUT_MARKER, AL_CUT_MARKER_LEN);
 		return 2 * keep + AL_CUT_MARKER_LEN;
 	}
-	return decode_text(raw, n, d->kind == K_STR ? d->cap : 0, out);
+	return al_decode_text(raw, n, d->kind == K_STR ? d->cap : 0, out);
 }
 
 int al_record_decode(const struct al_record *raw, struct al_record *out, uint8_t *buf, size_t cap)
@@ -551,7 +551,7 @@ static uint8_t *put_escaped(uint8_t *o, const uint8_t *s, size_t n)
 	return o;
 }
 
-static size_t escaped_len(const uint8_t *s, size_t n)
+size_t al_escaped_len(const uint8_t *s, size_t n)
 {
 	size_t e = 0;
 	for (size_t i = 0; i < n; i++)
@@ -588,7 +588,7 @@ static size_t member_len(const struct al_record *r, int f)
 		} while (v);
 		return n;
 	}
-	return n + 2 + escaped_len(r->f[f].p, r->f[f].n);
+	return n + 2 + al_escaped_len(r->f[f].p, r->f[f].n);
 }
 
 static const uint8_t dots[AL_HEADER_LINE] = {[0 ... AL_HEADER_LINE - 1] = '.'};
@@ -623,7 +623,7 @@ long al_emit(const struct al_record *in, const uint8_t prev[AL_HASH_LEN], uint8_
 
 	if (in->type == AL_T_HEADER) {
 		/* L = length without pad: common part + members + ,"hash":"64"}\n */
-		size_t L = 15 + escaped_len(in->f[AL_F_TIMESTAMP].p, in->f[AL_F_TIMESTAMP].n) +
+		size_t L = 15 + al_escaped_len(in->f[AL_F_TIMESTAMP].p, in->f[AL_F_TIMESTAMP].n) +
 			   8 + 5 + 1 + 9 + t->namelen + 1;
 		uint64_t s = in->f[AL_F_SEQ].u;
 		do {

@@ -100,6 +100,12 @@ const char *al_type_name(uint8_t type);
  * decoded length (0 = absent). */
 size_t al_decode_field(enum al_field f, const uint8_t *raw, size_t n, uint8_t *out);
 size_t al_decoded_max(enum al_field f, size_t raw_len);
+/* The same for any text with a cap on its escaped length (0: none): UTF-8
+ * repair, then the cut with its marker (docs/format.md 3, steps 1 and 3).
+ * out must hold min(3 n, cap) bytes (3 n without a cap). */
+size_t al_decode_text(const uint8_t *raw, size_t n, size_t cap, uint8_t *out);
+/* Length of decoded (valid UTF-8) bytes once escaped (docs/format.md 3 step 2). */
+size_t al_escaped_len(const uint8_t *dec, size_t n);
 
 /* Convert a record whose string fields are raw into one whose fields are
  * decoded, using `buf` (size `cap`) for the bytes. Fields whose result is

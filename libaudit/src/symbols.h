@@ -16,9 +16,11 @@
 #define al_ckr_count auditlog__al_ckr_count
 #define al_ckr_names auditlog__al_ckr_names
 #define al_decode_field auditlog__al_decode_field
+#define al_decode_text auditlog__al_decode_text
 #define al_decoded_max auditlog__al_decoded_max
 #define al_emit auditlog__al_emit
 #define al_encode_v1 auditlog__al_encode_v1
+#define al_escaped_len auditlog__al_escaped_len
 #define al_field_key auditlog__al_field_key
 #define al_file_open auditlog__al_file_open
 #define al_file_switch auditlog__al_file_switch

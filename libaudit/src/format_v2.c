@@ -1,0 +1,368 @@
+/* SPDX-License-Identifier: MIT */
+/* Format v2 records: body, caller fields, chain step (docs/format.md 12-15). */
+
+/* The low-level SHA-256 functions, as in chain.c (why: see there). */
+#define OPENSSL_SUPPRESS_DEPRECATED 1
+#include <openssl/opensslconf.h>
+#include <openssl/sha.h>
+#include <openssl/evp.h>
+
+#include "format_v2.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
+void al_sha256(const void *p, size_t n, uint8_t out[AL_HASH_LEN])
+{
+#ifndef OPENSSL_NO_DEPRECATED_3_0
+	SHA256_CTX c;
+
+	SHA256_Init(&c);
+	SHA256_Update(&c, p, n);
+	SHA256_Final(out, &c);
+#else
+	unsigned int len = 0;
+	(void)EVP_Digest(p, n, out, &len, EVP_sha256(), NULL);
+#endif
+}
+
+/* Every member key docs/format.md defines, any type and version (14.1). */
+static const char *const reserved[] = {
+	"seq", "v", "type", "hash", "action", "outcome", "rv", "slot", "session", "mechanism",
+	"key_label", "key_id", "actor", "detail", "file_id", "chain_id", "reason", "prev_name",
+	"prev_seq", "prev_hash", "prev_size", "pad", "last_seq", "damage_offset",
+	"damage_length", "damage_sha256", "kind", "epoch", "seal_key", "prev_seal",
+	"prev_kind", "mac", "size", "first_seq", "range", "note", "expected", "wall",
+};
+
+bool al_v2_caller_key_ok(const uint8_t *key, size_t n)
+{
+	size_t i = 0, parts = 0;
+
+	if (!key || n == 0 || n > AL_CALLER_KEY_MAX)
+		return false;
+	/* [a-z][a-z0-9_]{0,31} (\.[a-z][a-z0-9_]{0,31}){0,3} */
+	for (;;) {
+		size_t start = i;
+		if (i >= n || key[i] < 'a' || key[i] > 'z')
+			return false;
+		i++;
+		while (i < n && ((key[i] >= 'a' && key[i] <= 'z') ||
+				 (key[i] >= '0' && key[i] <= '9') || key[i] == '_'))
+			i++;
+		if (i - start > 32 || ++parts > 4)
+			return false;
+		if (i == n)
+			break;
+		if (key[i] != '.')
+			return false;
+		i++;
+	}
+	for (size_t r = 0; r < sizeof(reserved) / sizeof(reserved[0]); r++)
+		if (strlen(reserved[r]) == n && memcmp(reserved[r], key, n) == 0)
+			return false;
+	return true;
+}
+
+size_t al_v2_caller_decode(const uint8_t *raw, size_t n, uint8_t out[AL_CALLER_STR_CAP])
+{
+	/* decoded <= escaped <= cap, so 256 bytes of out always suffice */
+	return n ? al_decode_text(raw, n, AL_CALLER_STR_CAP, out) : 0;
+}
+
+/* memcmp order, a prefix first */
+static int key_cmp(const struct al_v2_field *a, const struct al_v2_field *b)
+{
+	size_t m = a->key_len < b->key_len ? a->key_len : b->key_len;
+	int c = memcmp(a->key, b->key, m);
+
+	if (c)
+		return c;
+	return a->key_len < b->key_len ? -1 : a->key_len > b->key_len;
+}
+
+void al_v2_caller_sort(struct al_v2_field *f, size_t n)
+{
+	/* insertion sort: at most a few dozen fields */
+	for (size_t i = 1; i < n; i++) {
+		struct al_v2_field x = f[i];
+		size_t j = i;
+		while (j > 0 && key_cmp(&f[j - 1], &x) > 0) {
+			f[j] = f[j - 1];
+			j--;
+		}
+		f[j] = x;
+	}
+}
+
+static size_t dec_len(uint64_t v)
+{
+	size_t d = 1;
+
+	while (v >= 10) {
+		v /= 10;
+		d++;
+	}
+	return d;
+}
+
+size_t al_v2_caller_json_len(const struct al_v2_field *f, size_t n)
+{
+	size_t total = 0;
+
+	for (size_t i = 0; i < n; i++)
+		total += 2 + f[i].key_len + 2 + (f[i].is_int ? dec_len(f[i].u) : 2 + al_escaped_len(f[i].p, f[i].n));
+	return total;
+}
+
+int al_v2_caller_check(const struct al_v2_field *f, size_t n)
+{
+	if (n > AL_CALLER_MAX || (n && !f))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (!al_v2_caller_key_ok(f[i].key, f[i].key_len))
+			return -EINVAL;
+		if (i && key_cmp(&f[i - 1], &f[i]) >= 0)
+			return -EINVAL; /* unsorted or duplicate */
+		if (f[i].is_int ? f[i].u > AL_INT_MAX
+				: (f[i].n == 0 || al_escaped_len(f[i].p, f[i].n) > AL_CALLER_STR_CAP))
+			return -EINVAL;
+	}
+	return al_v2_caller_json_len(f, n) > AL_CALLER_JSON_MAX ? -E2BIG : 0;
+}
+
+static uint8_t *le32(uint8_t *o, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		*o++ = (uint8_t)(v >> (8 * i));
+	return o;
+}
+
+static uint8_t *le64(uint8_t *o, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		*o++ = (uint8_t)(v >> (8 * i));
+	return o;
+}
+
+long al_v2_body(uint8_t type, const struct al_v2_member *m, size_t nm, const struct al_v2_field *f,
+		size_t nf, uint8_t *out, size_t cap)
+{
+	size_t need = 2;
+	uint8_t *o = out;
+
+	for (size_t i = 0; i < nm; i++) {
+		if (!m[i].is_int && m[i].n > UINT32_MAX)
+			return -E2BIG;
+		need += 1 + (m[i].is_int ? 8 : 4 + m[i].n);
+	}
+	for (size_t i = 0; i < nf; i++) {
+		if (f[i].key_len > AL_CALLER_KEY_MAX || (!f[i].is_int && f[i].n > UINT32_MAX))
+			return -E2BIG;
+		need += 2 + f[i].key_len + (f[i].is_int ? 8 : 4 + f[i].n);
+	}
+	if (need > cap || need > (size_t)LONG_MAX)
+		return -E2BIG;
+	*o++ = AL_V2;
+	*o++ = type;
+	for (size_t i = 0; i < nm; i++) {
+		*o++ = m[i].tag;
+		if (m[i].is_int) {
+			o = le64(o, m[i].u);
+		} else {
+			o = le32(o, (uint32_t)m[i].n);
+			if (m[i].n)
+				memcpy(o, m[i].p, m[i].n);
+			o += m[i].n;
+		}
+	}
+	for (size_t i = 0; i < nf; i++) {
+		*o++ = f[i].is_int ? AL_TAG_CALLER_INT : AL_TAG_CALLER_STR;
+		*o++ = (uint8_t)f[i].key_len;
+		memcpy(o, f[i].key, f[i].key_len);
+		o += f[i].key_len;
+		if (f[i].is_int) {
+			o = le64(o, f[i].u);
+		} else {
+			o = le32(o, (uint32_t)f[i].n);
+			if (f[i].n)
+				memcpy(o, f[i].p, f[i].n);
+			o += f[i].n;
+		}
+	}
+	return (long)(o - out);
+}
+
+void al_v2_leaf_input(const uint8_t prev[AL_HASH_LEN], uint64_t seq, const char ts[AL_TS_LEN],
+		      const uint8_t digest[AL_HASH_LEN], uint8_t out[AL_V2_LEAF_INPUT_LEN])
+{
+	memcpy(out, prev, AL_HASH_LEN);
+	le64(out + 32, seq);
+	memcpy(out + 40, ts, AL_TS_LEN);
+	memcpy(out + 70, digest, AL_HASH_LEN);
+}
+
+void al_v2_chain_step(const uint8_t prev[AL_HASH_LEN], uint64_t seq, const char ts[AL_TS_LEN],
+		      const uint8_t digest[AL_HASH_LEN], uint8_t out[AL_HASH_LEN])
+{
+	/* 0x00 || E_n: 103 bytes, padded to exactly two 64-byte blocks */
+	uint8_t m[1 + AL_V2_LEAF_INPUT_LEN];
+
+	m[0] = 0x00;
+	al_v2_leaf_input(prev, seq, ts, digest, m + 1);
+	al_sha256(m, sizeof(m), out);
+}
+
+/* ---- the members of the new record types (sections 12, 19-21) ------------- */
+
+enum { OPT = 0, REQ = 1, OPEN_ONLY = 2 };
+
+struct mdesc {
+	uint8_t tag;
+	bool is_int;
+	uint8_t need;
+};
+
+static const struct mdesc seal_m[] = {
+	{ AL_TAG_KIND, false, REQ },       { AL_TAG_EPOCH, true, REQ },
+	{ AL_TAG_SEAL_KEY, false, REQ },   { AL_TAG_CHAIN_ID, false, REQ },
+	{ AL_TAG_PREV_SEAL, true, OPEN_ONLY }, { AL_TAG_PREV_KIND, false, OPEN_ONLY },
+	{ AL_TAG_MAC, false, REQ },
+};
+static const struct mdesc checkpoint_m[] = {
+	{ AL_TAG_SIZE, true, REQ }, { AL_TAG_FIRST_SEQ, true, REQ },
+	{ AL_TAG_RANGE, false, REQ }, { AL_TAG_NOTE, false, REQ },
+};
+static const struct mdesc tree_m[] = {
+	{ AL_TAG_SIZE, true, REQ }, { AL_TAG_FIRST_SEQ, true, REQ }, { AL_TAG_RANGE, false, REQ },
+};
+static const struct mdesc clock_m[] = {
+	{ AL_TAG_EPOCH, true, REQ }, { AL_TAG_EXPECTED, false, REQ }, { AL_TAG_WALL, false, REQ },
+};
+
+const char *al_v2_member_key(uint8_t tag)
+{
+	switch (tag) {
+	case AL_TAG_KIND: return "kind";
+	case AL_TAG_EPOCH: return "epoch";
+	case AL_TAG_SEAL_KEY: return "seal_key";
+	case AL_TAG_PREV_SEAL: return "prev_seal";
+	case AL_TAG_PREV_KIND: return "prev_kind";
+	case AL_TAG_MAC: return "mac";
+	case AL_TAG_SIZE: return "size";
+	case AL_TAG_FIRST_SEQ: return "first_seq";
+	case AL_TAG_RANGE: return "range";
+	case AL_TAG_NOTE: return "note";
+	case AL_TAG_EXPECTED: return "expected";
+	case AL_TAG_WALL: return "wall";
+	default: return NULL;
+	}
+}
+
+static bool is_lhex(const uint8_t *p, size_t n, size_t want)
+{
+	if (n != want)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+			return false;
+	return true;
+}
+
+static bool is_kind(const uint8_t *p, size_t n)
+{
+	static const char *const kinds[] = { "batch", "idle", "open", "close" };
+
+	for (size_t i = 0; i < 4; i++)
+		if (strlen(kinds[i]) == n && memcmp(kinds[i], p, n) == 0)
+			return true;
+	return false;
+}
+
+static bool value_ok(const struct al_v2_member *m)
+{
+	switch (m->tag) {
+	case AL_TAG_KIND:
+	case AL_TAG_PREV_KIND: return is_kind(m->p, m->n);
+	case AL_TAG_EPOCH: return m->u <= UINT32_MAX;
+	case AL_TAG_SEAL_KEY: return is_lhex(m->p, m->n, 16);
+	case AL_TAG_CHAIN_ID: return is_lhex(m->p, m->n, 32);
+	case AL_TAG_MAC: return is_lhex(m->p, m->n, 64);
+	case AL_TAG_PREV_SEAL:
+	case AL_TAG_FIRST_SEQ: return m->u <= AL_INT_MAX;
+	case AL_TAG_SIZE: return m->u >= 1 && m->u <= AL_INT_MAX;
+	case AL_TAG_NOTE: return m->n > 0 && m->n <= AL_LINE_MAX;
+	case AL_TAG_EXPECTED:
+	case AL_TAG_WALL: return m->n == AL_TS_LEN && al_parse_ts(m->p, m->n, NULL) == 0;
+	default: return true; /* range: checked with its size below */
+	}
+}
+
+int al_v2_check_members(uint8_t type, const struct al_v2_member *m, size_t n)
+{
+	const struct mdesc *d;
+	size_t nd, j = 0, prev = 0;
+	bool open = false;
+	uint64_t size = 0;
+
+	switch (type) {
+	case AL_T_SEAL: d = seal_m; nd = sizeof(seal_m) / sizeof(seal_m[0]); break;
+	case AL_T_CHECKPOINT: d = checkpoint_m; nd = sizeof(checkpoint_m) / sizeof(checkpoint_m[0]); break;
+	case AL_T_TREE: d = tree_m; nd = sizeof(tree_m) / sizeof(tree_m[0]); break;
+	case AL_T_CLOCK: d = clock_m; nd = sizeof(clock_m) / sizeof(clock_m[0]); break;
+	default: return -ENOTSUP;
+	}
+	for (size_t i = 0; i < nd; i++) {
+		if (j < n && m[j].tag == d[i].tag) {
+			if (m[j].is_int != d[i].is_int || (!m[j].is_int && !m[j].p && m[j].n) ||
+			    !value_ok(&m[j]))
+				return -EINVAL;
+			if (m[j].tag == AL_TAG_KIND)
+				open = m[j].n == 4 && memcmp(m[j].p, "open", 4) == 0;
+			if (m[j].tag == AL_TAG_SIZE)
+				size = m[j].u;
+			if (m[j].tag == AL_TAG_RANGE &&
+			    !is_lhex(m[j].p, m[j].n, 64u * (size_t)__builtin_popcountll(size)))
+				return -EINVAL;
+			if (d[i].need == OPEN_ONLY)
+				prev++;
+			j++;
+		} else if (d[i].need == REQ) {
+			return -EINVAL;
+		}
+	}
+	if (j != n)
+		return -EINVAL; /* unknown, repeated or misplaced members */
+	/* prev_seal and prev_kind: together, in an open seal only */
+	if (prev == 1 || (prev == 2 && !open))
+		return -EINVAL;
+	return 0;
+}
+
+int al_v2_seal_members(const struct al_v2_seal *s, struct al_v2_member m[7], char *hex)
+{
+	int k = 0;
+
+	if (!s->kind || !is_kind((const uint8_t *)s->kind, strlen(s->kind)) ||
+	    !is_lhex((const uint8_t *)s->chain_id, 32, 32) ||
+	    (s->has_prev && (strcmp(s->kind, "open") != 0 || !s->prev_kind ||
+			     !is_kind((const uint8_t *)s->prev_kind, strlen(s->prev_kind)) ||
+			     s->prev_seal > AL_INT_MAX)))
+		return -EINVAL;
+	al_hex(s->key_id, 8, hex);
+	m[k++] = (struct al_v2_member){ AL_TAG_KIND, false, (const uint8_t *)s->kind, strlen(s->kind), 0 };
+	m[k++] = (struct al_v2_member){ AL_TAG_EPOCH, true, NULL, 0, s->epoch };
+	m[k++] = (struct al_v2_member){ AL_TAG_SEAL_KEY, false, (const uint8_t *)hex, 16, 0 };
+	m[k++] = (struct al_v2_member){ AL_TAG_CHAIN_ID, false, (const uint8_t *)s->chain_id, 32, 0 };
+	if (s->has_prev) {
+		m[k++] = (struct al_v2_member){ AL_TAG_PREV_SEAL, true, NULL, 0, s->prev_seal };
+		m[k++] = (struct al_v2_member){ AL_TAG_PREV_KIND, false, (const uint8_t *)s->prev_kind,
+						strlen(s->prev_kind), 0 };
+	}
+	if (s->has_mac) {
+		al_hex(s->mac, AL_HASH_LEN, hex + 16);
+		m[k++] = (struct al_v2_member){ AL_TAG_MAC, false, (const uint8_t *)hex + 16, 64, 0 };
+	}
+	return k;
+}

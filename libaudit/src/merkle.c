@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT */
+/* RFC 6962 Merkle trees: node hash, compact range, proofs (docs/format.md 18). */
+
+#include "merkle.h"
+#include "format_v2.h"
+
+#include <errno.h>
+#include <string.h>
+
+void al_merkle_node(const uint8_t l[AL_HASH_LEN], const uint8_t r[AL_HASH_LEN],
+		    uint8_t out[AL_HASH_LEN])
+{
+	uint8_t m[1 + 2 * AL_HASH_LEN];
+
+	m[0] = 0x01;
+	memcpy(m + 1, l, AL_HASH_LEN);
+	memcpy(m + 1 + AL_HASH_LEN, r, AL_HASH_LEN);
+	al_sha256(m, sizeof(m), out);
+}
+
+void al_merkle_range_init(struct al_merkle_range *r)
+{
+	r->size = 0;
+	r->n = 0;
+}
+
+int al_merkle_range_append(struct al_merkle_range *r, const uint8_t leaf[AL_HASH_LEN])
+{
+	uint64_t s = r->size;
+
+	if (s >= AL_MERKLE_MAX_SIZE - 1)
+		return -EOVERFLOW;
+	memcpy(r->h[r->n++], leaf, AL_HASH_LEN);
+	/* one merge per trailing 1-bit of the old size: equal subtrees pair up */
+	while (s & 1) {
+		r->n--;
+		al_merkle_node(r->h[r->n - 1], r->h[r->n], r->h[r->n - 1]);
+		s >>= 1;
+	}
+	r->size++;
+	return 0;
+}
+
+int al_merkle_range_root(const struct al_merkle_range *r, uint8_t out[AL_HASH_LEN])
+{
+	uint8_t acc[AL_HASH_LEN];
+
+	if (r->size == 0 || r->n == 0)
+		return -EINVAL;
+	memcpy(acc, r->h[r->n - 1], AL_HASH_LEN);
+	for (unsigned j = r->n - 1; j-- > 0;)
+		al_merkle_node(r->h[j], acc, acc);
+	memcpy(out, acc, AL_HASH_LEN);
+	return 0;
+}
+
+int al_merkle_range_set(struct al_merkle_range *r, uint64_t size, const uint8_t *hashes,
+			size_t n)
+{
+	if (size == 0 || size >= AL_MERKLE_MAX_SIZE || (size_t)__builtin_popcountll(size) != n ||
+	    !hashes)
+		return -EINVAL;
+	r->size = size;
+	r->n = (unsigned)n;
+	memcpy(r->h, hashes, n * AL_HASH_LEN);
+	return 0;
+}
+
+int al_merkle_verify_inclusion(uint64_t index, uint64_t size, const uint8_t leaf[AL_HASH_LEN],
+			       const uint8_t (*path)[AL_HASH_LEN], size_t n,
+			       const uint8_t root[AL_HASH_LEN])
+{
+	uint64_t fn = index, sn;
+	uint8_t r[AL_HASH_LEN];
+
+	if (index >= size)
+		return -EINVAL;
+	sn = size - 1;
+	memcpy(r, leaf, AL_HASH_LEN);
+	for (size_t i = 0; i < n; i++) {
+		if (sn == 0)
+			return -EBADMSG;
+		if ((fn & 1) || fn == sn) {
+			al_merkle_node(path[i], r, r);
+			while (!(fn & 1) && fn != 0) {
+				fn >>= 1;
+				sn >>= 1;
+			}
+		} else {
+			al_merkle_node(r, path[i], r);
+		}
+		fn >>= 1;
+		sn >>= 1;
+	}
+	return sn == 0 && memcmp(r, root, AL_HASH_LEN) == 0 ? 0 : -EBADMSG;
+}
+
+int al_merkle_verify_consistency(uint64_t m, uint64_t sz, const uint8_t r1[AL_HASH_LEN],
+				 const uint8_t r2[AL_HASH_LEN], const uint8_t (*proof)[AL_HASH_LEN],
+				 size_t n)
+{
+	uint64_t fn, sn;
+	uint8_t fr[AL_HASH_LEN], sr[AL_HASH_LEN];
+	size_t i = 0;
+
+	if (m > sz)
+		return -EINVAL;
+	if (m == sz)
+		return n == 0 && memcmp(r1, r2, AL_HASH_LEN) == 0 ? 0 : -EBADMSG;
+	if (m == 0)
+		return n == 0 ? 0 : -EBADMSG;
+	if (n == 0)
+		return -EBADMSG;
+	/* a power-of-two first tree is itself the first node of the path */
+	if ((m & (m - 1)) == 0) {
+		memcpy(fr, r1, AL_HASH_LEN);
+	} else {
+		memcpy(fr, proof[0], AL_HASH_LEN);
+		i = 1;
+	}
+	memcpy(sr, fr, AL_HASH_LEN);
+	fn = m - 1;
+	sn = sz - 1;
+	while (fn & 1) {
+		fn >>= 1;
+		sn >>= 1;
+	}
+	for (; i < n; i++) {
+		if (sn == 0)
+			return -EBADMSG;
+		if ((fn & 1) || fn == sn) {
+			al_merkle_node(proof[i], fr, fr);
+			al_merkle_node(proof[i], sr, sr);
+			while (!(fn & 1) && fn != 0) {
+				fn >>= 1;
+				sn >>= 1;
+			}
+		} else {
+			al_merkle_node(sr, proof[i], sr);
+		}
+		fn >>= 1;
+		sn >>= 1;
+	}
+	return sn == 0 && memcmp(fr, r1, AL_HASH_LEN) == 0 && memcmp(sr, r2, AL_HASH_LEN) == 0
+		       ? 0
+		       : -EBADMSG;
+}

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * RFC 6962 / RFC 9162 Merkle trees over the chain hashes of v2 records
+ * (docs/format.md 18): interior node hashes, the compact range of [0, n),
+ * inclusion and consistency proof verification. Leaves arrive already hashed
+ * (a v2 chain hash is the leaf hash). Pure: no I/O, no allocation.
+ */
+#ifndef AUDITLOG_MERKLE_H
+#define AUDITLOG_MERKLE_H
+
+#include "symbols.h"
+#include "format.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define al_merkle_node auditlog__al_merkle_node
+#define al_merkle_range_init auditlog__al_merkle_range_init
+#define al_merkle_range_append auditlog__al_merkle_range_append
+#define al_merkle_range_root auditlog__al_merkle_range_root
+#define al_merkle_range_set auditlog__al_merkle_range_set
+#define al_merkle_verify_inclusion auditlog__al_merkle_verify_inclusion
+#define al_merkle_verify_consistency auditlog__al_merkle_verify_consistency
+
+#define AL_MERKLE_MAX_SIZE (UINT64_C(1) << 53) /* a tree never holds more leaves */
+#define AL_MERKLE_RANGE_MAX 53u                /* popcount of any size below that */
+
+/* The compact range of [0, size): h[0..n) from the largest subtree down. */
+struct al_merkle_range {
+	uint64_t size;
+	unsigned n;
+	uint8_t h[AL_MERKLE_RANGE_MAX + 1][AL_HASH_LEN];
+};
+
+/* out = SHA-256(0x01 || l || r). out may alias l or r. */
+void al_merkle_node(const uint8_t l[AL_HASH_LEN], const uint8_t r[AL_HASH_LEN],
+		    uint8_t out[AL_HASH_LEN]);
+
+void al_merkle_range_init(struct al_merkle_range *r);
+
+/* Append one leaf hash. -EOVERFLOW once the tree holds 2^53 leaves. */
+int al_merkle_range_append(struct al_merkle_range *r, const uint8_t leaf[AL_HASH_LEN]);
+
+/* The tree head of the range. -EINVAL for an empty range. */
+int al_merkle_range_root(const struct al_merkle_range *r, uint8_t out[AL_HASH_LEN]);
+
+/* Load a range read from a record: n hashes (32 bytes each, concatenated)
+ * for a tree of `size` leaves. -EINVAL unless n = popcount(size), 0 < size
+ * <= 2^53. r is untouched on failure. */
+int al_merkle_range_set(struct al_merkle_range *r, uint64_t size, const uint8_t *hashes,
+			size_t n);
+
+/* RFC 9162 2.1.3.2: 0 when `path` (n hashes) proves leaf `index` of a tree of
+ * `size` leaves with head `root`; -EINVAL when index >= size; -EBADMSG when
+ * the proof fails. */
+int al_merkle_verify_inclusion(uint64_t index, uint64_t size, const uint8_t leaf[AL_HASH_LEN],
+			       const uint8_t (*path)[AL_HASH_LEN], size_t n,
+			       const uint8_t root[AL_HASH_LEN]);
+
+/* RFC 9162 2.1.4.2: 0 when `proof` (n hashes) shows the tree of size m with
+ * head r1 is a prefix of the tree of size sz with head r2. m = sz needs an
+ * empty proof and equal heads; m = 0 an empty proof. -EINVAL when m > sz,
+ * -EBADMSG when the proof fails. */
+int al_merkle_verify_consistency(uint64_t m, uint64_t sz, const uint8_t r1[AL_HASH_LEN],
+				 const uint8_t r2[AL_HASH_LEN], const uint8_t (*proof)[AL_HASH_LEN],
+				 size_t n);
+
+#endif

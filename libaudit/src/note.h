@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * C2SP signed notes and tlog checkpoints (docs/format.md 20): the checkpoint
+ * text of a v2 chain, the note key id, Ed25519 (RFC 8032) signing and
+ * verification through OpenSSL's EVP. Pure: no I/O; OpenSSL allocates its
+ * key objects (once per checkpoint, never per record).
+ */
+#ifndef AUDITLOG_NOTE_H
+#define AUDITLOG_NOTE_H
+
+#include "symbols.h"
+#include "format.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define al_ed25519_public auditlog__al_ed25519_public
+#define al_ed25519_sign auditlog__al_ed25519_sign
+#define al_ed25519_verify auditlog__al_ed25519_verify
+#define al_note_key_id auditlog__al_note_key_id
+#define al_checkpoint_origin auditlog__al_checkpoint_origin
+#define al_checkpoint_text auditlog__al_checkpoint_text
+#define al_note_sign auditlog__al_note_sign
+#define al_note_verify auditlog__al_note_verify
+
+#define AL_ED25519_SEED_LEN 32u
+#define AL_ED25519_PUB_LEN 32u
+#define AL_ED25519_SIG_LEN 64u
+#define AL_NOTE_KID_LEN 4u
+/* origin: host (<= 63) + "/auditlog/" + 32 hex */
+#define AL_ORIGIN_MAX (63u + 10u + 32u)
+#define AL_NOTE_NAME_MAX 255u
+/* a checkpoint note: text (origin, size, root, 3 extension lines) + blank
+ * line + one signature line; comfortably below this */
+#define AL_NOTE_MAX 1024u
+
+int al_ed25519_public(const uint8_t seed[AL_ED25519_SEED_LEN], uint8_t pub[AL_ED25519_PUB_LEN]);
+int al_ed25519_sign(const uint8_t seed[AL_ED25519_SEED_LEN], const uint8_t *m, size_t n,
+		    uint8_t sig[AL_ED25519_SIG_LEN]);
+/* 0 when sig is pub's signature of m, -EBADMSG otherwise. */
+int al_ed25519_verify(const uint8_t pub[AL_ED25519_PUB_LEN], const uint8_t *m, size_t n,
+		      const uint8_t sig[AL_ED25519_SIG_LEN]);
+
+/* key id = SHA-256(name || 0x0A || 0x01 || pub)[0:4] (C2SP signed-note).
+ * -EINVAL for an empty name or one longer than AL_NOTE_NAME_MAX. */
+int al_note_key_id(const uint8_t *name, size_t n, const uint8_t pub[AL_ED25519_PUB_LEN],
+		   uint8_t out[AL_NOTE_KID_LEN]);
+
+/* "<host>/auditlog/<chain id>" into out (AL_ORIGIN_MAX); returns its length or
+ * -EINVAL (host 1-63 bytes, chain id 32 bytes). */
+long al_checkpoint_origin(const uint8_t *host, size_t hlen, const uint8_t chain_id[32],
+			  uint8_t *out);
+
+/* The note text of section 20.2 (origin, size, b64 root, "seq", "head",
+ * "first-seq" lines). Returns its length or -E2BIG / -EINVAL (size 0). */
+long al_checkpoint_text(const uint8_t *origin, size_t olen, uint64_t size,
+			const uint8_t root[AL_HASH_LEN], uint64_t last_seq,
+			const uint8_t head[AL_HASH_LEN], uint64_t first_seq, uint8_t *out,
+			size_t cap);
+
+/* text (ending in '\n') + "\n" + "— <name> <b64(key id || sig)>\n" into out.
+ * Returns the note's length or -E2BIG / -EINVAL / -EIO. */
+long al_note_sign(const uint8_t seed[AL_ED25519_SEED_LEN], const uint8_t *name, size_t nlen,
+		  const uint8_t *text, size_t tlen, uint8_t *out, size_t cap);
+
+/* Open a signed note with one known key (name, pub): the note is split at
+ * its last blank line; signature lines of other keys are ignored. Returns 0
+ * when a signature of that key verifies (ret_text_len: the text's length,
+ * final '\n' included), -EBADMSG for a malformed note or a signature of that
+ * key that fails, -ENOKEY when no line carries that key. */
+int al_note_verify(const uint8_t pub[AL_ED25519_PUB_LEN], const uint8_t *name, size_t nlen,
+		   const uint8_t *note, size_t len, size_t *ret_text_len);
+
+#endif
