@@ -1425,10 +1425,11 @@ static void test_decoy_files(void **state)
 			want_finding("rewrite beside its original", &g, AL_V_MODIFIED, NULL, 0, head.expect_seq);
 			assert_int_equal(res.chains, 1);
 		} else {
-			/* a new chain id: two chains; the anchor binds to the one that
-			 * holds it, the other (the live file) is unanchored */
+			/* a new chain id: two chains; the anchor binds to the live
+			 * file's (audit.log: a rewrite), the other is unanchored */
 			assert_int_equal(res.chains, 2);
-			want_finding("rewrite with a new chain id", &g, AL_V_UNANCHORED, fx.files[0], 0, UINT64_MAX);
+			want_finding("rewrite with a new chain id", &g, AL_V_MODIFIED, NULL, 0, head.expect_seq);
+			want_finding("rewrite with a new chain id", &g, AL_V_UNANCHORED, fx.files[1], 0, UINT64_MAX);
 			/* bound by chain id to the live file's chain, it is a rewrite */
 			struct al_vanchor a = {.has_chain = true, .seq = head.expect_seq};
 			memcpy(a.chain_id, "0123456789abcdef0123456789abcdef", 33);

@@ -1815,10 +1815,32 @@ static const char *chain_file(const struct vctx *c, unsigned k, const char *dflt
 	return best ? best->path : dflt;
 }
 
+/* The chain that holds the live file: the head (no successor, on its
+ * chain's path) under the writer's active name, not a rotated one
+ * (<name>.<UTC time>-<seq>); of several, the shortest name (the active name
+ * is a prefix of a copy's: audit.log, audit.log~, audit.log.bak). -1: none. */
+static size_t rotated_name(const char *base, uint64_t *ret_seq);
+
+static int live_chain(const struct vctx *c)
+{
+	const struct vfile *best = NULL;
+	for (unsigned i = 0; i < c->n; i++) {
+		const struct vfile *f = &c->files[i];
+		uint64_t seq;
+		if (f->next >= 0 || f->side || f->sealed_branch || !f->has_vrange || f->chain < 0 ||
+		    rotated_name(f->base, &seq))
+			continue;
+		if (!best || strlen(f->base) < strlen(best->base))
+			best = f;
+	}
+	return best ? best->chain : -1;
+}
+
 /* After the walk: the checkpoint and the expected heads were met? Each
  * anchor is bound to a chain (its chain id; without one: the only chain,
- * else the chain that holds it, else the one that has its seq, else the
- * longest); with anchors given, a chain bound to none is unanchored. */
+ * else the chain of the live file, else the chain that holds it, else the
+ * one that has its seq, else the longest); with anchors given, a chain
+ * bound to none is unanchored. */
 static void anchors(struct vctx *c, const char *last)
 {
 	const struct al_vopts *o = c->o;
@@ -1844,7 +1866,7 @@ static void anchors(struct vctx *c, const char *last)
 			}
 		} else if (res->chains == 1) {
 			ch = 0;
-		} else {
+		} else if ((ch = live_chain(c)) < 0) {
 			for (int want = 2; want > 0 && ch < 0; want--)
 				for (unsigned i = 0; i < res->chains && ch < 0; i++)
 					if (m[i] == want)
