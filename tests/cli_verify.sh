@@ -38,6 +38,22 @@ other=$(echo "$hash" | tr 0-9a-f 1-9a-f0)
 expect 0 "$VERIFY" --expect-head "$chain:$head" "$d/log"
 expect 1 "$VERIFY" --expect-head "$chain:$seq:$other" "$d/log"
 expect 0 "$VERIFY" --expect-head "000$head" "$d/log" # leading zeros are digits
+
+# a second chain beside the first: counted in the summary; --one-chain makes
+# it a finding; with an anchor for one chain only, the other is unanchored,
+# and with one anchor each, both verify
+mkdir -p "$d/two"
+cp "$d/log/audit.log" "$d/two/audit.log"
+"$DEMO" -p "$d/two/other.log" -t 1 -n 10 -s 1 >/dev/null || fail "the demo could not write a second log"
+expect 0 "$VERIFY" "$d/two"
+grep -q '^intact: 2 file(s), 2 chain(s)' "$d/out" || fail "two chains: $(cat "$d/out")"
+expect 1 "$VERIFY" --one-chain "$d/two"
+grep -q ': extra-chain: chain ' "$d/out" || fail "--one-chain: $(cat "$d/out")"
+expect 1 "$VERIFY" --expect-head "$chain:$head" "$d/two"
+grep -q ': unanchored: chain ' "$d/out" || fail "unanchored: $(cat "$d/out")"
+expect 0 "$VERIFY" --json "$d/two"
+other_head=$(python3 -c 'import json,sys; c=[c for c in json.load(open(sys.argv[1]))["chains"] if c["chain_id"]!=sys.argv[2]][0]; print("%s:%d:%s" % (c["chain_id"], c["last_seq"], c["head_hash"]))' "$d/out" "$chain")
+expect 0 "$VERIFY" --expect-head "$chain:$head" --expect-head "$other_head" "$d/two"
 expect 1 "$VERIFY" --expect-head "9007199254740991:$hash" "$d/log" # 2^53-1: a seq, not in this log
 expect 0 "$VERIFY" --from "$head" "$d/log"
 expect 0 "$VERIFY" -j 02 --min-version 0 "$d/log"
