@@ -140,6 +140,17 @@ struct tok_module {
 	char *log_path;
 	atomic_bool audit_failed; /* fail-closed tripped: audited calls answer CKR_DEVICE_ERROR */
 	atomic_uint_fast64_t audit_errors;
+	/* The log file as we opened it: its link count tells a deleted trail
+	 * (audit.c); reopened by name after a rotation. */
+	pthread_mutex_t audit_mu; /* guards audit_fd and audit_rotations */
+	int audit_fd;
+	uint64_t audit_rotations;
+	atomic_int_fast64_t audit_checked_ms; /* last link-count check for queued records */
+	/* Privilege-reducing calls (C_Logout, C_CloseSession,
+	 * C_CloseAllSessions, C_Finalize) that succeeded without a record after
+	 * fail-closed; named by the next trail's C_Initialize record. Survives
+	 * C_Finalize (not by a new process). */
+	atomic_uint_fast64_t unrecorded;
 };
 
 extern struct tok_module tok_g;
@@ -163,6 +174,7 @@ struct tok_audit {
 	size_t key_id_len;
 	const char *detail;
 	const char *actor; /* NULL: from the token's login state */
+	bool handed_out;   /* a secret left the token: outcome success whatever rv */
 };
 
 /* Open the audit log (the per-process naming rule in docs/token.md). */
@@ -170,6 +182,9 @@ CK_RV tok_audit_open(char *err, size_t errlen);
 CK_RV tok_audit_close(void);
 /* Gate for every audited call: CKR_DEVICE_ERROR once fail-closed tripped. */
 CK_RV tok_audit_gate(void);
+/* A privilege-reducing call after fail-closed: it succeeds without a record;
+ * true when that is the case (counted), false when the trail is writable. */
+bool tok_audit_unrecorded(void);
 /* Write the record; returns CKR_OK, or CKR_DEVICE_ERROR when the trail could
  * not take it and the module fails closed (the caller then undoes what it can
  * and answers CKR_DEVICE_ERROR). */

@@ -23,6 +23,8 @@ static bool atfork_registered; /* guarded by tok_g.mu */
 struct tok_module tok_g = {
 	.mu = PTHREAD_MUTEX_INITIALIZER,
 	.slock = PTHREAD_RWLOCK_INITIALIZER,
+	.audit_mu = PTHREAD_MUTEX_INITIALIZER,
+	.audit_fd = -1,
 };
 
 void tok_msg(const char *fmt, ...)
@@ -168,6 +170,8 @@ static void tok_atfork_child(void)
 	tok_g = (struct tok_module){
 		.mu = PTHREAD_MUTEX_INITIALIZER,
 		.slock = PTHREAD_RWLOCK_INITIALIZER,
+		.audit_mu = PTHREAD_MUTEX_INITIALIZER,
+		.audit_fd = -1,
 	};
 }
 
@@ -308,8 +312,20 @@ CK_RV C_Initialize(CK_VOID_PTR pInitArgs)
 	}
 	__atomic_store_n(&tok_g.initialized, true, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&tok_g.mu);
-	(void)tok_audit_write(&(struct tok_audit){ .action = "C_Initialize", .rv = CKR_OK,
-						   .kind = TOK_AUD_SENSITIVE, .actor = "public" });
+	{
+		/* The first record of a writable trail names what an earlier
+		 * fail-closed trail of this process could not record. */
+		uint64_t n = atomic_load(&tok_g.unrecorded);
+		char detail[96] = "";
+		if (n && tok_audit_gate() == CKR_OK)
+			snprintf(detail, sizeof(detail),
+				 "unrecorded_after_fail_closed=%llu", (unsigned long long)n);
+		if (tok_audit_write(&(struct tok_audit){ .action = "C_Initialize", .rv = CKR_OK,
+							 .kind = TOK_AUD_SENSITIVE, .actor = "public",
+							 .detail = detail[0] ? detail : NULL }) == CKR_OK &&
+		    detail[0] && tok_g.log)
+			atomic_fetch_sub(&tok_g.unrecorded, n);
+	}
 	return CKR_OK;
 
 fail_tokens:
@@ -352,6 +368,7 @@ static void close_all_sessions(struct tok_token *only)
 static CK_RV finalize(bool from_destructor)
 {
 	CK_RV rv;
+	bool unrecorded;
 
 	pthread_mutex_lock(&tok_g.mu);
 	if (!tok_g.initialized) {
@@ -359,11 +376,16 @@ static CK_RV finalize(bool from_destructor)
 		return CKR_CRYPTOKI_NOT_INITIALIZED;
 	}
 	close_all_sessions(NULL);
-	(void)tok_audit_write(&(struct tok_audit){
-		.action = "C_Finalize", .rv = CKR_OK, .kind = TOK_AUD_SENSITIVE, .actor = "public",
-		.detail = from_destructor ? "process exit without C_Finalize" : NULL });
+	/* After fail-closed: succeeds, without a record, counted. */
+	unrecorded = tok_audit_unrecorded();
+	if (!unrecorded)
+		(void)tok_audit_write(&(struct tok_audit){
+			.action = "C_Finalize", .rv = CKR_OK, .kind = TOK_AUD_SENSITIVE, .actor = "public",
+			.detail = from_destructor ? "process exit without C_Finalize" : NULL });
 	__atomic_store_n(&tok_g.initialized, false, __ATOMIC_RELEASE);
 	rv = tok_audit_close();
+	if (unrecorded)
+		rv = CKR_OK; /* the trail's failure was answered when it happened */
 	free_tokens();
 	tok_crypto_fini();
 	tok_config_free(&tok_g.cfg);
@@ -864,24 +886,23 @@ CK_RV C_CloseSession(CK_SESSION_HANDLE h)
 {
 	struct tok_session *s;
 	struct tok_token *t;
-	CK_RV rv = tok_session_enter(h, &s);
+	CK_RV rv = tok_session_get(h, &s);
 
 	if (rv != CKR_OK)
 		return rv;
 	t = s->tok;
-	rv = tok_audit_gate();
-	if (rv != CKR_OK)
-		goto out;
 	pthread_mutex_lock(&t->mu);
 	if (!s->closed) {
-		rv = tok_audit_write(&(struct tok_audit){ .action = "C_CloseSession", .rv = CKR_OK,
-							  .kind = TOK_AUD_CRYPTO, .s = s });
+		/* Only reduces privilege: after fail-closed it succeeds,
+		 * unrecorded and counted (DESIGN.md). */
+		if (!tok_audit_unrecorded())
+			rv = tok_audit_write(&(struct tok_audit){ .action = "C_CloseSession", .rv = CKR_OK,
+								  .kind = TOK_AUD_CRYPTO, .s = s });
 		session_close_locked(s);
 	} else {
 		rv = CKR_SESSION_HANDLE_INVALID;
 	}
 	pthread_mutex_unlock(&t->mu);
-out:
 	tok_session_put(s);
 	return rv;
 }
@@ -895,11 +916,12 @@ CK_RV C_CloseAllSessions(CK_SLOT_ID id)
 	t = token_of(id);
 	if (!t)
 		return CKR_SLOT_ID_INVALID;
-	rv = tok_audit_gate();
-	if (rv != CKR_OK)
-		return rv;
-	rv = tok_audit_write(&(struct tok_audit){ .action = "C_CloseAllSessions", .rv = CKR_OK,
-						  .kind = TOK_AUD_CRYPTO, .tok = t });
+	/* Only reduces privilege: after fail-closed it succeeds, unrecorded
+	 * and counted (DESIGN.md). */
+	rv = tok_audit_unrecorded() ? CKR_OK
+				    : tok_audit_write(&(struct tok_audit){ .action = "C_CloseAllSessions",
+									   .rv = CKR_OK, .kind = TOK_AUD_CRYPTO,
+									   .tok = t });
 	close_all_sessions(t);
 	return rv;
 }
@@ -1006,13 +1028,19 @@ CK_RV C_Logout(CK_SESSION_HANDLE h)
 {
 	struct tok_session *s;
 	struct tok_token *t;
-	CK_RV rv = tok_session_enter(h, &s);
+	CK_RV rv = tok_session_get(h, &s);
 
 	if (rv != CKR_OK)
 		return rv;
 	t = s->tok;
 	pthread_mutex_lock(&t->mu);
-	if (tok_login_state(t) == TOK_PUBLIC) {
+	if (tok_login_state(t) != TOK_PUBLIC && tok_audit_unrecorded()) {
+		/* Only reduces privilege: after fail-closed it succeeds,
+		 * unrecorded and counted (DESIGN.md). */
+		tok_logout_locked(t);
+	} else if (tok_audit_gate() != CKR_OK) {
+		rv = CKR_DEVICE_ERROR; /* not logged in: nothing to reduce */
+	} else if (tok_login_state(t) == TOK_PUBLIC) {
 		rv = CKR_USER_NOT_LOGGED_IN;
 		(void)tok_audit_write(&(struct tok_audit){ .action = "C_Logout", .rv = rv,
 							   .kind = TOK_AUD_SENSITIVE, .s = s });

@@ -800,7 +800,8 @@ CK_RV C_GetAttributeValue(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE hObject, CK_ATTR
 		/* A secret value leaves the token: recorded, durably, before the
 		 * caller may use it; no record, no value. */
 		struct tok_audit a = { .action = "C_GetAttributeValue", .kind = TOK_AUD_SENSITIVE,
-				       .s = s, .rv = rv, .detail = detail };
+				       .s = s, .rv = rv, .detail = detail,
+				       .handed_out = true };
 		CK_RV arv = tok_audit_gate();
 		if (arv == CKR_OK)
 			arv = tok_audit_obj(&a, o);
