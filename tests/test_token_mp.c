@@ -213,6 +213,33 @@ static void test_concurrent_guessers(void **state)
 		finish(&p[i]);
 }
 
+/* A token initialised by another process after our C_Initialize: usable
+ * here without a restart; re-initialised there, our login ends. */
+static void test_init_seen(void **state)
+{
+	struct proc a, b;
+	unsigned long v[2];
+
+	spawn(&a);
+	assert_int_equal(CMD(&a, NULL, 0, "init"), CKR_OK);
+	make_token();
+	assert_int_equal(CMD(&a, NULL, 0, "open"), CKR_OK);
+	assert_int_equal(CMD(&a, NULL, 0, "login u %s", USER_PIN), CKR_OK);
+	assert_int_equal(CMD(&a, v, 1, "gen k-before"), CKR_OK);
+	start(&b);
+	assert_int_equal(CMD(&b, NULL, 0, "fini"), CKR_OK);
+	assert_int_equal(CMD(&b, NULL, 0, "init"), CKR_OK);
+	assert_int_equal(CMD(&b, NULL, 0, "inittoken %s fresh", SO_PIN), CKR_OK);
+	/* A's key is gone and A is logged out (its master key is not the
+	 * new token's). */
+	assert_int_equal(CMD(&a, NULL, 0, "getbool %lu extractable", v[0]), CKR_OBJECT_HANDLE_INVALID);
+	assert_int_equal(CMD(&a, NULL, 0, "logout"), CKR_USER_NOT_LOGGED_IN);
+	assert_int_equal(CMD(&a, v, 2, "find k-before"), CKR_OK);
+	assert_int_equal(v[0], 0);
+	finish(&a);
+	finish(&b);
+}
+
 /* Reproduction 2: A changes the user PIN; B, started before, sees one wrong
  * PIN; the old PIN must not work again. */
 static void test_pin_change_survives(void **state)
@@ -408,6 +435,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_lockout_across_processes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_guessers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_init_seen, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pin_change_survives, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_objects_across_processes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guesser_killed_during_pbkdf2, setup, teardown),

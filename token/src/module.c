@@ -812,6 +812,8 @@ CK_RV C_OpenSession(CK_SLOT_ID id, CK_FLAGS flags, CK_VOID_PTR app, CK_NOTIFY no
 	if (!(flags & CKF_SERIAL_SESSION))
 		return CKR_SESSION_PARALLEL_NOT_SUPPORTED;
 	rv = tok_audit_gate();
+	if (rv == CKR_OK)
+		rv = tok_store_sync(t); /* initialised by another process meanwhile? */
 	if (rv != CKR_OK)
 		return rv;
 	pthread_mutex_lock(&t->mu);
