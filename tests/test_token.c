@@ -945,9 +945,15 @@ static void test_corrupt_store(void **state)
 		assert_non_null(e);
 		obj = tu_path(od, e->d_name);
 		closedir(d);
-		fd = open(obj, O_WRONLY);
+		fd = open(obj, O_RDWR);
 		assert_true(fd >= 0);
-		assert_int_equal(pwrite(fd, "\xff", 1, 60), 1);
+		/* Flipped, not overwritten: a random byte may be 0xff already. */
+		{
+			unsigned char byte;
+			assert_int_equal(pread(fd, &byte, 1, 60), 1);
+			byte ^= 0xff;
+			assert_int_equal(pwrite(fd, &byte, 1, 60), 1);
+		}
 		close(fd);
 		free(obj);
 		free(od);

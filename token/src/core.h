@@ -79,6 +79,7 @@ struct tok_token {
 	 * held with an OFD lock for every read-modify-write (under mu), and
 	 * the generation and epoch of its journal. */
 	int lock_fd;
+	const uint8_t *lock_map;       /* its header, mapped read-only */
 	bool store_locked;             /* under mu */
 	atomic_uint_fast64_t seen_gen; /* written under the lock, read by tok_store_sync */
 	uint64_t seen_epoch;
@@ -208,7 +209,7 @@ CK_RV tok_store_open(struct tok_token *t, char *err, size_t errlen);
 void tok_store_close(struct tok_token *t);
 CK_RV tok_store_lock(struct tok_token *t);   /* t->mu held; CKR_OK: locked and in sync */
 void tok_store_unlock(struct tok_token *t);
-/* Without any lock held: one pread of the journal's generation; when another
+/* Without any lock held: one load of the journal's generation; when another
  * process changed the store, takes t->mu and the lock and syncs. */
 CK_RV tok_store_sync(struct tok_token *t);
 /* Directories of the store and the trail: a directory, owned by root or us,

@@ -132,7 +132,7 @@ CK_RV tok_obj_get(struct tok_session *s, CK_OBJECT_HANDLE h, struct tok_object *
 	struct tok_token *t = s->tok;
 	size_t i = (size_t)(h & IDX_MASK);
 	struct tok_object *o = NULL;
-	/* What another process changed or destroyed, first (one pread when
+	/* What another process changed or destroyed, first (one load when
 	 * nothing changed). */
 	CK_RV rv = tok_store_sync(t);
 
@@ -932,7 +932,7 @@ CK_RV C_FindObjectsInit(CK_SESSION_HANDLE h, CK_ATTRIBUTE_PTR pTemplate, CK_ULON
 	if (rv != CKR_OK)
 		return rv;
 	t = s->tok;
-	/* Objects other processes created or destroyed (one pread when none). */
+	/* Objects other processes created or destroyed (one load when none). */
 	rv = tok_store_sync(t);
 	if (rv != CKR_OK) {
 		tok_session_put(s);
