@@ -1072,6 +1072,18 @@ static void test_store_checks(void **state)
 	free(v);
 	assert_int_equal(unlink(tmp), 0);
 	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	/* store.lock removed while in use: a new process would lock another
+	 * file; writes are refused instead. */
+	{
+		char *lk = tu_path(token_dir, "slot0/store.lock");
+		assert_int_equal(unlink(lk), 0);
+		free(lk);
+		CK_OBJECT_CLASS cls = CKO_DATA;
+		CK_BBOOL yes = CK_TRUE;
+		CK_ATTRIBUTE t[] = { { CKA_CLASS, &cls, sizeof(cls) }, { CKA_TOKEN, &yes, 1 } };
+		CK_OBJECT_HANDLE o;
+		assert_int_equal(f->C_CreateObject(h, t, 2, &o), CKR_DEVICE_ERROR);
+	}
 	fini();
 	free(tmp);
 	free(victim);

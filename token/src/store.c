@@ -1122,6 +1122,17 @@ CK_RV tok_store_lock(struct tok_token *t)
 		}
 	}
 	t->store_locked = true;
+	/* A lock file removed while we hold it would let a new process lock
+	 * another one: no exclusion left. Refuse rather than write. */
+	{
+		struct stat st;
+		if (fstat(t->lock_fd, &st) < 0 || st.st_nlink == 0) {
+			tok_msg("%s/store.lock was removed while the token ran: restart every process "
+				"that uses it", t->dir);
+			tok_store_unlock(t);
+			return CKR_DEVICE_ERROR;
+		}
+	}
 	rv = sync_locked(t);
 	if (rv != CKR_OK)
 		tok_store_unlock(t);
