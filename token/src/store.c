@@ -431,7 +431,7 @@ CK_RV tok_store_save_token(struct tok_token *t)
 			      hex_json((const uint8_t *)t->label, sizeof(t->label)), "serial", t->serial,
 			      sizeof(t->serial));
 	struct token_file back = { 0 };
-	char why[128];
+	char why[256];
 	char *s = NULL;
 	CK_RV rv;
 	int r;
@@ -471,7 +471,7 @@ CK_RV tok_store_save_token(struct tok_token *t)
 /* Read token.json into t; a missing file is a token not initialised. */
 static CK_RV load_token(struct tok_token *t)
 {
-	char path[4096 + 512], why[160];
+	char path[4096 + 512], why[256];
 	struct token_file tf = { 0 };
 	uint8_t *buf = NULL;
 	size_t len = 0;
