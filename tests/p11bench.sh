@@ -10,7 +10,8 @@
 #   p11bench.sh P11_BENCH [LIBSOFTTOKEN]
 #
 # Exit 77 (skip) when SoftHSMv2 or /usr/bin/python3 is missing, or when the
-# scratch directory under /var/tmp is in memory (p11-bench refuses tmpfs).
+# scratch directory under $TMPDIR (default /var/tmp) is in memory (p11-bench
+# refuses tmpfs).
 set -euo pipefail
 
 BENCH=${1:?usage: p11bench.sh P11_BENCH [LIBSOFTTOKEN]}
@@ -28,7 +29,7 @@ if [ ! -x "$PY" ]; then
 fi
 
 tmp=$(mktemp -d)
-vtmp=$(mktemp -d /var/tmp/p11bench-test.XXXXXX)
+vtmp=$(mktemp -d "${TMPDIR:-/var/tmp}/p11bench-test.XXXXXX")
 trap 'rm -rf "$tmp" "$vtmp"' EXIT
 
 fail() {

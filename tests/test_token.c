@@ -945,9 +945,15 @@ static void test_corrupt_store(void **state)
 		assert_non_null(e);
 		obj = tu_path(od, e->d_name);
 		closedir(d);
-		fd = open(obj, O_WRONLY);
+		fd = open(obj, O_RDWR);
 		assert_true(fd >= 0);
-		assert_int_equal(pwrite(fd, "\xff", 1, 60), 1);
+		/* Flipped, not overwritten: a random byte may be 0xff already. */
+		{
+			unsigned char byte;
+			assert_int_equal(pread(fd, &byte, 1, 60), 1);
+			byte ^= 0xff;
+			assert_int_equal(pwrite(fd, &byte, 1, 60), 1);
+		}
 		close(fd);
 		free(obj);
 		free(od);
@@ -963,6 +969,245 @@ static void test_corrupt_store(void **state)
 	fclose(fp);
 	assert_int_equal(f->C_Initialize(NULL), CKR_GENERAL_ERROR);
 	free(tj);
+}
+
+static CK_OBJECT_HANDLE make_data(CK_SESSION_HANDLE h, const void *label, size_t n)
+{
+	CK_OBJECT_CLASS cls = CKO_DATA;
+	CK_BBOOL yes = CK_TRUE;
+	CK_ATTRIBUTE t[] = { { CKA_CLASS, &cls, sizeof(cls) }, { CKA_TOKEN, &yes, 1 },
+			     { CKA_LABEL, (void *)label, n } };
+	CK_OBJECT_HANDLE o;
+
+	assert_int_equal(f->C_CreateObject(h, t, 3, &o), CKR_OK);
+	return o;
+}
+
+static char *first_object_file(void)
+{
+	char *od = tu_path(token_dir, "slot0/objects"), *obj;
+	DIR *d = opendir(od);
+	struct dirent *e;
+
+	assert_non_null(d);
+	while ((e = readdir(d)) && e->d_name[0] == '.')
+		;
+	assert_non_null(e);
+	obj = tu_path(od, e->d_name);
+	closedir(d);
+	free(od);
+	return obj;
+}
+
+/* The store's own checks (docs/token.md "Storage"): a plaintext file of a
+ * key class, token.json through a symlink, a world-writable token_dir, a
+ * symlink at the predictable temporary name. */
+static void test_store_checks(void **state)
+{
+	char *tj = tu_path(token_dir, "slot0/token.json"), *elsewhere = tu_path(dir, "token.json.real");
+	char *victim = tu_path(dir, "victim"), tmpname[64], *tmp, *obj;
+	CK_SESSION_HANDLE h;
+	size_t len, vlen;
+	uint8_t *b, *v;
+	FILE *fp;
+
+	init();
+	init_token(0, "checks");
+	h = open_rw(0);
+	make_data(h, "plain", 5);
+	fini();
+
+	/* A plaintext object file turned into a secret key: refused, named. */
+	obj = first_object_file();
+	b = tu_read_file(obj, &len);
+	assert_non_null(b);
+	for (size_t off = 44; off + 12 <= len;) {
+		uint64_t type = 0;
+		uint32_t n = 0;
+		memcpy(&type, b + off, 8);
+		memcpy(&n, b + off + 8, 4);
+		if (type == CKA_CLASS && n == sizeof(CK_ULONG)) {
+			CK_ULONG sk = CKO_SECRET_KEY;
+			memcpy(b + off + 12, &sk, sizeof(sk));
+		}
+		off += 12 + n;
+	}
+	fp = fopen(obj, "w");
+	assert_non_null(fp);
+	assert_int_equal(fwrite(b, 1, len, fp), len);
+	fclose(fp);
+	assert_int_equal(f->C_Initialize(NULL), CKR_GENERAL_ERROR);
+	assert_int_equal(unlink(obj), 0);
+	free(obj);
+	free(b);
+
+	/* token.json through a symlink: refused. */
+	assert_int_equal(rename(tj, elsewhere), 0);
+	assert_int_equal(symlink(elsewhere, tj), 0);
+	assert_int_equal(f->C_Initialize(NULL), CKR_GENERAL_ERROR);
+	assert_int_equal(unlink(tj), 0);
+	assert_int_equal(rename(elsewhere, tj), 0);
+
+	/* A world-writable token_dir: refused. */
+	assert_int_equal(chmod(token_dir, 0777), 0);
+	assert_int_equal(f->C_Initialize(NULL), CKR_GENERAL_ERROR);
+	assert_int_equal(chmod(token_dir, 02770), 0); /* a group's shared directory is fine */
+	init();
+
+	/* A symlink planted at token.json's temporary name: the write (here a
+	 * failure count) is refused and the target untouched. */
+	fp = fopen(victim, "w");
+	assert_non_null(fp);
+	fputs("victim", fp);
+	fclose(fp);
+	snprintf(tmpname, sizeof(tmpname), "slot0/.token.json.tmp.%ld", (long)getpid());
+	tmp = tu_path(token_dir, tmpname);
+	assert_int_equal(symlink(victim, tmp), 0);
+	h = open_rw(0);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN("wrong-pin")), CKR_DEVICE_ERROR);
+	v = tu_read_file(victim, &vlen);
+	assert_non_null(v);
+	assert_int_equal(vlen, 6);
+	assert_memory_equal(v, "victim", 6);
+	free(v);
+	assert_int_equal(unlink(tmp), 0);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	/* store.lock removed while in use: a new process would lock another
+	 * file; writes are refused instead. */
+	{
+		char *lk = tu_path(token_dir, "slot0/store.lock");
+		assert_int_equal(unlink(lk), 0);
+		free(lk);
+		CK_OBJECT_CLASS cls = CKO_DATA;
+		CK_BBOOL yes = CK_TRUE;
+		CK_ATTRIBUTE t[] = { { CKA_CLASS, &cls, sizeof(cls) }, { CKA_TOKEN, &yes, 1 } };
+		CK_OBJECT_HANDLE o;
+		assert_int_equal(f->C_CreateObject(h, t, 2, &o), CKR_DEVICE_ERROR);
+	}
+	fini();
+	free(tmp);
+	free(victim);
+	free(tj);
+	free(elsewhere);
+}
+
+/* Every byte value in every text field: the label (32 bytes, as given), the
+ * PINs, an object's CKA_LABEL; all read back after a restart, and the trail
+ * still verifies. */
+static void test_text_fields_every_byte(void **state)
+{
+	char prev[8] = "";
+
+	for (int c = 0; c < 256; c++) {
+		CK_UTF8CHAR lab[32];
+		CK_TOKEN_INFO ti;
+		CK_SESSION_HANDLE h;
+		char so[8] = { 's', 'o', (char)c, 'p', 'i', 'n', (char)c, 0 };
+		char us[6] = { (char)c, 'u', 's', 'e', 'r', (char)c };
+		char ol[3] = { 'o', (char)c, 'l' };
+		CK_ATTRIBUTE q[] = { { CKA_LABEL, ol, sizeof(ol) } };
+
+		memset(lab, ' ', sizeof(lab));
+		lab[0] = (CK_UTF8CHAR)c;
+		lab[7] = (CK_UTF8CHAR)c;
+		lab[31] = (CK_UTF8CHAR)c;
+		init();
+		/* Re-initialised with the SO PIN of the round before (C_InitToken
+		 * keeps it), which C_SetPIN then changes to this round's. */
+		assert_int_equal(f->C_InitToken(0, (CK_UTF8CHAR_PTR)(c ? prev : so), 7, lab), CKR_OK);
+		h = open_rw(0);
+		assert_int_equal(f->C_Login(h, CKU_SO, (CK_UTF8CHAR_PTR)(c ? prev : so), 7), CKR_OK);
+		assert_int_equal(f->C_SetPIN(h, (CK_UTF8CHAR_PTR)(c ? prev : so), 7, (CK_UTF8CHAR_PTR)so, 7),
+				 CKR_OK);
+		memcpy(prev, so, sizeof(prev));
+		assert_int_equal(f->C_InitPIN(h, (CK_UTF8CHAR_PTR)us, sizeof(us)), CKR_OK);
+		assert_int_equal(f->C_Logout(h), CKR_OK);
+		make_data(h, ol, sizeof(ol));
+		fini();
+		init(); /* everything from disk */
+		assert_int_equal(f->C_GetTokenInfo(0, &ti), CKR_OK);
+		assert_memory_equal(ti.label, lab, 32);
+		h = open_rw(0);
+		assert_int_equal(f->C_Login(h, CKU_SO, (CK_UTF8CHAR_PTR)so, 7), CKR_OK);
+		assert_int_equal(f->C_Logout(h), CKR_OK);
+		assert_int_equal(f->C_Login(h, CKU_USER, (CK_UTF8CHAR_PTR)us, sizeof(us)), CKR_OK);
+		assert_int_equal(find_count(h, q, 1), 1);
+		fini();
+	}
+	assert_audit_verifies();
+}
+
+/* The audit directory deleted while the token runs: the next durable record
+ * lands in a file with no link; the token fails closed, does not re-create
+ * the directory, and the calls that only reduce privilege still succeed,
+ * unrecorded, counted in the next trail's first record. */
+static void test_audit_dir_deleted(void **state)
+{
+	CK_SESSION_HANDLE h, h2;
+	struct stat st;
+	struct rec r[64];
+	size_t n;
+
+	init();
+	init_token(0, "gone");
+	h = open_rw(0);
+	h2 = open_rw(0);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	tu_rmtree(audit_dir);
+	{
+		CK_OBJECT_CLASS cls = CKO_DATA;
+		CK_ATTRIBUTE t[] = { { CKA_CLASS, &cls, sizeof(cls) } };
+		CK_OBJECT_HANDLE o;
+		assert_int_equal(f->C_CreateObject(h, t, 1, &o), CKR_DEVICE_ERROR);
+	}
+	assert_int_equal(f->C_OpenSession(0, CKF_SERIAL_SESSION, NULL, NULL, &h), CKR_DEVICE_ERROR);
+	assert_int_equal(stat(audit_dir, &st), -1); /* not silently re-created */
+	assert_int_equal(f->C_Logout(h), CKR_OK);
+	assert_int_equal(f->C_CloseSession(h), CKR_OK);
+	assert_int_equal(f->C_CloseAllSessions(0), CKR_OK);
+	(void)h2;
+	assert_int_equal(f->C_Finalize(NULL), CKR_OK);
+	init();
+	n = read_events(r, 64);
+	assert_true(n >= 1);
+	assert_string_equal(r[0].action, "C_Initialize");
+	assert_string_equal(r[0].detail, "unrecorded_after_fail_closed=4");
+	fini();
+	n = read_events(r, 64);
+	assert_string_equal(r[n - 1].action, "C_Finalize");
+	assert_string_equal(r[n - 1].detail, "");
+}
+
+/* A secret handed out while the overall rv is an error is recorded as what
+ * it is: outcome success, the attribute named. */
+static void test_secret_out_with_error_rv(void **state)
+{
+	CK_SESSION_HANDLE h;
+	CK_OBJECT_HANDLE k;
+	CK_BYTE val[32], small[1];
+	CK_ATTRIBUTE t1[] = { { CKA_VALUE, val, sizeof(val) }, { CKA_MODULUS, NULL, 0 } };
+	CK_ATTRIBUTE t2[] = { { CKA_VALUE, val, sizeof(val) }, { CKA_LABEL, small, sizeof(small) } };
+	struct rec r[64];
+	size_t n;
+
+	init();
+	init_token(0, "partial");
+	h = open_rw(0);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	k = make_aes(h, "extractable", false, false);
+	assert_int_equal(f->C_GetAttributeValue(h, k, t1, 2), CKR_ATTRIBUTE_TYPE_INVALID);
+	assert_int_equal(t1[0].ulValueLen, 32);
+	assert_int_equal(f->C_GetAttributeValue(h, k, t2, 2), CKR_BUFFER_TOO_SMALL);
+	assert_int_equal(t2[0].ulValueLen, 32);
+	fini();
+	n = read_events(r, 64);
+	assert_int_equal(count_rec(r, n, "C_GetAttributeValue"), 2);
+	for (size_t i = 0; i < 2; i++) {
+		const struct rec *g = find_rec(r, n, "C_GetAttributeValue", i);
+		assert_string_equal(g->outcome, "success");
+		assert_string_equal(g->detail, "CKA_VALUE");
+		assert_string_equal(g->rv, i == 0 ? "CKR_ATTRIBUTE_TYPE_INVALID" : "CKR_BUFFER_TOO_SMALL");
+	}
 }
 
 /* An application that exits without C_Finalize: the destructor drains the
@@ -1159,6 +1404,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_fail_closed_on_damaged_tail, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_store, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store_checks, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_text_fields_every_byte, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_audit_dir_deleted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_secret_out_with_error_rv, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exit_without_finalize, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_processes, setup, teardown),
 #ifndef __SANITIZE_THREAD__

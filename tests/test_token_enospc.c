@@ -96,7 +96,8 @@ static void test_full_disk(void **state)
 	assert_int_equal(f->C_GenerateRandom(h, rnd, sizeof(rnd)), CKR_DEVICE_ERROR);
 	assert_int_equal(f->C_OpenSession(0, CKF_SERIAL_SESSION, NULL, NULL, &h2), CKR_DEVICE_ERROR);
 	assert_int_equal(f->C_GetTokenInfo(0, &ti), CKR_OK); /* not audited: answers */
-	assert_int_equal(f->C_Finalize(NULL), CKR_DEVICE_ERROR); /* says the trail failed */
+	/* Only reduces privilege: succeeds unrecorded after fail-closed (DESIGN.md). */
+	assert_int_equal(f->C_Finalize(NULL), CKR_OK);
 
 	/* A restart with space: the chain continues and verifies. */
 	assert_int_equal(f->C_Initialize(NULL), CKR_OK);

@@ -10,9 +10,12 @@
  * directory.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core.h"
 
@@ -25,12 +28,16 @@ CK_RV tok_audit_open(char *err, size_t errlen)
 	CK_RV rv = CKR_GENERAL_ERROR;
 	int r = 0;
 
+	tok_g.audit_fd = -1;
 	if (!c->audit_enabled)
 		return CKR_OK;
 	if (mkdir(c->audit_dir, 0700) < 0 && errno != EEXIST) {
 		snprintf(err, errlen, "cannot create audit_dir %s: %s", c->audit_dir, strerror(errno));
 		return CKR_GENERAL_ERROR;
 	}
+	/* DESIGN.md "Deployment and key custody". */
+	if (tok_store_check_dir(c->audit_dir, "audit_dir", false, err, errlen) != CKR_OK)
+		return CKR_GENERAL_ERROR;
 	if (auditlog_config_new(&ac) < 0)
 		return CKR_HOST_MEMORY;
 	if (auditlog_config_set_format_version(ac, c->audit_format_version) < 0 ||
@@ -53,6 +60,8 @@ CK_RV tok_audit_open(char *err, size_t errlen)
 			r = auditlog_open(ac, &tok_g.log);
 		if (r == 0) {
 			tok_g.log_path = path;
+			tok_g.audit_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+			tok_g.audit_rotations = 0;
 			rv = CKR_OK;
 			goto out;
 		}
@@ -84,6 +93,9 @@ CK_RV tok_audit_close(void)
 {
 	int r = auditlog_close(tok_g.log);
 
+	if (tok_g.audit_fd >= 0)
+		close(tok_g.audit_fd);
+	tok_g.audit_fd = -1;
 	tok_g.log = NULL;
 	free(tok_g.log_path);
 	tok_g.log_path = NULL;
@@ -95,6 +107,52 @@ CK_RV tok_audit_gate(void)
 	if (atomic_load_explicit(&tok_g.audit_failed, memory_order_relaxed))
 		return CKR_DEVICE_ERROR;
 	return CKR_OK;
+}
+
+bool tok_audit_unrecorded(void)
+{
+	if (tok_audit_gate() == CKR_OK)
+		return false;
+	atomic_fetch_add(&tok_g.unrecorded, 1);
+	return true;
+}
+
+/* Has the log file lost its last link (the audit directory deleted, or the
+ * file)? Records then go nowhere a reader can find: fail closed, never
+ * reopen quietly in a re-created directory. After a rotation the active
+ * file is another one: reopened by name (libauditlog created it). */
+static bool trail_unlinked(void)
+{
+	struct auditlog_stats st;
+	struct stat sb;
+	bool gone;
+
+	pthread_mutex_lock(&tok_g.audit_mu);
+	if (tok_g.audit_fd < 0) {
+		pthread_mutex_unlock(&tok_g.audit_mu);
+		return false;
+	}
+	if (auditlog_get_stats(tok_g.log, &st, sizeof(st)) == 0 && st.rotations != tok_g.audit_rotations) {
+		int fd = open(tok_g.log_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0) {
+			pthread_mutex_unlock(&tok_g.audit_mu);
+			return true;
+		}
+		close(tok_g.audit_fd);
+		tok_g.audit_fd = fd;
+		tok_g.audit_rotations = st.rotations;
+	}
+	gone = fstat(tok_g.audit_fd, &sb) < 0 || sb.st_nlink == 0;
+	pthread_mutex_unlock(&tok_g.audit_mu);
+	return gone;
+}
+
+static int64_t coarse_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static const char *actor_of(const struct tok_token *t)
@@ -114,7 +172,8 @@ CK_RV tok_audit_write(const struct tok_audit *a)
 	const struct tok_token *t = a->s ? a->s->tok : a->tok;
 	struct auditlog_event ev = {
 		.flags = AUDITLOG_EV_RV,
-		.outcome = a->rv == CKR_OK ? AUDITLOG_OUTCOME_SUCCESS : AUDITLOG_OUTCOME_FAILURE,
+		.outcome = a->rv == CKR_OK || a->handed_out ? AUDITLOG_OUTCOME_SUCCESS
+							    : AUDITLOG_OUTCOME_FAILURE,
 		.rv = a->rv,
 		.action = a->action,
 		.action_len = strlen(a->action),
@@ -156,9 +215,24 @@ CK_RV tok_audit_write(const struct tok_audit *a)
 	default:
 		sync = a->kind == TOK_AUD_SENSITIVE;
 	}
-	r = sync ? auditlog_record_sync(tok_g.log, &ev) : auditlog_record(tok_g.log, &ev);
+	if (!sync) {
+		/* Queued records: the link count at most every 100 ms. */
+		int64_t now = coarse_ms(), last = atomic_load(&tok_g.audit_checked_ms);
+		if (now - last >= 100 && atomic_compare_exchange_strong(&tok_g.audit_checked_ms, &last, now) &&
+		    trail_unlinked())
+			r = -ENOENT;
+		else
+			r = auditlog_record(tok_g.log, &ev);
+	} else {
+		r = auditlog_record_sync(tok_g.log, &ev);
+		if (r == 0 && trail_unlinked())
+			r = -ENOENT; /* durable in a file nobody can reach */
+	}
 	if (r == 0)
 		return CKR_OK;
+	if (r == -ENOENT && !atomic_load(&tok_g.audit_failed))
+		tok_msg("the audit log %s was deleted while the token ran (link count 0): failing closed",
+			tok_g.log_path);
 	atomic_fetch_add(&tok_g.audit_errors, 1);
 	if (!tok_g.cfg.audit_fail_closed)
 		return CKR_OK;

@@ -75,6 +75,15 @@ struct tok_token {
 	uint8_t mk[32]; /* valid while logged in (user or SO) */
 	unsigned sessions, rw_sessions;
 
+	/* The store as this process last saw it (store.c): the lock file,
+	 * held with an OFD lock for every read-modify-write (under mu), and
+	 * the generation and epoch of its journal. */
+	int lock_fd;
+	const uint8_t *lock_map;       /* its header, mapped read-only */
+	bool store_locked;             /* under mu */
+	atomic_uint_fast64_t seen_gen; /* written under the lock, read by tok_store_sync */
+	uint64_t seen_epoch;
+
 	/* Objects: token objects (loaded from the store; private ones only
 	 * while the user is logged in) and session objects. Slot i holds the
 	 * object whose handle's low 24 bits are i + 1. */
@@ -132,6 +141,17 @@ struct tok_module {
 	char *log_path;
 	atomic_bool audit_failed; /* fail-closed tripped: audited calls answer CKR_DEVICE_ERROR */
 	atomic_uint_fast64_t audit_errors;
+	/* The log file as we opened it: its link count tells a deleted trail
+	 * (audit.c); reopened by name after a rotation. */
+	pthread_mutex_t audit_mu; /* guards audit_fd and audit_rotations */
+	int audit_fd;
+	uint64_t audit_rotations;
+	atomic_int_fast64_t audit_checked_ms; /* last link-count check for queued records */
+	/* Privilege-reducing calls (C_Logout, C_CloseSession,
+	 * C_CloseAllSessions, C_Finalize) that succeeded without a record after
+	 * fail-closed; named by the next trail's C_Initialize record. Survives
+	 * C_Finalize (not by a new process). */
+	atomic_uint_fast64_t unrecorded;
 };
 
 extern struct tok_module tok_g;
@@ -155,6 +175,7 @@ struct tok_audit {
 	size_t key_id_len;
 	const char *detail;
 	const char *actor; /* NULL: from the token's login state */
+	bool handed_out;   /* a secret left the token: outcome success whatever rv */
 };
 
 /* Open the audit log (the per-process naming rule in docs/token.md). */
@@ -162,6 +183,9 @@ CK_RV tok_audit_open(char *err, size_t errlen);
 CK_RV tok_audit_close(void);
 /* Gate for every audited call: CKR_DEVICE_ERROR once fail-closed tripped. */
 CK_RV tok_audit_gate(void);
+/* A privilege-reducing call after fail-closed: it succeeds without a record;
+ * true when that is the case (counted), false when the trail is writable. */
+bool tok_audit_unrecorded(void);
 /* Write the record; returns CKR_OK, or CKR_DEVICE_ERROR when the trail could
  * not take it and the module fails closed (the caller then undoes what it can
  * and answers CKR_DEVICE_ERROR). */
@@ -169,9 +193,29 @@ CK_RV tok_audit_write(const struct tok_audit *a);
 /* Same, with the label and id of an object (taken under its lock). */
 CK_RV tok_audit_obj(struct tok_audit *a, struct tok_object *o);
 
-/* ---- store (store.c) ------------------------------------------------------ */
-CK_RV tok_store_load_token(struct tok_token *t);           /* token.json, if any */
-CK_RV tok_store_save_token(const struct tok_token *t);     /* atomic */
+/* ---- store (store.c) ------------------------------------------------------
+ * Many processes share a store (docs/token.md "Many processes, one token").
+ * Every read-modify-write runs between tok_store_lock and tok_store_unlock,
+ * with t->mu held: the lock is an OFD lock on <slot dir>/store.lock, and
+ * taking it first brings t up to date (token.json, the objects the journal
+ * names; a re-initialised token logs out and drops its objects). The
+ * functions that write (save/init/delete) require the lock.
+ */
+#define TOK_STORE_MAX_FILE (16 << 20) /* the largest store file read (and so written) */
+
+/* At C_Initialize: create the slot directory and the lock file, check them.
+ * The first tok_store_lock loads the token. CKR_GENERAL_ERROR with err set. */
+CK_RV tok_store_open(struct tok_token *t, char *err, size_t errlen);
+void tok_store_close(struct tok_token *t);
+CK_RV tok_store_lock(struct tok_token *t);   /* t->mu held; CKR_OK: locked and in sync */
+void tok_store_unlock(struct tok_token *t);
+/* Without any lock held: one load of the journal's generation; when another
+ * process changed the store, takes t->mu and the lock and syncs. */
+CK_RV tok_store_sync(struct tok_token *t);
+/* Directories of the store and the trail: a directory, owned by root or us,
+ * not world-writable (nofollow: not a symlink either). */
+CK_RV tok_store_check_dir(const char *path, const char *what, bool nofollow, char *err, size_t errlen);
+CK_RV tok_store_save_token(struct tok_token *t);           /* atomic */
 CK_RV tok_store_init_token(struct tok_token *t, const uint8_t *so_pin, size_t so_len,
 			   const char label[32]);          /* wipes objects and user PIN */
 /* Verify a PIN against rec: CKR_OK (and mk unwrapped into ret_mk when not
@@ -180,9 +224,9 @@ CK_RV tok_pin_check(const struct tok_pin *rec, const uint8_t *pin, size_t len, u
 /* Fill rec for pin, wrapping mk. */
 CK_RV tok_pin_make(struct tok_pin *rec, const uint8_t *pin, size_t len, const uint8_t mk[32],
 		   uint64_t iterations);
-/* Token objects: public ones at C_Initialize, private ones (encrypted under
- * the master key) at login. */
-CK_RV tok_store_load_objects(struct tok_token *t, bool private_ones);
+/* Every object file into t's table (at login: the sealed ones become
+ * readable). */
+CK_RV tok_store_load_objects(struct tok_token *t);
 CK_RV tok_store_save_object(struct tok_token *t, struct tok_object *o);
 CK_RV tok_store_delete_object(struct tok_token *t, const struct tok_object *o);
 
@@ -200,6 +244,15 @@ void tok_obj_unpublish(struct tok_token *t, struct tok_object *o);
 void tok_obj_drop_private(struct tok_token *t);
 void tok_obj_drop_session(struct tok_token *t, CK_SESSION_HANDLE owner);
 void tok_obj_drop_all(struct tok_token *t);
+void tok_obj_drop_token_objects(struct tok_token *t);
+/* The token object stored as uuid (a reference), NULL when none. */
+struct tok_object *tok_obj_by_uuid(struct tok_token *t, const char *uuid);
+/* Would attrs make an object of o's class, privacy and kind? */
+bool tok_obj_same_kind(const struct tok_object *o, const struct tok_attrs *attrs);
+/* Replace o's attributes by attrs (taken) under o->mu. */
+void tok_obj_replace_attrs(struct tok_object *o, struct tok_attrs *attrs);
+/* Unpublish every token object whose uuid is not among names[0..n). */
+void tok_obj_prune(struct tok_token *t, const char (*names)[33], size_t n);
 /* Stored encrypted, loaded only at login: private objects and key material. */
 bool tok_obj_sealed(const struct tok_object *o);
 /* Publish attrs as a new object of s's token (taking them) and persist it
@@ -227,6 +280,8 @@ void tok_session_put(struct tok_session *s);
 CK_RV tok_session_enter(CK_SESSION_HANDLE h, struct tok_session **ret);
 bool tok_session_rw(const struct tok_session *s);
 enum tok_login tok_login_state(struct tok_token *t);
+/* End the login (t->mu held): private objects dropped, master key wiped. */
+void tok_logout_locked(struct tok_token *t);
 
 /* Fixed-width text fields of the PKCS#11 info structs. */
 void tok_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

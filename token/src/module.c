@@ -23,6 +23,8 @@ static bool atfork_registered; /* guarded by tok_g.mu */
 struct tok_module tok_g = {
 	.mu = PTHREAD_MUTEX_INITIALIZER,
 	.slock = PTHREAD_RWLOCK_INITIALIZER,
+	.audit_mu = PTHREAD_MUTEX_INITIALIZER,
+	.audit_fd = -1,
 };
 
 void tok_msg(const char *fmt, ...)
@@ -107,7 +109,7 @@ CK_RV tok_session_enter(CK_SESSION_HANDLE h, struct tok_session **ret)
 	return rv;
 }
 
-static void logout_locked(struct tok_token *t)
+void tok_logout_locked(struct tok_token *t)
 {
 	if (tok_login_state(t) == TOK_USER)
 		tok_obj_drop_private(t);
@@ -130,7 +132,7 @@ static void session_close_locked(struct tok_session *s)
 		t->rw_sessions--;
 	tok_obj_drop_session(t, s->handle);
 	if (t->sessions == 0)
-		logout_locked(t); /* the login ends with the application's last session */
+		tok_logout_locked(t); /* the login ends with the application's last session */
 	tok_session_put(s);  /* the table's reference */
 }
 
@@ -141,6 +143,7 @@ static void free_tokens(void)
 	for (size_t i = 0; i < tok_g.ntokens; i++) {
 		struct tok_token *t = &tok_g.tokens[i];
 		tok_obj_drop_all(t);
+		tok_store_close(t);
 		free(t->objs);
 		free(t->dir);
 		OPENSSL_cleanse(t->mk, sizeof(t->mk));
@@ -167,6 +170,8 @@ static void tok_atfork_child(void)
 	tok_g = (struct tok_module){
 		.mu = PTHREAD_MUTEX_INITIALIZER,
 		.slock = PTHREAD_RWLOCK_INITIALIZER,
+		.audit_mu = PTHREAD_MUTEX_INITIALIZER,
+		.audit_fd = -1,
 	};
 }
 
@@ -258,6 +263,10 @@ CK_RV C_Initialize(CK_VOID_PTR pInitArgs)
 		rv = CKR_GENERAL_ERROR;
 		goto fail_crypto;
 	}
+	/* DESIGN.md "Deployment and key custody". */
+	rv = tok_store_check_dir(tok_g.cfg.token_dir, "token_dir", false, err, sizeof(err));
+	if (rv != CKR_OK)
+		goto fail_crypto;
 	tok_g.tokens = calloc(tok_g.cfg.slots, sizeof(*tok_g.tokens));
 	if (!tok_g.tokens) {
 		rv = CKR_HOST_MEMORY;
@@ -266,6 +275,7 @@ CK_RV C_Initialize(CK_VOID_PTR pInitArgs)
 	for (size_t i = 0; i < tok_g.cfg.slots; i++) {
 		struct tok_token *t = &tok_g.tokens[i];
 		t->id = i;
+		t->lock_fd = -1;
 		pthread_mutex_init(&t->mu, NULL);
 		pthread_rwlock_init(&t->olock, NULL);
 		tok_g.ntokens = i + 1;
@@ -274,9 +284,15 @@ CK_RV C_Initialize(CK_VOID_PTR pInitArgs)
 			rv = CKR_HOST_MEMORY;
 			goto fail_tokens;
 		}
-		rv = tok_store_load_token(t);
-		if (rv == CKR_OK && t->initialized)
-			rv = tok_store_load_objects(t, false);
+		rv = tok_store_open(t, err, sizeof(err));
+		if (rv != CKR_OK)
+			goto fail_tokens;
+		/* The first sync loads token.json and the public objects. */
+		pthread_mutex_lock(&t->mu);
+		rv = tok_store_lock(t);
+		if (rv == CKR_OK)
+			tok_store_unlock(t);
+		pthread_mutex_unlock(&t->mu);
 		if (rv != CKR_OK)
 			goto fail_tokens; /* tok_msg said which file */
 	}
@@ -296,8 +312,20 @@ CK_RV C_Initialize(CK_VOID_PTR pInitArgs)
 	}
 	__atomic_store_n(&tok_g.initialized, true, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&tok_g.mu);
-	(void)tok_audit_write(&(struct tok_audit){ .action = "C_Initialize", .rv = CKR_OK,
-						   .kind = TOK_AUD_SENSITIVE, .actor = "public" });
+	{
+		/* The first record of a writable trail names what an earlier
+		 * fail-closed trail of this process could not record. */
+		uint64_t n = atomic_load(&tok_g.unrecorded);
+		char detail[96] = "";
+		if (n && tok_audit_gate() == CKR_OK)
+			snprintf(detail, sizeof(detail),
+				 "unrecorded_after_fail_closed=%llu", (unsigned long long)n);
+		if (tok_audit_write(&(struct tok_audit){ .action = "C_Initialize", .rv = CKR_OK,
+							 .kind = TOK_AUD_SENSITIVE, .actor = "public",
+							 .detail = detail[0] ? detail : NULL }) == CKR_OK &&
+		    detail[0] && tok_g.log)
+			atomic_fetch_sub(&tok_g.unrecorded, n);
+	}
 	return CKR_OK;
 
 fail_tokens:
@@ -340,6 +368,7 @@ static void close_all_sessions(struct tok_token *only)
 static CK_RV finalize(bool from_destructor)
 {
 	CK_RV rv;
+	bool unrecorded;
 
 	pthread_mutex_lock(&tok_g.mu);
 	if (!tok_g.initialized) {
@@ -347,11 +376,16 @@ static CK_RV finalize(bool from_destructor)
 		return CKR_CRYPTOKI_NOT_INITIALIZED;
 	}
 	close_all_sessions(NULL);
-	(void)tok_audit_write(&(struct tok_audit){
-		.action = "C_Finalize", .rv = CKR_OK, .kind = TOK_AUD_SENSITIVE, .actor = "public",
-		.detail = from_destructor ? "process exit without C_Finalize" : NULL });
+	/* After fail-closed: succeeds, without a record, counted. */
+	unrecorded = tok_audit_unrecorded();
+	if (!unrecorded)
+		(void)tok_audit_write(&(struct tok_audit){
+			.action = "C_Finalize", .rv = CKR_OK, .kind = TOK_AUD_SENSITIVE, .actor = "public",
+			.detail = from_destructor ? "process exit without C_Finalize" : NULL });
 	__atomic_store_n(&tok_g.initialized, false, __ATOMIC_RELEASE);
 	rv = tok_audit_close();
+	if (unrecorded)
+		rv = CKR_OK; /* the trail's failure was answered when it happened */
 	free_tokens();
 	tok_crypto_fini();
 	tok_config_free(&tok_g.cfg);
@@ -441,6 +475,9 @@ CK_RV C_GetTokenInfo(CK_SLOT_ID id, CK_TOKEN_INFO_PTR p)
 	if (!p)
 		return CKR_ARGUMENTS_BAD;
 	maxf = tok_g.cfg.max_pin_failures;
+	/* Flags as the store has them now (another process's failures). */
+	if (tok_store_sync(t) != CKR_OK)
+		return CKR_DEVICE_ERROR;
 	memset(p, 0, sizeof(*p));
 	pthread_mutex_lock(&t->mu);
 	memcpy(p->label, t->initialized ? t->label : "                                ", 32);
@@ -526,6 +563,8 @@ CK_RV C_GetMechanismInfo(CK_SLOT_ID id, CK_MECHANISM_TYPE type, CK_MECHANISM_INF
 
 /* ---- token and PINs ------------------------------------------------------- */
 
+/* ulMinPinLen..ulMaxPinLen, as C_GetTokenInfo reports them: checked before
+ * anything else, so an out-of-range length costs no PBKDF2 and no failure. */
 static CK_RV pin_len_ok(CK_UTF8CHAR_PTR pin, CK_ULONG len)
 {
 	if (!pin)
@@ -535,21 +574,69 @@ static CK_RV pin_len_ok(CK_UTF8CHAR_PTR pin, CK_ULONG len)
 	return CKR_OK;
 }
 
-/* A failed PIN: count it durably. Locked at max_pin_failures. */
-static CK_RV pin_failed(struct tok_token *t, struct tok_pin *p)
+/* Check a PIN against the SO's or the user's record, counting as DESIGN.md
+ * says: under the store's lock and on the record as the store has it now,
+ * a locked PIN is refused, else the failure count is raised and made
+ * durable BEFORE the PIN is checked (a guesser that dies after learning
+ * "wrong", or during PBKDF2, has paid); the lock is not held during PBKDF2.
+ * A right PIN resets the count. t->mu held, the store lock not.
+ * CKR_OK: the store lock is held (the caller unlocks) and ret_mk (when not
+ * NULL) holds the master key. Otherwise the lock is not held. */
+static CK_RV pin_verify(struct tok_token *t, bool so, const uint8_t *pin, CK_ULONG len,
+			uint8_t ret_mk[32])
 {
-	p->failures++;
-	if (tok_store_save_token(t) != CKR_OK)
-		return CKR_DEVICE_ERROR;
-	return p->failures >= tok_g.cfg.max_pin_failures ? CKR_PIN_LOCKED : CKR_PIN_INCORRECT;
-}
+	struct tok_pin *p = so ? &t->so : &t->user, snap;
+	uint8_t mk[32];
+	CK_RV rv = tok_store_lock(t);
 
-static CK_RV pin_ok(struct tok_token *t, struct tok_pin *p)
-{
-	if (!p->failures)
-		return CKR_OK;
-	p->failures = 0;
-	return tok_store_save_token(t);
+	if (rv != CKR_OK)
+		return rv;
+	if (!t->initialized)
+		rv = CKR_TOKEN_NOT_RECOGNIZED;
+	else if (!p->set)
+		rv = CKR_USER_PIN_NOT_INITIALIZED;
+	else if (p->failures >= tok_g.cfg.max_pin_failures)
+		rv = CKR_PIN_LOCKED;
+	if (rv != CKR_OK) {
+		tok_store_unlock(t);
+		return rv;
+	}
+	p->failures++;
+	rv = tok_store_save_token(t);
+	if (rv != CKR_OK) {
+		p->failures--;
+		tok_store_unlock(t);
+		return CKR_DEVICE_ERROR; /* not counted: not checked either */
+	}
+	snap = *p;
+	tok_store_unlock(t);
+
+	rv = tok_pin_check(&snap, pin, len, mk);
+
+	if (rv == CKR_OK) {
+		rv = tok_store_lock(t);
+		/* The record we checked must still be the token's: a PIN changed
+		 * meanwhile by another process is not this PIN any more. */
+		if (rv == CKR_OK && (!p->set || CRYPTO_memcmp(p->check, snap.check, sizeof(p->check)) ||
+				     memcmp(p->salt, snap.salt, sizeof(p->salt)))) {
+			tok_store_unlock(t);
+			rv = CKR_PIN_INCORRECT;
+		} else if (rv == CKR_OK) {
+			p->failures = 0;
+			rv = tok_store_save_token(t);
+			if (rv != CKR_OK) {
+				tok_store_unlock(t);
+				rv = CKR_DEVICE_ERROR;
+			}
+		}
+	}
+	if (rv == CKR_PIN_INCORRECT && snap.failures >= tok_g.cfg.max_pin_failures)
+		rv = CKR_PIN_LOCKED;
+	if (rv == CKR_OK && ret_mk)
+		memcpy(ret_mk, mk, sizeof(mk));
+	OPENSSL_cleanse(mk, sizeof(mk));
+	OPENSSL_cleanse(&snap, sizeof(snap));
+	return rv;
 }
 
 CK_RV C_InitToken(CK_SLOT_ID id, CK_UTF8CHAR_PTR pPin, CK_ULONG ulPinLen, CK_UTF8CHAR_PTR pLabel)
@@ -558,6 +645,7 @@ CK_RV C_InitToken(CK_SLOT_ID id, CK_UTF8CHAR_PTR pPin, CK_ULONG ulPinLen, CK_UTF
 	char label[32];
 	size_t label_len = 0;
 	CK_RV rv, arv;
+	bool locked = false;
 
 	NEED_INIT();
 	t = token_of(id);
@@ -577,17 +665,17 @@ CK_RV C_InitToken(CK_SLOT_ID id, CK_UTF8CHAR_PTR pPin, CK_ULONG ulPinLen, CK_UTF
 		rv = CKR_SESSION_EXISTS;
 		goto out;
 	}
+	rv = tok_store_lock(t);
+	if (rv != CKR_OK)
+		goto out;
 	if (t->initialized) {
-		if (t->so.failures >= tok_g.cfg.max_pin_failures) {
-			rv = CKR_PIN_LOCKED;
-			goto out;
-		}
-		rv = tok_pin_check(&t->so, pPin, ulPinLen, NULL);
-		if (rv == CKR_PIN_INCORRECT)
-			rv = pin_failed(t, &t->so);
+		/* The SO PIN by the counting rule (lockout included). */
+		tok_store_unlock(t);
+		rv = pin_verify(t, true, pPin, ulPinLen, NULL);
 		if (rv != CKR_OK)
 			goto out;
 	}
+	locked = true;
 	tok_obj_drop_all(t);
 	rv = tok_store_init_token(t, pPin, ulPinLen, label);
 	if (rv == CKR_OK)
@@ -597,6 +685,8 @@ out:
 	arv = tok_audit_write(&(struct tok_audit){ .action = "C_InitToken", .rv = rv,
 						   .kind = TOK_AUD_SENSITIVE, .tok = t, .actor = "so",
 						   .key_label = label, .key_label_len = label_len });
+	if (locked)
+		tok_store_unlock(t);
 	pthread_mutex_unlock(&t->mu);
 	return arv != CKR_OK ? arv : rv;
 }
@@ -605,23 +695,33 @@ CK_RV C_InitPIN(CK_SESSION_HANDLE h, CK_UTF8CHAR_PTR pPin, CK_ULONG ulPinLen)
 {
 	struct tok_session *s;
 	struct tok_token *t;
-	struct tok_pin old;
+	struct tok_pin old, rec;
 	CK_RV rv = tok_session_enter(h, &s), arv;
+	bool locked = false;
 
 	if (rv != CKR_OK)
 		return rv;
 	t = s->tok;
 	pthread_mutex_lock(&t->mu);
-	old = t->user;
 	if (tok_login_state(t) != TOK_SO)
 		rv = CKR_USER_NOT_LOGGED_IN;
 	else if (!tok_session_rw(s))
 		rv = CKR_SESSION_READ_ONLY;
 	else
 		rv = pin_len_ok(pPin, ulPinLen);
+	/* PBKDF2 outside the store's lock; the master key is the SO's. */
 	if (rv == CKR_OK)
-		rv = tok_pin_make(&t->user, pPin, ulPinLen, t->mk, tok_g.cfg.pbkdf2_iterations);
+		rv = tok_pin_make(&rec, pPin, ulPinLen, t->mk, tok_g.cfg.pbkdf2_iterations);
 	if (rv == CKR_OK) {
+		rv = tok_store_lock(t);
+		locked = rv == CKR_OK;
+	}
+	/* Re-initialised by another process meanwhile: the sync logged us out. */
+	if (rv == CKR_OK && tok_login_state(t) != TOK_SO)
+		rv = CKR_USER_NOT_LOGGED_IN;
+	old = t->user;
+	if (rv == CKR_OK) {
+		t->user = rec;
 		rv = tok_store_save_token(t);
 		if (rv != CKR_OK)
 			t->user = old;
@@ -629,11 +729,15 @@ CK_RV C_InitPIN(CK_SESSION_HANDLE h, CK_UTF8CHAR_PTR pPin, CK_ULONG ulPinLen)
 	arv = tok_audit_write(&(struct tok_audit){ .action = "C_InitPIN", .rv = rv,
 						   .kind = TOK_AUD_SENSITIVE, .s = s });
 	if (arv != CKR_OK && rv == CKR_OK) {
-		/* Not audited: undo. */
+		/* Not audited: undo (still under the lock: nothing came between). */
 		t->user = old;
 		(void)tok_store_save_token(t);
 		rv = arv;
 	}
+	if (locked)
+		tok_store_unlock(t);
+	OPENSSL_cleanse(&rec, sizeof(rec));
+	OPENSSL_cleanse(&old, sizeof(old));
 	pthread_mutex_unlock(&t->mu);
 	tok_session_put(s);
 	return rv;
@@ -646,6 +750,7 @@ CK_RV C_SetPIN(CK_SESSION_HANDLE h, CK_UTF8CHAR_PTR pOldPin, CK_ULONG ulOldLen,
 	struct tok_token *t;
 	struct tok_pin *p, old;
 	uint8_t mk[32];
+	bool so, locked = false;
 	CK_RV rv = tok_session_enter(h, &s), arv;
 
 	if (rv != CKR_OK)
@@ -653,23 +758,17 @@ CK_RV C_SetPIN(CK_SESSION_HANDLE h, CK_UTF8CHAR_PTR pOldPin, CK_ULONG ulOldLen,
 	t = s->tok;
 	pthread_mutex_lock(&t->mu);
 	/* The SO changes the SO PIN; anyone else the user PIN. */
-	p = tok_login_state(t) == TOK_SO ? &t->so : &t->user;
-	old = *p;
+	so = tok_login_state(t) == TOK_SO;
+	p = so ? &t->so : &t->user;
 	if (!tok_session_rw(s))
 		rv = CKR_SESSION_READ_ONLY;
-	else if (!pOldPin)
-		rv = CKR_ARGUMENTS_BAD;
-	else
+	else if ((rv = pin_len_ok(pOldPin, ulOldLen)) == CKR_OK)
 		rv = pin_len_ok(pNewPin, ulNewLen);
-	if (rv == CKR_OK && !p->set)
-		rv = CKR_USER_PIN_NOT_INITIALIZED;
-	if (rv == CKR_OK && p->failures >= tok_g.cfg.max_pin_failures)
-		rv = CKR_PIN_LOCKED;
 	if (rv == CKR_OK) {
-		rv = tok_pin_check(p, pOldPin, ulOldLen, mk);
-		if (rv == CKR_PIN_INCORRECT)
-			rv = pin_failed(t, p);
+		rv = pin_verify(t, so, pOldPin, ulOldLen, mk);
+		locked = rv == CKR_OK;
 	}
+	old = *p;
 	if (rv == CKR_OK) {
 		rv = tok_pin_make(p, pNewPin, ulNewLen, mk, tok_g.cfg.pbkdf2_iterations);
 		OPENSSL_cleanse(mk, sizeof(mk));
@@ -680,12 +779,15 @@ CK_RV C_SetPIN(CK_SESSION_HANDLE h, CK_UTF8CHAR_PTR pOldPin, CK_ULONG ulOldLen,
 	}
 	arv = tok_audit_write(&(struct tok_audit){ .action = "C_SetPIN", .rv = rv,
 						   .kind = TOK_AUD_SENSITIVE, .s = s,
-						   .detail = p == &t->so ? "so" : "user" });
+						   .detail = so ? "so" : "user" });
 	if (arv != CKR_OK && rv == CKR_OK) {
 		*p = old;
 		(void)tok_store_save_token(t);
 		rv = arv;
 	}
+	if (locked)
+		tok_store_unlock(t);
+	OPENSSL_cleanse(&old, sizeof(old));
 	pthread_mutex_unlock(&t->mu);
 	tok_session_put(s);
 	return rv;
@@ -710,6 +812,8 @@ CK_RV C_OpenSession(CK_SLOT_ID id, CK_FLAGS flags, CK_VOID_PTR app, CK_NOTIFY no
 	if (!(flags & CKF_SERIAL_SESSION))
 		return CKR_SESSION_PARALLEL_NOT_SUPPORTED;
 	rv = tok_audit_gate();
+	if (rv == CKR_OK)
+		rv = tok_store_sync(t); /* initialised by another process meanwhile? */
 	if (rv != CKR_OK)
 		return rv;
 	pthread_mutex_lock(&t->mu);
@@ -784,24 +888,23 @@ CK_RV C_CloseSession(CK_SESSION_HANDLE h)
 {
 	struct tok_session *s;
 	struct tok_token *t;
-	CK_RV rv = tok_session_enter(h, &s);
+	CK_RV rv = tok_session_get(h, &s);
 
 	if (rv != CKR_OK)
 		return rv;
 	t = s->tok;
-	rv = tok_audit_gate();
-	if (rv != CKR_OK)
-		goto out;
 	pthread_mutex_lock(&t->mu);
 	if (!s->closed) {
-		rv = tok_audit_write(&(struct tok_audit){ .action = "C_CloseSession", .rv = CKR_OK,
-							  .kind = TOK_AUD_CRYPTO, .s = s });
+		/* Only reduces privilege: after fail-closed it succeeds,
+		 * unrecorded and counted (DESIGN.md). */
+		if (!tok_audit_unrecorded())
+			rv = tok_audit_write(&(struct tok_audit){ .action = "C_CloseSession", .rv = CKR_OK,
+								  .kind = TOK_AUD_CRYPTO, .s = s });
 		session_close_locked(s);
 	} else {
 		rv = CKR_SESSION_HANDLE_INVALID;
 	}
 	pthread_mutex_unlock(&t->mu);
-out:
 	tok_session_put(s);
 	return rv;
 }
@@ -815,11 +918,12 @@ CK_RV C_CloseAllSessions(CK_SLOT_ID id)
 	t = token_of(id);
 	if (!t)
 		return CKR_SLOT_ID_INVALID;
-	rv = tok_audit_gate();
-	if (rv != CKR_OK)
-		return rv;
-	rv = tok_audit_write(&(struct tok_audit){ .action = "C_CloseAllSessions", .rv = CKR_OK,
-						  .kind = TOK_AUD_CRYPTO, .tok = t });
+	/* Only reduces privilege: after fail-closed it succeeds, unrecorded
+	 * and counted (DESIGN.md). */
+	rv = tok_audit_unrecorded() ? CKR_OK
+				    : tok_audit_write(&(struct tok_audit){ .action = "C_CloseAllSessions",
+									   .rv = CKR_OK, .kind = TOK_AUD_CRYPTO,
+									   .tok = t });
 	close_all_sessions(t);
 	return rv;
 }
@@ -856,7 +960,6 @@ CK_RV C_Login(CK_SESSION_HANDLE h, CK_USER_TYPE type, CK_UTF8CHAR_PTR pPin, CK_U
 {
 	struct tok_session *s;
 	struct tok_token *t;
-	struct tok_pin *p = NULL;
 	enum tok_login want = type == CKU_SO ? TOK_SO : TOK_USER;
 	enum tok_login now;
 	CK_RV rv = tok_session_get(h, &s), arv;
@@ -895,41 +998,29 @@ CK_RV C_Login(CK_SESSION_HANDLE h, CK_USER_TYPE type, CK_UTF8CHAR_PTR pPin, CK_U
 			goto out;
 		}
 	}
-	p = want == TOK_SO ? &t->so : &t->user;
-	if (!p->set) {
-		rv = CKR_USER_PIN_NOT_INITIALIZED;
-		goto out;
-	}
-	if (p->failures >= tok_g.cfg.max_pin_failures) {
-		rv = CKR_PIN_LOCKED;
-		goto out;
-	}
-	rv = tok_pin_check(p, pPin, ulPinLen, t->mk);
-	if (rv == CKR_PIN_INCORRECT) {
-		rv = pin_failed(t, p);
-		goto out;
-	}
+	rv = pin_len_ok(pPin, ulPinLen);
 	if (rv != CKR_OK)
 		goto out;
-	rv = pin_ok(t, p);
+	rv = pin_verify(t, want == TOK_SO, pPin, ulPinLen, t->mk);
 	if (rv != CKR_OK)
 		goto out;
 	atomic_store(&t->login, want);
 	if (want == TOK_USER) {
-		rv = tok_store_load_objects(t, true);
+		rv = tok_store_load_objects(t); /* the sealed ones are readable now */
 		if (rv != CKR_OK)
-			logout_locked(t);
+			tok_logout_locked(t);
 	}
+	tok_store_unlock(t);
 out:
 	arv = tok_audit_write(&(struct tok_audit){ .action = "C_Login", .rv = rv,
 						   .kind = TOK_AUD_SENSITIVE, .s = s,
 						   .actor = want == TOK_SO ? "so" : "user" });
 	if (arv != CKR_OK && rv == CKR_OK) {
-		logout_locked(t);
+		tok_logout_locked(t);
 		rv = arv;
 	}
 	if (rv != CKR_OK && tok_login_state(t) == want && now != want)
-		logout_locked(t);
+		tok_logout_locked(t);
 	pthread_mutex_unlock(&t->mu);
 	tok_session_put(s);
 	return rv;
@@ -939,13 +1030,19 @@ CK_RV C_Logout(CK_SESSION_HANDLE h)
 {
 	struct tok_session *s;
 	struct tok_token *t;
-	CK_RV rv = tok_session_enter(h, &s);
+	CK_RV rv = tok_session_get(h, &s);
 
 	if (rv != CKR_OK)
 		return rv;
 	t = s->tok;
 	pthread_mutex_lock(&t->mu);
-	if (tok_login_state(t) == TOK_PUBLIC) {
+	if (tok_login_state(t) != TOK_PUBLIC && tok_audit_unrecorded()) {
+		/* Only reduces privilege: after fail-closed it succeeds,
+		 * unrecorded and counted (DESIGN.md). */
+		tok_logout_locked(t);
+	} else if (tok_audit_gate() != CKR_OK) {
+		rv = CKR_DEVICE_ERROR; /* not logged in: nothing to reduce */
+	} else if (tok_login_state(t) == TOK_PUBLIC) {
 		rv = CKR_USER_NOT_LOGGED_IN;
 		(void)tok_audit_write(&(struct tok_audit){ .action = "C_Logout", .rv = rv,
 							   .kind = TOK_AUD_SENSITIVE, .s = s });
@@ -953,7 +1050,7 @@ CK_RV C_Logout(CK_SESSION_HANDLE h)
 		/* Recorded before the state changes, with the actor logging out. */
 		rv = tok_audit_write(&(struct tok_audit){ .action = "C_Logout", .rv = CKR_OK,
 							  .kind = TOK_AUD_SENSITIVE, .s = s });
-		logout_locked(t);
+		tok_logout_locked(t);
 	}
 	pthread_mutex_unlock(&t->mu);
 	tok_session_put(s);

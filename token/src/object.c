@@ -107,7 +107,7 @@ static void unpublish_locked(struct tok_token *t, size_t i)
 	struct tok_object *o = t->objs[i];
 
 	t->objs[i] = NULL;
-	o->destroyed = true;
+	atomic_store(&o->destroyed, true);
 	tok_obj_put(o);
 }
 
@@ -132,7 +132,12 @@ CK_RV tok_obj_get(struct tok_session *s, CK_OBJECT_HANDLE h, struct tok_object *
 	struct tok_token *t = s->tok;
 	size_t i = (size_t)(h & IDX_MASK);
 	struct tok_object *o = NULL;
+	/* What another process changed or destroyed, first (one load when
+	 * nothing changed). */
+	CK_RV rv = tok_store_sync(t);
 
+	if (rv != CKR_OK)
+		return rv;
 	pthread_rwlock_rdlock(&t->olock);
 	if (i >= 1 && i <= t->nobjs && t->objs[i - 1] && t->objs[i - 1]->handle == h &&
 	    visible(t, t->objs[i - 1])) {
@@ -173,6 +178,72 @@ void tok_obj_drop_all(struct tok_token *t)
 		if (t->objs[i])
 			unpublish_locked(t, i);
 	t->nobjs = 0;
+	pthread_rwlock_unlock(&t->olock);
+}
+
+void tok_obj_drop_token_objects(struct tok_token *t)
+{
+	pthread_rwlock_wrlock(&t->olock);
+	for (size_t i = 0; i < t->nobjs; i++)
+		if (t->objs[i] && t->objs[i]->token_obj)
+			unpublish_locked(t, i);
+	pthread_rwlock_unlock(&t->olock);
+}
+
+struct tok_object *tok_obj_by_uuid(struct tok_token *t, const char *uuid)
+{
+	struct tok_object *o = NULL;
+
+	pthread_rwlock_rdlock(&t->olock);
+	for (size_t i = 0; i < t->nobjs; i++) {
+		if (t->objs[i] && t->objs[i]->token_obj && !memcmp(t->objs[i]->uuid, uuid, 32)) {
+			o = t->objs[i];
+			atomic_fetch_add(&o->refs, 1);
+			break;
+		}
+	}
+	pthread_rwlock_unlock(&t->olock);
+	return o;
+}
+
+bool tok_obj_same_kind(const struct tok_object *o, const struct tok_attrs *attrs)
+{
+	CK_ULONG cls = CKO_DATA, kt = (CK_ULONG)-1;
+
+	(void)tok_attrs_ulong(attrs, CKA_CLASS, &cls);
+	(void)tok_attrs_ulong(attrs, CKA_KEY_TYPE, &kt);
+	return cls == o->cls && kt == o->key_type && o->token_obj == tok_attrs_bool(attrs, CKA_TOKEN, false) &&
+	       o->private_obj == tok_attrs_bool(attrs, CKA_PRIVATE, false);
+}
+
+void tok_obj_replace_attrs(struct tok_object *o, struct tok_attrs *attrs)
+{
+	struct tok_attrs old;
+
+	/* The key material cannot change (CKA_VALUE and the key parts are
+	 * never settable), so the engine's prepared key (cache) stays. */
+	pthread_mutex_lock(&o->mu);
+	old = o->attrs;
+	o->attrs = *attrs;
+	pthread_mutex_unlock(&o->mu);
+	*attrs = (struct tok_attrs){ 0 };
+	tok_attrs_free(&old);
+}
+
+void tok_obj_prune(struct tok_token *t, const char (*names)[33], size_t n)
+{
+	pthread_rwlock_wrlock(&t->olock);
+	for (size_t i = 0; i < t->nobjs; i++) {
+		struct tok_object *o = t->objs[i];
+		size_t k;
+		if (!o || !o->token_obj)
+			continue;
+		for (k = 0; k < n; k++)
+			if (!memcmp(names[k], o->uuid, 32))
+				break;
+		if (k == n)
+			unpublish_locked(t, i);
+	}
 	pthread_rwlock_unlock(&t->olock);
 }
 
@@ -350,7 +421,11 @@ static CK_RV persist_new(struct tok_token *t, struct tok_object *o)
 	if (!o->token_obj)
 		return CKR_OK;
 	pthread_mutex_lock(&t->mu);
-	rv = tok_store_save_object(t, o);
+	rv = tok_store_lock(t);
+	if (rv == CKR_OK) {
+		rv = tok_store_save_object(t, o);
+		tok_store_unlock(t);
+	}
 	pthread_mutex_unlock(&t->mu);
 	return rv;
 }
@@ -379,7 +454,10 @@ void tok_obj_discard(struct tok_token *t, struct tok_object *o)
 		return;
 	if (o->token_obj) {
 		pthread_mutex_lock(&t->mu);
-		(void)tok_store_delete_object(t, o);
+		if (tok_store_lock(t) == CKR_OK) {
+			(void)tok_store_delete_object(t, o);
+			tok_store_unlock(t);
+		}
 		pthread_mutex_unlock(&t->mu);
 	}
 	tok_obj_unpublish(t, o);
@@ -565,28 +643,41 @@ CK_RV C_DestroyObject(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE hObject)
 {
 	struct tok_session *s;
 	struct tok_object *o = NULL;
+	struct tok_token *t;
 	struct tok_audit a = { .action = "C_DestroyObject", .kind = TOK_AUD_SENSITIVE };
 	CK_RV rv = tok_session_enter(h, &s), arv;
+	bool locked = false, mu_held = false;
 
 	if (rv != CKR_OK)
 		return rv;
 	a.s = s;
+	t = s->tok;
 	rv = tok_obj_get(s, hObject, &o);
 	if (rv == CKR_OK && o->token_obj && !tok_session_rw(s))
 		rv = CKR_SESSION_READ_ONLY;
+	if (rv == CKR_OK && o->token_obj) {
+		/* Decided on the object as the store now has it. */
+		pthread_mutex_lock(&t->mu);
+		mu_held = true;
+		rv = tok_store_lock(t);
+		locked = rv == CKR_OK;
+		if (rv == CKR_OK && atomic_load(&o->destroyed))
+			rv = CKR_OBJECT_HANDLE_INVALID;
+	}
 	if (rv == CKR_OK) {
 		pthread_mutex_lock(&o->mu);
 		if (!tok_attrs_bool(&o->attrs, CKA_DESTROYABLE, true))
 			rv = CKR_ACTION_PROHIBITED;
 		pthread_mutex_unlock(&o->mu);
 	}
-	if (rv == CKR_OK && o->token_obj) {
-		pthread_mutex_lock(&s->tok->mu);
-		rv = tok_store_delete_object(s->tok, o);
-		pthread_mutex_unlock(&s->tok->mu);
-	}
+	if (rv == CKR_OK && o->token_obj)
+		rv = tok_store_delete_object(t, o);
 	if (rv == CKR_OK)
-		tok_obj_unpublish(s->tok, o);
+		tok_obj_unpublish(t, o);
+	if (locked)
+		tok_store_unlock(t);
+	if (mu_held)
+		pthread_mutex_unlock(&t->mu);
 	/* A deletion cannot be undone: when its record then fails, the call
 	 * answers CKR_DEVICE_ERROR and the object is gone (docs/token.md). */
 	a.rv = rv;
@@ -709,7 +800,8 @@ CK_RV C_GetAttributeValue(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE hObject, CK_ATTR
 		/* A secret value leaves the token: recorded, durably, before the
 		 * caller may use it; no record, no value. */
 		struct tok_audit a = { .action = "C_GetAttributeValue", .kind = TOK_AUD_SENSITIVE,
-				       .s = s, .rv = rv, .detail = detail };
+				       .s = s, .rv = rv, .detail = detail,
+				       .handed_out = true };
 		CK_RV arv = tok_audit_gate();
 		if (arv == CKR_OK)
 			arv = tok_audit_obj(&a, o);
@@ -734,19 +826,32 @@ CK_RV C_SetAttributeValue(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE hObject, CK_ATTR
 {
 	struct tok_session *s;
 	struct tok_object *o = NULL;
+	struct tok_token *t;
 	struct tok_attrs tmpl = { 0 }, old = { 0 }, next = { 0 };
 	struct tok_audit a = { .action = "C_SetAttributeValue", .kind = TOK_AUD_SENSITIVE };
 	CK_RV rv = tok_session_get(h, &s), arv;
-	bool swapped = false;
+	bool swapped = false, locked = false, mu_held = false;
 
 	if (rv != CKR_OK)
 		return rv;
 	a.s = s;
+	t = s->tok;
 	rv = tok_obj_get(s, hObject, &o);
 	if (rv == CKR_OK)
 		rv = tok_attrs_from_template(&tmpl, pTemplate, ulCount);
 	if (rv == CKR_OK && o->token_obj && !tok_session_rw(s))
 		rv = CKR_SESSION_READ_ONLY;
+	if (rv == CKR_OK && o->token_obj) {
+		/* The whole read-modify-write, and its record, under the store's
+		 * lock, on the attributes the store has now: never from a stale
+		 * copy (a one-way attribute another process set stays set). */
+		pthread_mutex_lock(&t->mu);
+		mu_held = true;
+		rv = tok_store_lock(t);
+		locked = rv == CKR_OK;
+		if (rv == CKR_OK && atomic_load(&o->destroyed))
+			rv = CKR_OBJECT_HANDLE_INVALID;
+	}
 	if (rv != CKR_OK)
 		goto out;
 	pthread_mutex_lock(&o->mu);
@@ -766,7 +871,7 @@ CK_RV C_SetAttributeValue(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE hObject, CK_ATTR
 	}
 	pthread_mutex_unlock(&o->mu);
 	if (swapped && o->token_obj)
-		rv = persist_new(s->tok, o);
+		rv = tok_store_save_object(t, o);
 out:
 	a.rv = rv;
 	arv = tok_audit_obj(&a, o);
@@ -778,8 +883,12 @@ out:
 		old = (struct tok_attrs){ 0 };
 		pthread_mutex_unlock(&o->mu);
 		if (o->token_obj)
-			(void)persist_new(s->tok, o);
+			(void)tok_store_save_object(t, o);
 	}
+	if (locked)
+		tok_store_unlock(t);
+	if (mu_held)
+		pthread_mutex_unlock(&t->mu);
 	if (arv != CKR_OK)
 		rv = arv;
 	tok_attrs_free(&old);
@@ -823,6 +932,12 @@ CK_RV C_FindObjectsInit(CK_SESSION_HANDLE h, CK_ATTRIBUTE_PTR pTemplate, CK_ULON
 	if (rv != CKR_OK)
 		return rv;
 	t = s->tok;
+	/* Objects other processes created or destroyed (one load when none). */
+	rv = tok_store_sync(t);
+	if (rv != CKR_OK) {
+		tok_session_put(s);
+		return rv;
+	}
 	pthread_mutex_lock(&s->mu);
 	if (s->find_active) {
 		rv = CKR_OPERATION_ACTIVE;

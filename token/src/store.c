@@ -13,14 +13,26 @@
  * under the master key (only a login unlocks it). Every write is atomic:
  * temporary file, fsync, rename, directory fsync. A file that does not parse
  * is reported (CKR_GENERAL_ERROR with a message), never skipped.
+ *
+ * Many processes share one store (docs/token.md "Many processes, one
+ * token"). <token_dir>/slot<N>/store.lock is both the lock (an exclusive OFD
+ * lock on the whole file, taken for every read-modify-write) and a journal:
+ * a generation number bumped by every change, and the name of what changed
+ * (an object's uuid, or token.json) for each of the last TOK_JOURNAL
+ * generations. A process that saw generation g reloads only what the
+ * journal names after g; one that fell further behind rescans the store. A
+ * C_InitToken starts a new epoch: every process drops its login and objects.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <assert.h>
+#include <endian.h>
 
 #include <jansson.h>
 #include <openssl/crypto.h>
@@ -48,6 +60,30 @@ static int fsync_dir(const char *dir)
 	return r;
 }
 
+/* The temporary file's name is predictable (.<name>.tmp.<pid>), so it is
+ * created with O_EXCL|O_NOFOLLOW: a symlink or a hard link planted there is
+ * never followed or truncated. What is found there is removed only when it
+ * is a plain file of ours with one link (a temporary left by a crash of an
+ * earlier process with our pid); anything else refuses the write. */
+static int open_tmp(const char *tmp)
+{
+	struct stat st;
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+
+	if (fd >= 0 || errno != EEXIST)
+		return fd >= 0 ? fd : -errno;
+	if (lstat(tmp, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != geteuid()) {
+		tok_msg("%s exists and is not a stale temporary file of ours: refused", tmp);
+		return -EEXIST;
+	}
+	if (unlink(tmp) < 0)
+		return -errno;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	return fd >= 0 ? fd : -errno;
+}
+
 static int write_atomic(const char *dir, const char *name, const uint8_t *buf, size_t len)
 {
 	char tmp[4096], dst[4096];
@@ -57,9 +93,9 @@ static int write_atomic(const char *dir, const char *name, const uint8_t *buf, s
 	if (snprintf(tmp, sizeof(tmp), "%s/.%s.tmp.%ld", dir, name, (long)getpid()) >= (int)sizeof(tmp) ||
 	    snprintf(dst, sizeof(dst), "%s/%s", dir, name) >= (int)sizeof(dst))
 		return -ENAMETOOLONG;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	fd = open_tmp(tmp);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	while (off < len) {
 		ssize_t n = write(fd, buf + off, len - off);
 		if (n < 0) {
@@ -92,6 +128,8 @@ fail:
 	return r;
 }
 
+/* Store files are read with O_NOFOLLOW (a symlink answers -ELOOP) and must be
+ * regular files with one link, at most TOK_STORE_MAX_FILE bytes. */
 static int read_file(const char *path, uint8_t **ret, size_t *ret_len)
 {
 	struct stat st;
@@ -101,7 +139,8 @@ static int read_file(const char *path, uint8_t **ret, size_t *ret_len)
 
 	if (fd < 0)
 		return -errno;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > (16 << 20)) {
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+	    st.st_size > TOK_STORE_MAX_FILE) {
 		close(fd);
 		return -EINVAL;
 	}
@@ -127,11 +166,45 @@ static int read_file(const char *path, uint8_t **ret, size_t *ret_len)
 	return 0;
 }
 
+static const char *read_err(int r)
+{
+	return r == -ELOOP ? "a symlink: refused" :
+	       r == -EINVAL ? "not a regular file with one link, or too large: refused" : strerror(-r);
+}
+
 static int mkdir_p(const char *dir)
 {
 	if (mkdir(dir, 0700) == 0 || errno == EEXIST)
 		return 0;
 	return -errno;
+}
+
+CK_RV tok_store_check_dir(const char *path, const char *what, bool nofollow, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if ((nofollow ? lstat(path, &st) : stat(path, &st)) < 0) {
+		snprintf(err, errlen, "cannot stat %s %s: %s", what, path, strerror(errno));
+		return CKR_GENERAL_ERROR;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "%s %s is not a directory%s: refused", what, path,
+			 S_ISLNK(st.st_mode) ? " (a symlink)" : "");
+		return CKR_GENERAL_ERROR;
+	}
+	if (st.st_uid != 0 && st.st_uid != geteuid()) {
+		snprintf(err, errlen, "%s %s belongs to uid %u, neither root nor us: refused", what, path,
+			 (unsigned)st.st_uid);
+		return CKR_GENERAL_ERROR;
+	}
+	if (st.st_mode & S_IWOTH) {
+		snprintf(err, errlen,
+			 "%s %s is world-writable (mode %04o): refused; use 0700, or a group (softtoken) "
+			 "and mode 2770 for shared use",
+			 what, path, (unsigned)(st.st_mode & 07777));
+		return CKR_GENERAL_ERROR;
+	}
+	return CKR_OK;
 }
 
 static CK_RV errno_rv(int r)
@@ -174,7 +247,13 @@ static bool pin_keys(const struct tok_pin *rec, const uint8_t *pin, size_t len, 
 {
 	uint8_t p[32];
 	unsigned n = 32;
-	bool ok = PKCS5_PBKDF2_HMAC((const char *)pin, (int)len, rec->salt, sizeof(rec->salt),
+	bool ok;
+
+	/* The PKCS#11 entry points bound the length (TOK_MIN_PIN..TOK_MAX_PIN)
+	 * first; never let a CK_ULONG become OpenSSL's int (or its strlen). */
+	if (len < TOK_MIN_PIN || len > TOK_MAX_PIN)
+		return false;
+	ok = PKCS5_PBKDF2_HMAC((const char *)pin, (int)len, rec->salt, sizeof(rec->salt),
 				    (int)rec->iterations, EVP_sha256(), sizeof(p), p) == 1 &&
 		  HMAC(EVP_sha256(), p, sizeof(p), (const uint8_t *)"kek", 3, kek, &n) &&
 		  HMAC(EVP_sha256(), p, sizeof(p), (const uint8_t *)"check", 5, check, &n);
@@ -190,6 +269,8 @@ CK_RV tok_pin_make(struct tok_pin *rec, const uint8_t *pin, size_t len, const ui
 	uint8_t kek[32];
 	CK_RV rv = CKR_DEVICE_ERROR;
 
+	if (len < TOK_MIN_PIN || len > TOK_MAX_PIN)
+		return CKR_PIN_LEN_RANGE;
 	if (RAND_bytes(r.salt, sizeof(r.salt)) != 1 || RAND_bytes(r.nonce, sizeof(r.nonce)) != 1)
 		return CKR_DEVICE_ERROR;
 	if (!pin_keys(&r, pin, len, kek, r.check))
@@ -211,6 +292,8 @@ CK_RV tok_pin_check(const struct tok_pin *rec, const uint8_t *pin, size_t len, u
 
 	if (!rec->set)
 		return CKR_USER_PIN_NOT_INITIALIZED;
+	if (len < TOK_MIN_PIN || len > TOK_MAX_PIN)
+		return CKR_PIN_LEN_RANGE;
 	if (!pin_keys(rec, pin, len, kek, check))
 		return CKR_DEVICE_ERROR;
 	if (CRYPTO_memcmp(check, rec->check, sizeof(check)) != 0)
@@ -295,13 +378,65 @@ static bool json_pin(json_t *o, struct tok_pin *p)
 	return p->set;
 }
 
-CK_RV tok_store_save_token(const struct tok_token *t)
+/* token.json's fields, parsed from its bytes: the one parser that both the
+ * load and the write's read-back check use. */
+struct token_file {
+	char label[32], serial[16];
+	struct tok_pin so, user;
+};
+
+static bool parse_token(const uint8_t *buf, size_t len, struct token_file *tf, char *why, size_t whylen)
 {
-	json_t *j = json_pack("{si,s:s%,s:s%}", "format", 1, "label", t->label, sizeof(t->label),
-			      "serial", t->serial, sizeof(t->serial));
+	json_error_t e;
+	json_t *j = json_loadb((const char *)buf, len, JSON_REJECT_DUPLICATES, &e);
+	const char *serial, *label;
+	bool ok;
+
+	if (!j) {
+		snprintf(why, whylen, "line %d: %s", e.line, e.text);
+		return false;
+	}
+	serial = json_string_value(json_object_get(j, "serial"));
+	/* The label is its 32 bytes in hex: CK_TOKEN_INFO's field, whatever
+	 * bytes the application passed (NULs, invalid UTF-8) round-trip. */
+	label = json_string_value(json_object_get(j, "label")); /* before label_hex */
+	if (label && strlen(label) == sizeof(tf->label) && !json_object_get(j, "label_hex"))
+		memcpy(tf->label, label, sizeof(tf->label));
+	else if (!json_hex(j, "label_hex", (uint8_t *)tf->label, sizeof(tf->label)))
+		serial = NULL;
+	ok = json_integer_value(json_object_get(j, "format")) == 1 && serial &&
+	     strlen(serial) == sizeof(tf->serial) && json_pin(json_object_get(j, "so"), &tf->so) &&
+	     tf->so.set && json_pin(json_object_get(j, "user"), &tf->user);
+	if (ok)
+		memcpy(tf->serial, serial, sizeof(tf->serial));
+	else
+		snprintf(why, whylen, "a field is missing or malformed");
+	json_decref(j);
+	return ok;
+}
+
+static bool pin_same(const struct tok_pin *a, const struct tok_pin *b)
+{
+	return a->set == b->set && a->iterations == b->iterations && a->failures == b->failures &&
+	       !memcmp(a->salt, b->salt, sizeof(a->salt)) && !memcmp(a->check, b->check, sizeof(a->check)) &&
+	       !memcmp(a->nonce, b->nonce, sizeof(a->nonce)) &&
+	       !memcmp(a->wrapped_mk, b->wrapped_mk, sizeof(a->wrapped_mk));
+}
+
+static CK_RV announce(struct tok_token *t, const char *uuid, bool new_epoch);
+
+CK_RV tok_store_save_token(struct tok_token *t)
+{
+	json_t *j = json_pack("{si,s:o,s:s%}", "format", 1, "label_hex",
+			      hex_json((const uint8_t *)t->label, sizeof(t->label)), "serial", t->serial,
+			      sizeof(t->serial));
+	struct token_file back = { 0 };
+	char why[256];
 	char *s = NULL;
+	CK_RV rv;
 	int r;
 
+	assert(t->store_locked);
 	if (!j)
 		return CKR_HOST_MEMORY;
 	if (t->so.set)
@@ -312,50 +447,59 @@ CK_RV tok_store_save_token(const struct tok_token *t)
 	json_decref(j);
 	if (!s)
 		return CKR_HOST_MEMORY;
-	r = write_atomic(t->dir, "token.json", (const uint8_t *)s, strlen(s));
-	free(s);
-	if (r < 0) {
-		tok_msg("cannot write %s/token.json: %s", t->dir, strerror(-r));
-		return errno_rv(r);
+	/* Never write what cannot be read back. */
+	if (!parse_token((const uint8_t *)s, strlen(s), &back, why, sizeof(why)) ||
+	    memcmp(back.label, t->label, sizeof(t->label)) || memcmp(back.serial, t->serial, sizeof(t->serial)) ||
+	    !pin_same(&back.so, &t->so) || !pin_same(&back.user, &t->user)) {
+		tok_msg("%s/token.json would not read back as written: not written", t->dir);
+		free(s);
+		return CKR_GENERAL_ERROR;
 	}
-	return CKR_OK;
+	rv = announce(t, NULL, false);
+	if (rv == CKR_OK) {
+		r = write_atomic(t->dir, "token.json", (const uint8_t *)s, strlen(s));
+		if (r < 0) {
+			tok_msg("cannot write %s/token.json: %s", t->dir, strerror(-r));
+			rv = errno_rv(r);
+		}
+	}
+	OPENSSL_cleanse(&back, sizeof(back));
+	free(s);
+	return rv;
 }
 
-CK_RV tok_store_load_token(struct tok_token *t)
+/* Read token.json into t; a missing file is a token not initialised. */
+static CK_RV load_token(struct tok_token *t)
 {
-	char path[4096 + 512];
-	json_error_t e;
-	json_t *j;
-	const char *label, *serial;
+	char path[4096 + 512], why[256];
+	struct token_file tf = { 0 };
+	uint8_t *buf = NULL;
+	size_t len = 0;
 	int r;
 
-	r = mkdir_p(t->dir);
-	if (r < 0) {
-		tok_msg("cannot create %s: %s", t->dir, strerror(-r));
-		return CKR_GENERAL_ERROR;
-	}
 	snprintf(path, sizeof(path), "%s/token.json", t->dir);
-	j = json_load_file(path, JSON_REJECT_DUPLICATES, &e);
-	if (!j) {
-		if (access(path, F_OK) < 0 && errno == ENOENT)
-			return CKR_OK; /* not initialised */
-		tok_msg("corrupt token file %s: line %d: %s", path, e.line, e.text);
+	r = read_file(path, &buf, &len);
+	if (r == -ENOENT) {
+		t->initialized = false;
+		t->so = t->user = (struct tok_pin){ 0 };
+		return CKR_OK;
+	}
+	if (r < 0) {
+		tok_msg("cannot read token file %s: %s", path, read_err(r));
+		return r == -ENOMEM ? CKR_HOST_MEMORY : CKR_GENERAL_ERROR;
+	}
+	if (!parse_token(buf, len, &tf, why, sizeof(why))) {
+		tok_msg("corrupt token file %s: %s", path, why);
+		free(buf);
 		return CKR_GENERAL_ERROR;
 	}
-	label = json_string_value(json_object_get(j, "label"));
-	serial = json_string_value(json_object_get(j, "serial"));
-	if (json_integer_value(json_object_get(j, "format")) != 1 || !label ||
-	    strlen(label) != sizeof(t->label) || !serial || strlen(serial) != sizeof(t->serial) ||
-	    !json_pin(json_object_get(j, "so"), &t->so) || !t->so.set ||
-	    !json_pin(json_object_get(j, "user"), &t->user)) {
-		tok_msg("corrupt token file %s: a field is missing or malformed", path);
-		json_decref(j);
-		return CKR_GENERAL_ERROR;
-	}
-	memcpy(t->label, label, sizeof(t->label));
-	memcpy(t->serial, serial, sizeof(t->serial));
+	free(buf);
+	memcpy(t->label, tf.label, sizeof(t->label));
+	memcpy(t->serial, tf.serial, sizeof(t->serial));
+	t->so = tf.so;
+	t->user = tf.user;
 	t->initialized = true;
-	json_decref(j);
+	OPENSSL_cleanse(&tf, sizeof(tf));
 	return CKR_OK;
 }
 
@@ -386,10 +530,16 @@ CK_RV tok_store_init_token(struct tok_token *t, const uint8_t *so_pin, size_t so
 	CK_RV rv;
 	int r;
 
+	assert(t->store_locked);
 	if (RAND_bytes(mk, sizeof(mk)) != 1)
 		return CKR_DEVICE_ERROR;
 	rv = tok_pin_make(&so, so_pin, so_len, mk, tok_g.cfg.pbkdf2_iterations);
 	OPENSSL_cleanse(mk, sizeof(mk));
+	if (rv != CKR_OK)
+		return rv;
+	/* A new epoch first: every other process drops its login (its master
+	 * key is no longer the token's) and its objects. */
+	rv = announce(t, NULL, true);
 	if (rv != CKR_OK)
 		return rv;
 	snprintf(objdir, sizeof(objdir), "%s/objects", t->dir);
@@ -449,6 +599,7 @@ CK_RV tok_store_save_object(struct tok_token *t, struct tok_object *o)
 	CK_RV rv = CKR_HOST_MEMORY;
 	int r;
 
+	assert(t->store_locked);
 	snprintf(objdir, sizeof(objdir), "%s/objects", t->dir);
 	r = mkdir_p(objdir);
 	if (r < 0) {
@@ -456,8 +607,19 @@ CK_RV tok_store_save_object(struct tok_token *t, struct tok_object *o)
 		return errno_rv(r);
 	}
 	pthread_mutex_lock(&o->mu);
-	for (size_t i = 0; i < o->attrs.n; i++)
+	for (size_t i = 0; i < o->attrs.n; i++) {
+		/* Never write what cannot be read back: a value over the
+		 * format's 32-bit length or a file over the read bound. */
+		if (o->attrs.a[i].len > TOK_STORE_MAX_FILE || len > TOK_STORE_MAX_FILE) {
+			pthread_mutex_unlock(&o->mu);
+			return CKR_DEVICE_MEMORY;
+		}
 		len += 12 + o->attrs.a[i].len;
+	}
+	if (hdr + 12 + len + 16 > TOK_STORE_MAX_FILE) {
+		pthread_mutex_unlock(&o->mu);
+		return CKR_DEVICE_MEMORY;
+	}
 	plain = malloc(len ? len : 1);
 	if (!plain) {
 		pthread_mutex_unlock(&o->mu);
@@ -491,6 +653,9 @@ CK_RV tok_store_save_object(struct tok_token *t, struct tok_object *o)
 		memcpy(file + hdr, plain, len);
 		off = hdr + len;
 	}
+	rv = announce(t, o->uuid, false);
+	if (rv != CKR_OK)
+		goto out;
 	snprintf(name, sizeof(name), "%s.obj", o->uuid);
 	r = write_atomic(objdir, name, file, off);
 	if (r < 0) {
@@ -512,7 +677,12 @@ out:
 CK_RV tok_store_delete_object(struct tok_token *t, const struct tok_object *o)
 {
 	char path[4096 + 512], objdir[4096];
+	CK_RV rv;
 
+	assert(t->store_locked);
+	rv = announce(t, o->uuid, false);
+	if (rv != CKR_OK)
+		return rv;
 	snprintf(objdir, sizeof(objdir), "%s/objects", t->dir);
 	snprintf(path, sizeof(path), "%s/%s.obj", objdir, o->uuid);
 	if (unlink(path) < 0 && errno != ENOENT) {
@@ -542,34 +712,48 @@ static CK_RV parse_attrs(const uint8_t *p, size_t len, struct tok_attrs *a)
 	return CKR_OK;
 }
 
-static CK_RV load_one(struct tok_token *t, const char *objdir, const char *name, bool private_ones)
+/* Bring the object stored as <uuid>.obj into t's table as the file now is:
+ * published when new, its attributes replaced when known (its handle stays),
+ * unpublished when the file is gone. Sealed files are read only while the
+ * user is logged in (they need the master key). */
+static CK_RV refresh_one(struct tok_token *t, const char *uuid)
 {
 	char path[4096 + 512];
 	uint8_t *buf = NULL, *plain = NULL;
 	size_t len = 0, hdr = sizeof(obj_magic) + 4 + 32, plen;
 	struct tok_attrs attrs = { 0 };
-	struct tok_object *o = NULL;
+	struct tok_object *o = NULL, *cur = tok_obj_by_uuid(t, uuid);
+	CK_ULONG cls = CKO_DATA;
 	uint32_t flags;
 	CK_RV rv = CKR_GENERAL_ERROR;
 	int r;
 
-	snprintf(path, sizeof(path), "%s/%s", objdir, name);
+	snprintf(path, sizeof(path), "%s/objects/%.32s.obj", t->dir, uuid);
 	r = read_file(path, &buf, &len);
+	if (r == -ENOENT) {
+		if (cur)
+			tok_obj_unpublish(t, cur); /* destroyed by another process */
+		rv = CKR_OK;
+		goto out;
+	}
 	if (r < 0) {
-		tok_msg("cannot read %s: %s", path, strerror(-r));
-		return errno_rv(r);
+		tok_msg("cannot read %s: %s", path, read_err(r));
+		rv = r == -ENOMEM ? CKR_HOST_MEMORY : CKR_GENERAL_ERROR;
+		goto out;
 	}
 	if (len < hdr || memcmp(buf, obj_magic, sizeof(obj_magic)) != 0 ||
-	    memcmp(buf + 12, name, 32) != 0)
+	    memcmp(buf + 12, uuid, 32) != 0)
 		goto corrupt;
 	flags = (uint32_t)get_le(buf + 8, 4);
 	if (flags & ~OBJ_ENCRYPTED)
 		goto corrupt;
-	if (!(flags & OBJ_ENCRYPTED) == private_ones) {
-		rv = CKR_OK; /* loaded in the other pass */
-		goto out;
-	}
 	if (flags & OBJ_ENCRYPTED) {
+		if (tok_login_state(t) != TOK_USER) {
+			rv = CKR_OK; /* read at the user's login */
+			if (cur)
+				tok_obj_unpublish(t, cur);
+			goto out;
+		}
 		if (len < hdr + 12 + 16)
 			goto corrupt;
 		plen = len - hdr - 12 - 16;
@@ -585,13 +769,32 @@ static CK_RV load_one(struct tok_token *t, const char *objdir, const char *name,
 		OPENSSL_cleanse(plain, plen);
 	} else {
 		rv = parse_attrs(buf + hdr, len - hdr, &attrs);
+		/* Key material and private objects are only ever written sealed:
+		 * a plaintext file of those kinds was planted. */
+		if (rv == CKR_OK && ((tok_attrs_ulong(&attrs, CKA_CLASS, &cls) &&
+				      (cls == CKO_SECRET_KEY || cls == CKO_PRIVATE_KEY)) ||
+				     tok_attrs_bool(&attrs, CKA_PRIVATE, false))) {
+			tok_msg("object file %s holds a secret or private key or a private object "
+				"without encryption (not written by this token): refused", path);
+			rv = CKR_GENERAL_ERROR;
+			goto out;
+		}
 	}
 	if (rv != CKR_OK)
 		goto corrupt;
+	if (!tok_attrs_bool(&attrs, CKA_TOKEN, false))
+		goto corrupt;
+	if (cur && tok_obj_same_kind(cur, &attrs)) {
+		tok_obj_replace_attrs(cur, &attrs);
+		rv = CKR_OK;
+		goto out;
+	}
+	if (cur)
+		tok_obj_unpublish(t, cur);
 	rv = tok_obj_publish(t, &attrs, CK_INVALID_HANDLE, &o);
 	if (rv != CKR_OK)
 		goto out;
-	memcpy(o->uuid, name, 32);
+	memcpy(o->uuid, uuid, 32);
 	o->uuid[32] = '\0';
 	tok_obj_put(o);
 	goto out;
@@ -599,36 +802,367 @@ corrupt:
 	tok_msg("corrupt object file %s", path);
 	rv = CKR_GENERAL_ERROR;
 out:
+	tok_obj_put(cur);
 	tok_attrs_free(&attrs);
 	free(plain);
 	free(buf);
 	return rv;
 }
 
-CK_RV tok_store_load_objects(struct tok_token *t, bool private_ones)
+static bool uuid_name(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n != 36 || strcmp(name + 32, ".obj") != 0)
+		return false;
+	for (size_t i = 0; i < 32; i++)
+		if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/* Every file of the store into t's table; with prune, token objects whose
+ * file is gone leave it. */
+static CK_RV scan_objects(struct tok_token *t, bool prune)
 {
 	char objdir[4096];
 	struct dirent *de;
+	char (*names)[33] = NULL;
+	size_t n = 0, cap = 0;
 	CK_RV rv = CKR_OK;
 	DIR *d;
 
 	snprintf(objdir, sizeof(objdir), "%s/objects", t->dir);
 	d = opendir(objdir);
-	if (!d)
-		return errno == ENOENT ? CKR_OK : CKR_DEVICE_ERROR;
-	while ((de = readdir(d))) {
-		size_t n = strlen(de->d_name);
-		if (de->d_name[0] == '.')
-			continue; /* ., .. and temporaries of an interrupted write */
-		if (n != 36 || strcmp(de->d_name + 32, ".obj") != 0) {
-			tok_msg("unexpected file %s/%s in the token store", objdir, de->d_name);
-			rv = CKR_GENERAL_ERROR;
-			break;
+	if (!d) {
+		if (errno != ENOENT)
+			return CKR_DEVICE_ERROR;
+	} else {
+		while ((de = readdir(d))) {
+			if (de->d_name[0] == '.')
+				continue; /* ., .. and temporaries of an interrupted write */
+			if (!uuid_name(de->d_name)) {
+				tok_msg("unexpected file %s/%s in the token store", objdir, de->d_name);
+				rv = CKR_GENERAL_ERROR;
+				break;
+			}
+			if (prune && n == cap) {
+				void *p = realloc(names, (cap = cap ? cap * 2 : 64) * sizeof(*names));
+				if (!p) {
+					rv = CKR_HOST_MEMORY;
+					break;
+				}
+				names = p;
+			}
+			if (prune)
+				memcpy(names[n++], de->d_name, 33);
+			rv = refresh_one(t, de->d_name);
+			if (rv != CKR_OK)
+				break;
 		}
-		rv = load_one(t, objdir, de->d_name, private_ones);
-		if (rv != CKR_OK)
-			break;
+		closedir(d);
 	}
-	closedir(d);
+	if (rv == CKR_OK && prune)
+		tok_obj_prune(t, names, n);
+	free(names);
+	return rv;
+}
+
+CK_RV tok_store_load_objects(struct tok_token *t)
+{
+	assert(t->store_locked);
+	return scan_objects(t, false);
+}
+
+/* ---- the lock and its journal -------------------------------------------------
+ * store.lock, little-endian (docs/token.md):
+ *   0  8 magic "STOKLCK1"   8 8 generation   16 8 base   24 8 epoch
+ *   32 + 32 * (g - base - 1): the uuid (or 32 '-' for token.json) that
+ *   generation g changed, for base < g <= generation.
+ */
+static const char lock_magic[8] = { 'S', 'T', 'O', 'K', 'L', 'C', 'K', '1' };
+#define LOCK_HDR 32
+#define TOK_JOURNAL 256
+#define LOCK_SIZE (LOCK_HDR + 32 * TOK_JOURNAL)
+#define NEVER_SYNCED UINT64_MAX
+
+struct lock_hdr {
+	uint64_t gen, base, epoch;
+};
+
+static int full_pread(int fd, void *buf, size_t n, off_t off)
+{
+	ssize_t r;
+
+	do
+		r = pread(fd, buf, n, off);
+	while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : (size_t)r == n ? 0 : -EIO;
+}
+
+static int full_pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+	ssize_t r;
+
+	do
+		r = pwrite(fd, buf, n, off);
+	while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : (size_t)r == n ? 0 : -EIO;
+}
+
+static CK_RV read_hdr(struct tok_token *t, struct lock_hdr *h)
+{
+	uint8_t b[LOCK_HDR];
+
+	if (full_pread(t->lock_fd, b, sizeof(b), 0) < 0 || memcmp(b, lock_magic, 8) != 0) {
+		tok_msg("%s/store.lock is damaged: remove it while no process uses the token", t->dir);
+		return CKR_DEVICE_ERROR;
+	}
+	h->gen = get_le(b + 8, 8);
+	h->base = get_le(b + 16, 8);
+	h->epoch = get_le(b + 24, 8);
+	return CKR_OK;
+}
+
+static CK_RV write_hdr(struct tok_token *t, const struct lock_hdr *h)
+{
+	uint8_t b[LOCK_HDR];
+
+	memcpy(b, lock_magic, 8);
+	put_u64(b + 8, h->gen);
+	put_u64(b + 16, h->base);
+	put_u64(b + 24, h->epoch);
+	if (full_pwrite(t->lock_fd, b, sizeof(b), 0) < 0) {
+		tok_msg("cannot write %s/store.lock: %s", t->dir, strerror(errno));
+		return CKR_DEVICE_ERROR;
+	}
+	return CKR_OK;
+}
+
+/* Say, before writing it, what this change touches (the lock is held and t
+ * is in sync, so the header is the one we last saw). A process that crashes
+ * between the two makes others reload a file that did not change: harmless. */
+static CK_RV announce(struct tok_token *t, const char *uuid, bool new_epoch)
+{
+	struct lock_hdr h;
+	uint8_t e[32];
+	CK_RV rv = read_hdr(t, &h);
+
+	if (rv != CKR_OK)
+		return rv;
+	h.gen++;
+	if (new_epoch) {
+		h.epoch++;
+		h.base = h.gen; /* no entries: everyone rescans */
+	} else {
+		if (h.gen - h.base > TOK_JOURNAL)
+			h.base = h.gen - 1;
+		memset(e, '-', sizeof(e));
+		if (uuid)
+			memcpy(e, uuid, 32);
+		if (full_pwrite(t->lock_fd, e, sizeof(e), LOCK_HDR + 32 * (off_t)(h.gen - h.base - 1)) < 0) {
+			tok_msg("cannot write %s/store.lock: %s", t->dir, strerror(errno));
+			return CKR_DEVICE_ERROR;
+		}
+	}
+	rv = write_hdr(t, &h);
+	if (rv == CKR_OK) {
+		atomic_store(&t->seen_gen, h.gen);
+		t->seen_epoch = h.epoch;
+	}
+	return rv;
+}
+
+CK_RV tok_store_open(struct tok_token *t, char *err, size_t errlen)
+{
+	char path[4096 + 512], objdir[4096 + 16];
+	struct stat st;
+	CK_RV rv;
+	int r = mkdir_p(t->dir);
+
+	atomic_store(&t->seen_gen, NEVER_SYNCED);
+	t->seen_epoch = NEVER_SYNCED;
+	t->lock_fd = -1;
+	t->lock_map = NULL;
+	if (r < 0) {
+		snprintf(err, errlen, "cannot create %s: %s", t->dir, strerror(-r));
+		return CKR_GENERAL_ERROR;
+	}
+	rv = tok_store_check_dir(t->dir, "token directory", true, err, errlen);
+	snprintf(objdir, sizeof(objdir), "%s/objects", t->dir);
+	if (rv == CKR_OK && access(objdir, F_OK) == 0)
+		rv = tok_store_check_dir(objdir, "object directory", true, err, errlen);
+	if (rv != CKR_OK)
+		return rv;
+	snprintf(path, sizeof(path), "%s/store.lock", t->dir);
+	t->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (t->lock_fd < 0) {
+		snprintf(err, errlen, "cannot open %s: %s", path,
+			 errno == ELOOP ? "a symlink: refused" : strerror(errno));
+		return CKR_GENERAL_ERROR;
+	}
+	if (fstat(t->lock_fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+		snprintf(err, errlen, "%s is not a regular file with one link: refused", path);
+		goto fail;
+	}
+	if (st.st_size < LOCK_SIZE) {
+		/* A new lock file: made whole under the lock (so later writes
+		 * never extend it), by whichever process comes first. */
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+		static const uint8_t zero[LOCK_SIZE];
+		if (fcntl(t->lock_fd, F_OFD_SETLKW, &fl) < 0) {
+			snprintf(err, errlen, "cannot lock %s: %s", path, strerror(errno));
+			goto fail;
+		}
+		if (fstat(t->lock_fd, &st) == 0 && st.st_size < LOCK_SIZE) {
+			struct lock_hdr h = { 0 };
+			if (full_pwrite(t->lock_fd, zero, sizeof(zero), 0) < 0 || write_hdr(t, &h) != CKR_OK ||
+			    fsync(t->lock_fd) < 0) {
+				snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+				fl.l_type = F_UNLCK;
+				(void)fcntl(t->lock_fd, F_OFD_SETLK, &fl);
+				goto fail;
+			}
+		}
+		fl.l_type = F_UNLCK;
+		(void)fcntl(t->lock_fd, F_OFD_SETLK, &fl);
+	}
+	/* The header, mapped read-only for tok_store_sync's check (a load, not
+	 * a system call). The file is never shortened by the token. */
+	t->lock_map = mmap(NULL, LOCK_HDR, PROT_READ, MAP_SHARED, t->lock_fd, 0);
+	if (t->lock_map == MAP_FAILED) {
+		t->lock_map = NULL;
+		snprintf(err, errlen, "cannot map %s: %s", path, strerror(errno));
+		goto fail;
+	}
+	return CKR_OK;
+fail:
+	close(t->lock_fd);
+	t->lock_fd = -1;
+	return CKR_GENERAL_ERROR;
+}
+
+void tok_store_close(struct tok_token *t)
+{
+	if (t->lock_map)
+		munmap((void *)t->lock_map, LOCK_HDR);
+	t->lock_map = NULL;
+	if (t->lock_fd >= 0)
+		close(t->lock_fd);
+	t->lock_fd = -1;
+}
+
+/* Under the lock: make t what the store now is. */
+static CK_RV sync_locked(struct tok_token *t)
+{
+	struct lock_hdr h;
+	uint64_t seen = atomic_load(&t->seen_gen);
+	CK_RV rv = read_hdr(t, &h);
+	bool full;
+
+	if (rv != CKR_OK || (h.gen == seen && h.epoch == t->seen_epoch))
+		return rv;
+	if (h.epoch != t->seen_epoch) {
+		/* Re-initialised (or our first look): nothing we hold is the
+		 * token's any more. */
+		if (t->seen_epoch != NEVER_SYNCED)
+			tok_logout_locked(t);
+		tok_obj_drop_token_objects(t);
+		full = true;
+	} else {
+		full = seen == NEVER_SYNCED || seen < h.base || seen > h.gen;
+	}
+	if (full) {
+		rv = load_token(t);
+		if (rv == CKR_OK && t->initialized)
+			rv = scan_objects(t, true);
+	} else {
+		bool token = false;
+		for (uint64_t g = seen + 1; rv == CKR_OK && g <= h.gen; g++) {
+			uint8_t e[33];
+			if (full_pread(t->lock_fd, e, 32, LOCK_HDR + 32 * (off_t)(g - h.base - 1)) < 0) {
+				rv = CKR_DEVICE_ERROR;
+				break;
+			}
+			e[32] = '\0';
+			if (e[0] == '-')
+				token = true;
+			else {
+				char name[37];
+				memcpy(name, e, 32);
+				memcpy(name + 32, ".obj", 5);
+				if (!uuid_name(name)) {
+					tok_msg("%s/store.lock is damaged: remove it while no process uses the token",
+						t->dir);
+					rv = CKR_DEVICE_ERROR;
+				} else {
+					rv = refresh_one(t, name);
+				}
+			}
+		}
+		if (rv == CKR_OK && token)
+			rv = load_token(t);
+	}
+	if (rv == CKR_OK) {
+		atomic_store(&t->seen_gen, h.gen);
+		t->seen_epoch = h.epoch;
+	}
+	return rv;
+}
+
+CK_RV tok_store_lock(struct tok_token *t)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	CK_RV rv;
+
+	while (fcntl(t->lock_fd, F_OFD_SETLKW, &fl) < 0) {
+		if (errno != EINTR) {
+			tok_msg("cannot lock %s/store.lock: %s", t->dir, strerror(errno));
+			return CKR_DEVICE_ERROR;
+		}
+	}
+	t->store_locked = true;
+	/* A lock file removed while we hold it would let a new process lock
+	 * another one: no exclusion left. Refuse rather than write. */
+	{
+		struct stat st;
+		if (fstat(t->lock_fd, &st) < 0 || st.st_nlink == 0) {
+			tok_msg("%s/store.lock was removed while the token ran: restart every process "
+				"that uses it", t->dir);
+			tok_store_unlock(t);
+			return CKR_DEVICE_ERROR;
+		}
+	}
+	rv = sync_locked(t);
+	if (rv != CKR_OK)
+		tok_store_unlock(t);
+	return rv;
+}
+
+void tok_store_unlock(struct tok_token *t)
+{
+	struct flock fl = { .l_type = F_UNLCK, .l_whence = SEEK_SET };
+
+	t->store_locked = false;
+	(void)fcntl(t->lock_fd, F_OFD_SETLK, &fl);
+}
+
+CK_RV tok_store_sync(struct tok_token *t)
+{
+	CK_RV rv;
+
+	/* The fast path: one load of the generation from the mapped header. A
+	 * value torn by a concurrent write differs from what we saw, or is the
+	 * value before it: either way no change is missed that the lock would
+	 * have shown us at that instant. */
+	if (t->lock_map &&
+	    le64toh(__atomic_load_n((const uint64_t *)(t->lock_map + 8), __ATOMIC_ACQUIRE)) ==
+		    atomic_load(&t->seen_gen))
+		return CKR_OK;
+	pthread_mutex_lock(&t->mu);
+	rv = tok_store_lock(t);
+	if (rv == CKR_OK)
+		tok_store_unlock(t);
+	pthread_mutex_unlock(&t->mu);
 	return rv;
 }

@@ -70,7 +70,7 @@ struct tok_object {
 	bool token_obj;            /* CKA_TOKEN */
 	bool private_obj;          /* CKA_PRIVATE: invisible until login */
 	CK_SESSION_HANDLE owner;   /* session objects: the session that made it */
-	bool destroyed;            /* removed from the table; freed at the last unref */
+	atomic_bool destroyed;     /* removed from the table; freed at the last unref */
 	char uuid[33];             /* token objects: file name in the store */
 	void *cache;               /* engine's prepared key (EVP_PKEY, ...), see tok_key_cache_free */
 };
