@@ -326,6 +326,76 @@ static void test_errors(void **state)
 	auditlog_verifier_free(NULL);
 }
 
+/* Anchors bound to chains, through the public API: a second chain beside the
+ * log (a small file of its own) is counted; anchored by id, each verifies;
+ * with the log's anchor only, the other chain is unanchored; one_chain makes
+ * it a finding. */
+static struct auditlog_vsummary run_with(struct seen *s, const char *chain_a, const struct auditlog_vchain *a,
+					 const char *chain_b, const struct auditlog_vchain *b, int one)
+{
+	struct auditlog_verifier *v;
+	struct auditlog_vsummary sum;
+
+	assert_int_equal(auditlog_verifier_new(&v), 0);
+	assert_int_equal(auditlog_verifier_add_path(v, dir), 0);
+	assert_int_equal(auditlog_verifier_set_on_finding(v, on_finding, s), 0);
+	if (a)
+		assert_int_equal(auditlog_verifier_add_expect_head(v, chain_a, a->last_seq, a->head_hash), 0);
+	if (b)
+		assert_int_equal(auditlog_verifier_add_expect_head(v, chain_b, b->last_seq, b->head_hash), 0);
+	if (a) /* one anchor a chain */
+		assert_int_equal(auditlog_verifier_add_expect_head(v, chain_a, a->last_seq, a->head_hash), -EINVAL);
+	assert_int_equal(auditlog_verifier_set_one_chain(v, one), 0);
+	assert_int_equal(auditlog_verifier_run(v, &sum, sizeof(sum)), 0);
+	auditlog_verifier_free(v);
+	return sum;
+}
+
+static void test_anchored_chains(void **state)
+{
+	char other[sizeof(dir) + 16];
+	struct auditlog_config *cfg;
+	struct auditlog *log;
+	struct auditlog_verifier *v;
+	struct auditlog_vsummary sum;
+	struct auditlog_vchain ch[2];
+	struct seen s = { 0 };
+
+	snprintf(other, sizeof(other), "%s/other.log", dir);
+	assert_int_equal(auditlog_config_new(&cfg), 0);
+	assert_int_equal(auditlog_config_set_path(cfg, other), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	auditlog_config_free(cfg);
+	struct auditlog_event ev = { .action = "C_Login", .action_len = 7 };
+	assert_int_equal(auditlog_record_sync(log, &ev), 0);
+	assert_int_equal(auditlog_close(log), 0);
+
+	assert_int_equal(auditlog_verifier_new(&v), 0);
+	assert_int_equal(auditlog_verifier_add_path(v, dir), 0);
+	assert_int_equal(auditlog_verifier_run(v, &sum, sizeof(sum)), 0);
+	assert_int_equal(sum.chains, 2);
+	assert_int_equal(sum.integrity_findings, 0);
+	for (unsigned i = 0; i < 2; i++)
+		assert_int_equal(auditlog_verifier_chain(v, i, &ch[i], sizeof(ch[i])), 0);
+	auditlog_verifier_free(v);
+
+	sum = run_with(&s, ch[0].chain_id, &ch[0], ch[1].chain_id, &ch[1], 0);
+	assert_int_equal(sum.integrity_findings, 0);
+	memset(&s, 0, sizeof(s));
+	sum = run_with(&s, ch[0].chain_id, &ch[0], NULL, NULL, 0);
+	assert_int_equal(sum.integrity_findings, 1);
+	assert_int_equal(s.first.cls, AUDITLOG_V_UNANCHORED);
+	memset(&s, 0, sizeof(s));
+	sum = run_with(&s, NULL, NULL, NULL, NULL, 1);
+	assert_int_equal(sum.integrity_findings, 1);
+	assert_int_equal(s.first.cls, AUDITLOG_V_EXTRA_CHAIN);
+	/* a chain id that is not 32 lowercase hex digits */
+	assert_int_equal(auditlog_verifier_new(&v), 0);
+	assert_int_equal(auditlog_verifier_add_expect_head(v, "ABC", 1, ch[0].head_hash), -EINVAL);
+	auditlog_verifier_free(v);
+	assert_int_equal(unlink(other), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -335,6 +405,7 @@ int main(void)
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_stream),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_anchored_chains),
 	};
 	return cmocka_run_group_tests(tests, write_log, remove_log);
 }

@@ -279,6 +279,18 @@ AUDITLOG_API int auditlog_verifier_set_strict(struct auditlog_verifier *v, int s
 /* The head exported elsewhere: the chain must reach seq with this hash. */
 AUDITLOG_API int auditlog_verifier_set_expect_head(struct auditlog_verifier *v, uint64_t seq,
 						   const uint8_t hash[32]);
+/* An expected head of one chain: chain_id is its 32 lowercase hex digits, or
+ * NULL for the chain the live file is in (the only chain; among several the
+ * one whose last file has the writer's active name; as auditlog-verify's
+ * --expect-head without an id). Once per chain (set_expect_head is this with
+ * NULL, replacing). With any anchor given, a chain that has none is an
+ * integrity finding (AUDITLOG_V_UNANCHORED). 0, -EINVAL (a bad id or hash, a
+ * second anchor for the same chain), -ENOMEM, -EBUSY. */
+AUDITLOG_API int auditlog_verifier_add_expect_head(struct auditlog_verifier *v, const char *chain_id,
+						   uint64_t seq, const uint8_t hash[32]);
+/* More than one chain (with records) among the inputs is an integrity finding
+ * (AUDITLOG_V_EXTRA_CHAIN); default off. The summary counts chains either way. */
+AUDITLOG_API int auditlog_verifier_set_one_chain(struct auditlog_verifier *v, int on);
 /* Start at a record verified before (a checkpoint): files wholly before it are
  * not read, records before it not checked; it must carry this hash. */
 AUDITLOG_API int auditlog_verifier_set_from(struct auditlog_verifier *v, uint64_t seq,

@@ -39,6 +39,8 @@ struct auditlog_verifier {
 	void *record_ctx;
 	char *stream_name;         /* auditlog_verifier_add_stream: fed, not files */
 	struct al_vstream *stream; /* made at the first feed */
+	struct al_vanchor *anchors; /* add_expect_head: o.anchors points here */
+	unsigned n_anchors;
 };
 
 AUDITLOG_API int auditlog_verifier_new(struct auditlog_verifier **ret_v)
@@ -64,6 +66,7 @@ AUDITLOG_API void auditlog_verifier_free(struct auditlog_verifier *v)
 	al_vstream_free(v->stream);
 	al_vresult_free(&v->res);
 	free(v->stream_name);
+	free(v->anchors);
 	free(v);
 }
 
@@ -111,16 +114,69 @@ AUDITLOG_API int auditlog_verifier_set_strict(struct auditlog_verifier *v, int s
 	return 0;
 }
 
-AUDITLOG_API int auditlog_verifier_set_expect_head(struct auditlog_verifier *v, uint64_t seq,
-						       const uint8_t hash[32])
+static bool chain_id_ok(const char *id)
 {
-	int r = settable(v, !hash);
+	size_t i = 0;
+	for (; id[i]; i++)
+		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+			return false;
+	return i == 32;
+}
+
+/* The anchor of chain id (NULL: the live file's), added or (replace) set. */
+static int anchor(struct auditlog_verifier *v, const char *id, uint64_t seq, const uint8_t hash[32],
+		  bool replace)
+{
+	int r = settable(v, !hash || (id && !chain_id_ok(id)));
+	unsigned k = 0;
 
 	if (r)
 		return r;
+	for (; k < v->n_anchors; k++)
+		if (v->anchors[k].has_chain == (id != NULL) && (!id || strcmp(v->anchors[k].chain_id, id) == 0))
+			break;
+	if (k < v->n_anchors && !replace)
+		return -EINVAL; /* one anchor a chain */
+	if (k == v->n_anchors) {
+		struct al_vanchor *a = realloc(v->anchors, (v->n_anchors + 1) * sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		v->anchors = a;
+		v->n_anchors++;
+	}
+	struct al_vanchor *a = &v->anchors[k];
+	memset(a, 0, sizeof(*a));
+	if (id) {
+		a->has_chain = true;
+		memcpy(a->chain_id, id, 33);
+	}
+	a->seq = seq;
+	memcpy(a->hash, hash, AL_HASH_LEN);
+	v->o.anchors = v->anchors;
+	v->o.n_anchors = v->n_anchors;
 	v->o.has_expect_head = true;
-	v->o.expect_seq = seq;
-	memcpy(v->o.expect_hash, hash, AL_HASH_LEN);
+	return 0;
+}
+
+AUDITLOG_API int auditlog_verifier_set_expect_head(struct auditlog_verifier *v, uint64_t seq,
+						       const uint8_t hash[32])
+{
+	return anchor(v, NULL, seq, hash, true);
+}
+
+AUDITLOG_API int auditlog_verifier_add_expect_head(struct auditlog_verifier *v, const char *chain_id,
+						       uint64_t seq, const uint8_t hash[32])
+{
+	return anchor(v, chain_id, seq, hash, false);
+}
+
+AUDITLOG_API int auditlog_verifier_set_one_chain(struct auditlog_verifier *v, int on)
+{
+	int r = settable(v, false);
+
+	if (r)
+		return r;
+	v->o.one_chain = on != 0;
 	return 0;
 }
 
