@@ -6,7 +6,9 @@
 #ifndef TOK_ENGINE_INTERNAL_H
 #define TOK_ENGINE_INTERNAL_H
 
+#include <openssl/core.h>
 #include <openssl/evp.h>
+#include <openssl/provider.h>
 
 #include "token.h"
 
@@ -17,11 +19,21 @@ enum tok_md { TOK_SHA1, TOK_SHA256, TOK_SHA384, TOK_SHA512, TOK_NMDS };
  * of module-global state the engine has (PKCS#11 forces it). */
 struct tok_algs {
 	bool ready;
+	/* Every fetch and every key of the engine lives here (mech.c "a library
+	 * context no ENGINE can divert"); base holds the default provider it
+	 * forwards to. */
+	OSSL_LIB_CTX *lc, *base;
+	OSSL_PROVIDER *dflt, *shim;
+	OSSL_ALGORITHM *keymgmt; /* the default provider's, renamed */
 	EVP_CIPHER *aes[TOK_AES_NMODES][3]; /* [mode][0: 128, 1: 192, 2: 256] */
 	EVP_MD *md[TOK_NMDS];
 	EVP_MAC *hmac;
 };
 extern struct tok_algs tok_algs;
+
+/* The key manager names keys are made under in tok_algs.lc: "SOFTTOKEN-EC",
+ * "SOFTTOKEN-RSA", "SOFTTOKEN-ED25519" (see mech.c). */
+#define TOK_KEYMGMT(name) "SOFTTOKEN-" name
 
 /* The AES cipher of a mode for a key length (16/24/32), NULL otherwise. */
 const EVP_CIPHER *tok_aes(enum tok_aes_mode mode, size_t key_len);
@@ -45,6 +57,9 @@ CK_RV tok_key_cache_get(struct tok_object *key, struct tok_keycache **ret);
 CK_RV tok_key_pctx(struct tok_object *key, enum tok_pkey_use use, EVP_PKEY_CTX **ret);
 /* A fresh keyed HMAC-SHA256 context for a secret key (caller frees). */
 CK_RV tok_key_mac(struct tok_object *key, EVP_MAC_CTX **ret);
+
+/* False once OpenSSL's atexit cleanup has run (nothing of it may be freed). */
+bool tok_ossl_alive(void);
 
 /* OpenSSL failed: drop its thread-local error queue, answer CKR_DEVICE_ERROR. */
 CK_RV tok_ossl_fail(void);

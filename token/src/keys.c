@@ -42,6 +42,17 @@
 #define RSA_GEN_MAX 4096
 #define SECRET_MAX 512
 
+/* The DRBGs of tok_algs.lc (mech.c): RAND_bytes would take an application's
+ * ENGINE RAND_METHOD instead. EVP_RAND_generate splits long requests. */
+static CK_RV drbg_bytes(EVP_RAND_CTX *r, uint8_t *buf, size_t len)
+{
+	if (!len)
+		return CKR_OK;
+	if (!r || !EVP_RAND_generate(r, buf, len, 0, 0, NULL, 0))
+		return tok_ossl_fail();
+	return CKR_OK;
+}
+
 /* ---- curves and DER --------------------------------------------------------- */
 
 struct curve {
@@ -173,7 +184,7 @@ static CK_RV ec_derive(const struct curve *cv, const uint8_t *priv, size_t priv_
 
 	if (!priv_len || priv_len > cv->len)
 		return CKR_ATTRIBUTE_VALUE_INVALID;
-	if (!(g = EC_GROUP_new_by_curve_name(cv->nid)) || !(pt = EC_POINT_new(g)) ||
+	if (!(g = EC_GROUP_new_by_curve_name_ex(tok_algs.lc, NULL, cv->nid)) || !(pt = EC_POINT_new(g)) ||
 	    !(d = BN_secure_new()) || !BN_bin2bn(priv, (int)priv_len, d)) {
 		rv = CKR_HOST_MEMORY;
 		goto out;
@@ -199,7 +210,7 @@ out:
 static CK_RV ec_check_point(const struct curve *cv, const uint8_t *p, size_t len, uint8_t *out,
 			    size_t out_cap, size_t *out_len)
 {
-	EC_GROUP *g = EC_GROUP_new_by_curve_name(cv->nid);
+	EC_GROUP *g = EC_GROUP_new_by_curve_name_ex(tok_algs.lc, NULL, cv->nid);
 	EC_POINT *pt = g ? EC_POINT_new(g) : NULL;
 	CK_RV rv = CKR_ATTRIBUTE_VALUE_INVALID;
 
@@ -218,7 +229,7 @@ static CK_RV ec_check_point(const struct curve *cv, const uint8_t *p, size_t len
 static CK_RV pkey_fromdata(const char *type, OSSL_PARAM_BLD *b, int selection, EVP_PKEY **ret)
 {
 	OSSL_PARAM *params = OSSL_PARAM_BLD_to_param(b);
-	EVP_PKEY_CTX *ctx = params ? EVP_PKEY_CTX_new_from_name(NULL, type, NULL) : NULL;
+	EVP_PKEY_CTX *ctx = params ? EVP_PKEY_CTX_new_from_name(tok_algs.lc, type, NULL) : NULL;
 	EVP_PKEY *pk = NULL;
 	CK_RV rv = CKR_KEY_TYPE_INCONSISTENT;
 
@@ -264,7 +275,7 @@ static CK_RV ec_pkey(const struct tok_object *key, EVP_PKEY **ret)
 	if (priv && (!(d = BN_secure_new()) || !BN_bin2bn(v->value, (int)v->len, d) ||
 		     !OSSL_PARAM_BLD_push_BN(b, OSSL_PKEY_PARAM_PRIV_KEY, d)))
 		goto out;
-	rv = pkey_fromdata("EC", b, priv ? EVP_PKEY_KEYPAIR : EVP_PKEY_PUBLIC_KEY, ret);
+	rv = pkey_fromdata(TOK_KEYMGMT("EC"), b, priv ? EVP_PKEY_KEYPAIR : EVP_PKEY_PUBLIC_KEY, ret);
 out:
 	OSSL_PARAM_BLD_free(b);
 	BN_clear_free(d);
@@ -352,7 +363,7 @@ static CK_RV rsa_pkey_of(struct rsa_parts *r, bool priv, EVP_PKEY **ret)
 	for (int i = 0; i < n; i++)
 		if (!OSSL_PARAM_BLD_push_BN(b, rsa_param[i], r->bn[i]))
 			goto out;
-	rv = pkey_fromdata("RSA", b, priv ? EVP_PKEY_KEYPAIR : EVP_PKEY_PUBLIC_KEY, ret);
+	rv = pkey_fromdata(TOK_KEYMGMT("RSA"), b, priv ? EVP_PKEY_KEYPAIR : EVP_PKEY_PUBLIC_KEY, ret);
 out:
 	BN_CTX_free(bc);
 	OSSL_PARAM_BLD_free(b);
@@ -382,11 +393,11 @@ static CK_RV ed_pkey(const struct tok_object *key, EVP_PKEY **ret)
 	if (key->cls == CKO_PRIVATE_KEY) {
 		if (!v || v->len != 32)
 			return CKR_KEY_TYPE_INCONSISTENT;
-		pk = EVP_PKEY_new_raw_private_key_ex(NULL, "ED25519", NULL, v->value, 32);
+		pk = EVP_PKEY_new_raw_private_key_ex(tok_algs.lc, TOK_KEYMGMT("ED25519"), NULL, v->value, 32);
 	} else {
 		if (!ec_point_of(&curve_ed25519, tok_attrs_get(&key->attrs, CKA_EC_POINT), &p, &len))
 			return CKR_KEY_TYPE_INCONSISTENT;
-		pk = EVP_PKEY_new_raw_public_key_ex(NULL, "ED25519", NULL, p, len);
+		pk = EVP_PKEY_new_raw_public_key_ex(tok_algs.lc, TOK_KEYMGMT("ED25519"), NULL, p, len);
 	}
 	if (!pk)
 		return tok_ossl_fail();
@@ -402,6 +413,13 @@ void tok_key_cache_free(void *cache)
 
 	if (!c)
 		return;
+	/* At process exit the module's destructor may run after OpenSSL's own
+	 * atexit cleanup: its objects (and an ENGINE a key references) are gone
+	 * then, so they are left alone. */
+	if (!tok_ossl_alive()) {
+		free(c);
+		return;
+	}
 	EVP_PKEY_free(c->pkey);
 	for (int i = 0; i < TOK_NUSES; i++)
 		EVP_PKEY_CTX_free(c->tmpl[i]);
@@ -449,7 +467,7 @@ CK_RV tok_key_pctx(struct tok_object *key, enum tok_pkey_use use, EVP_PKEY_CTX *
 	if (!c->pkey)
 		return CKR_KEY_TYPE_INCONSISTENT;
 	if (!c->tmpl[use]) {
-		if (!(t = EVP_PKEY_CTX_new_from_pkey(NULL, c->pkey, NULL)))
+		if (!(t = EVP_PKEY_CTX_new_from_pkey(tok_algs.lc, c->pkey, NULL)))
 			return tok_ossl_fail();
 		switch (use) {
 		case TOK_USE_SIGN: ok = EVP_PKEY_sign_init(t); break;
@@ -580,7 +598,7 @@ static CK_RV check_ed25519(CK_OBJECT_CLASS cls, struct tok_attrs *s)
 		return CKR_TEMPLATE_INCOMPLETE;
 	if (v->len != 32)
 		return CKR_ATTRIBUTE_VALUE_INVALID;
-	if (!(pk = EVP_PKEY_new_raw_private_key_ex(NULL, "ED25519", NULL, v->value, 32)))
+	if (!(pk = EVP_PKEY_new_raw_private_key_ex(tok_algs.lc, TOK_KEYMGMT("ED25519"), NULL, v->value, 32)))
 		return tok_ossl_fail();
 	if (!EVP_PKEY_get_raw_public_key(pk, pub, &len) || len != 32) {
 		EVP_PKEY_free(pk);
@@ -818,8 +836,8 @@ CK_RV tok_generate_key(const CK_MECHANISM *mech, const struct tok_attrs *tmpl, s
 		if (len < 1 || len > SECRET_MAX)
 			return CKR_KEY_SIZE_RANGE;
 	}
-	if (RAND_priv_bytes(key, (int)len) != 1)
-		return tok_ossl_fail();
+	if ((rv = drbg_bytes(RAND_get0_private(tok_algs.lc), key, len)) != CKR_OK)
+		return rv;
 	rv = tok_attrs_set(out, CKA_VALUE, key, len);
 	OPENSSL_cleanse(key, len);
 	if (rv == CKR_OK)
@@ -839,7 +857,7 @@ static const struct tok_attr *either(const struct tok_attrs *a, const struct tok
 
 static CK_RV keygen(const char *type, EVP_PKEY_CTX **ret_ctx)
 {
-	EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, type, NULL);
+	EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(tok_algs.lc, type, NULL);
 
 	if (!ctx || EVP_PKEY_keygen_init(ctx) <= 0) {
 		EVP_PKEY_CTX_free(ctx);
@@ -869,7 +887,7 @@ CK_RV tok_generate_key_pair(const CK_MECHANISM *mech, const struct tok_attrs *pu
 		params = either(pub_tmpl, priv_tmpl, CKA_EC_PARAMS);
 		if ((rv = curve_of(params, kt, &cv)) != CKR_OK)
 			return rv;
-		if ((rv = keygen(kt == CKK_EC ? "EC" : "ED25519", &ctx)) != CKR_OK)
+		if ((rv = keygen(kt == CKK_EC ? TOK_KEYMGMT("EC") : TOK_KEYMGMT("ED25519"), &ctx)) != CKR_OK)
 			return rv;
 		if (kt == CKK_EC && EVP_PKEY_CTX_set_group_name(ctx, cv->group) <= 0) {
 			rv = tok_ossl_fail();
@@ -901,7 +919,7 @@ CK_RV tok_generate_key_pair(const CK_MECHANISM *mech, const struct tok_attrs *pu
 			BN_free(e);
 			return CKR_ATTRIBUTE_VALUE_INVALID;
 		}
-		if ((rv = keygen("RSA", &ctx)) != CKR_OK) {
+		if ((rv = keygen(TOK_KEYMGMT("RSA"), &ctx)) != CKR_OK) {
 			BN_free(e);
 			return rv;
 		}
@@ -1073,7 +1091,7 @@ static CK_RV unwrap_private(const uint8_t *der, size_t len, CK_KEY_TYPE want, st
 {
 	const unsigned char *p = der;
 	PKCS8_PRIV_KEY_INFO *p8 = d2i_PKCS8_PRIV_KEY_INFO(NULL, &p, (long)len);
-	EVP_PKEY *pk = p8 ? EVP_PKCS82PKEY(p8) : NULL;
+	EVP_PKEY *pk = p8 ? EVP_PKCS82PKEY_ex(p8, tok_algs.lc, NULL) : NULL;
 	const struct curve *cv = NULL;
 	CK_KEY_TYPE kt;
 	CK_RV rv = CKR_WRAPPED_KEY_INVALID;
@@ -1159,27 +1177,18 @@ out:
 
 CK_RV tok_random(uint8_t *buf, size_t len)
 {
-	while (len) {
-		int n = len > (1u << 30) ? (1 << 30) : (int)len;
-
-		if (RAND_bytes(buf, n) != 1)
-			return tok_ossl_fail();
-		buf += n;
-		len -= (size_t)n;
-	}
-	return CKR_OK;
+	return drbg_bytes(RAND_get0_public(tok_algs.lc), buf, len);
 }
 
 CK_RV tok_seed_random(const uint8_t *buf, size_t len)
 {
-	/* Mixed in, credited with no entropy: the caller's seed is never trusted. */
-	while (len) {
-		int n = len > (1u << 30) ? (1 << 30) : (int)len;
+	/* Mixed into both DRBGs of this thread as additional input: credited
+	 * with no entropy, the caller's seed is never trusted. */
+	EVP_RAND_CTX *r[2] = { RAND_get0_public(tok_algs.lc), RAND_get0_private(tok_algs.lc) };
 
-		RAND_add(buf, n, 0.0);
-		buf += n;
-		len -= (size_t)n;
-	}
+	for (int i = 0; i < 2; i++)
+		if (!r[i] || !EVP_RAND_reseed(r[i], 0, NULL, 0, buf, len))
+			return tok_ossl_fail();
 	return CKR_OK;
 }
 

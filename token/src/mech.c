@@ -27,9 +27,11 @@
  * read-only; no lock is taken around cryptography.
  */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/core_dispatch.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/ec.h>
@@ -47,6 +49,13 @@ CK_RV tok_ossl_fail(void)
 	return CKR_DEVICE_ERROR;
 }
 
+bool tok_ossl_alive(void)
+{
+	/* OPENSSL_init_crypto answers 0 once OPENSSL_cleanup has run (its
+	 * error then goes nowhere: the error queue is gone too). */
+	return OPENSSL_init_crypto(0, NULL) == 1;
+}
+
 /* ---- algorithms, fetched once -------------------------------------------- */
 
 static const char *const aes_names[TOK_AES_NMODES][3] = {
@@ -61,18 +70,124 @@ static const char *const md_names[TOK_NMDS] = {
 	[TOK_SHA512] = "SHA2-512",
 };
 
+/* ---- a library context no ENGINE can divert --------------------------------
+ *
+ * A PKCS#11 module runs inside someone else's process. When that process has
+ * set an ENGINE as default (openssl -engine, stunnel, nginx ssl_engine,
+ * libengine-pkcs11-openssl), OpenSSL 3.0 hands every EVP_PKEY_CTX whose key
+ * type has a NID to that engine's EVP_PKEY_METHOD (ENGINE_get_pkey_meth_engine
+ * in int_ctx_new), whatever OSSL_LIB_CTX or property query the caller names:
+ * EVP_PKEY_fromdata then fails (our keys are built that way, so C_SignInit
+ * answered CKR_KEY_TYPE_INCONSISTENT) and a sign that works runs the engine's
+ * code. RAND_bytes and RAND_add likewise go to an engine's RAND_METHOD.
+ *
+ * So the engine works in a library context of its own, tok_algs.lc, whose one
+ * provider ("softtoken-shim") forwards to OpenSSL's default provider loaded
+ * into a second private context (tok_algs.base, so the application's own
+ * context and configuration are untouched, FIPS or not). The shim passes the
+ * default provider's algorithms through unchanged, except that each key
+ * manager's first name becomes "SOFTTOKEN-<name>" (its other names stay, so
+ * EVP_PKEY_is_a(pk, "RSA") holds). A key made under that name has a key type
+ * with no NID, which OpenSSL resolves by fetching from the context's providers
+ * and never through an ENGINE table. Randomness comes from lc's own DRBGs.
+ */
+static const OSSL_ALGORITHM *shim_query(void *provctx, int op, int *no_cache)
+{
+	(void)provctx;
+	*no_cache = 0;
+	if (op == OSSL_OP_KEYMGMT)
+		return tok_algs.keymgmt;
+	/* The default provider's tables are static: nothing to unquery. */
+	return OSSL_PROVIDER_query_operation(tok_algs.dflt, op, no_cache);
+}
+
+static int shim_init(const OSSL_CORE_HANDLE *handle, const OSSL_DISPATCH *in,
+		     const OSSL_DISPATCH **out, void **provctx)
+{
+	static const OSSL_DISPATCH shim_dispatch[] = {
+		{ OSSL_FUNC_PROVIDER_QUERY_OPERATION, (void (*)(void))shim_query },
+		{ 0, NULL },
+	};
+
+	(void)handle;
+	(void)in;
+	/* The default provider's functions are called with its own context. */
+	*provctx = OSSL_PROVIDER_get0_provider_ctx(tok_algs.dflt);
+	*out = shim_dispatch;
+	return *provctx != NULL;
+}
+
+static void keymgmt_free(void)
+{
+	if (!tok_algs.keymgmt)
+		return;
+	for (OSSL_ALGORITHM *a = tok_algs.keymgmt; a->algorithm_names; a++)
+		free((char *)a->algorithm_names);
+	free(tok_algs.keymgmt);
+	tok_algs.keymgmt = NULL;
+}
+
+/* The default provider's key managers, first name prefixed "SOFTTOKEN-". */
+static bool keymgmt_rename(void)
+{
+	const OSSL_ALGORITHM *src;
+	int nc = 0;
+	size_t n = 0;
+
+	if (!(src = OSSL_PROVIDER_query_operation(tok_algs.dflt, OSSL_OP_KEYMGMT, &nc)))
+		return false;
+	while (src[n].algorithm_names)
+		n++;
+	if (!(tok_algs.keymgmt = calloc(n + 1, sizeof(*tok_algs.keymgmt))))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		const char *names = src[i].algorithm_names, *colon = strchr(names, ':');
+		int first = colon ? (int)(colon - names) : (int)strlen(names);
+		char *nn;
+
+		if (asprintf(&nn, "%s%.*s:%s", TOK_KEYMGMT(""), first, names, names) < 0)
+			return false;
+		tok_algs.keymgmt[i] = src[i];
+		tok_algs.keymgmt[i].algorithm_names = nn;
+	}
+	return true;
+}
+
+static bool libctx_open(void)
+{
+	if (!(tok_algs.base = OSSL_LIB_CTX_new()) || !(tok_algs.lc = OSSL_LIB_CTX_new()))
+		return false;
+	if (!(tok_algs.dflt = OSSL_PROVIDER_load(tok_algs.base, "default")) || !keymgmt_rename())
+		return false;
+	if (!OSSL_PROVIDER_add_builtin(tok_algs.lc, "softtoken-shim", shim_init) ||
+	    !(tok_algs.shim = OSSL_PROVIDER_load(tok_algs.lc, "softtoken-shim")))
+		return false;
+	return true;
+}
+
+static void libctx_close(void)
+{
+	OSSL_PROVIDER_unload(tok_algs.shim);
+	OSSL_LIB_CTX_free(tok_algs.lc);
+	keymgmt_free();
+	OSSL_PROVIDER_unload(tok_algs.dflt);
+	OSSL_LIB_CTX_free(tok_algs.base);
+}
+
 CK_RV tok_crypto_init(void)
 {
 	if (tok_algs.ready)
 		return CKR_OK;
+	if (!libctx_open())
+		goto err;
 	for (int m = 0; m < TOK_AES_NMODES; m++)
 		for (int k = 0; k < 3; k++)
-			if (!(tok_algs.aes[m][k] = EVP_CIPHER_fetch(NULL, aes_names[m][k], NULL)))
+			if (!(tok_algs.aes[m][k] = EVP_CIPHER_fetch(tok_algs.lc, aes_names[m][k], NULL)))
 				goto err;
 	for (int i = 0; i < TOK_NMDS; i++)
-		if (!(tok_algs.md[i] = EVP_MD_fetch(NULL, md_names[i], NULL)))
+		if (!(tok_algs.md[i] = EVP_MD_fetch(tok_algs.lc, md_names[i], NULL)))
 			goto err;
-	if (!(tok_algs.hmac = EVP_MAC_fetch(NULL, "HMAC", NULL)))
+	if (!(tok_algs.hmac = EVP_MAC_fetch(tok_algs.lc, "HMAC", NULL)))
 		goto err;
 	tok_algs.ready = true;
 	return CKR_OK;
@@ -83,12 +198,17 @@ err:
 
 void tok_crypto_fini(void)
 {
+	if (!tok_ossl_alive()) { /* process exit after OpenSSL's cleanup */
+		memset(&tok_algs, 0, sizeof(tok_algs));
+		return;
+	}
 	for (int m = 0; m < TOK_AES_NMODES; m++)
 		for (int k = 0; k < 3; k++)
 			EVP_CIPHER_free(tok_algs.aes[m][k]);
 	for (int i = 0; i < TOK_NMDS; i++)
 		EVP_MD_free(tok_algs.md[i]);
 	EVP_MAC_free(tok_algs.hmac);
+	libctx_close();
 	memset(&tok_algs, 0, sizeof(tok_algs));
 }
 
@@ -615,9 +735,9 @@ static CK_RV init_eddsa(struct tok_op *op, const CK_MECHANISM *mech, struct tok_
 	if (!(op->mdctx = EVP_MD_CTX_new()))
 		return CKR_HOST_MEMORY;
 	if (op->kind == TOK_OP_SIGN)
-		ok = EVP_DigestSignInit_ex(op->mdctx, NULL, NULL, NULL, NULL, c->pkey, NULL);
+		ok = EVP_DigestSignInit_ex(op->mdctx, NULL, NULL, tok_algs.lc, NULL, c->pkey, NULL);
 	else
-		ok = EVP_DigestVerifyInit_ex(op->mdctx, NULL, NULL, NULL, NULL, c->pkey, NULL);
+		ok = EVP_DigestVerifyInit_ex(op->mdctx, NULL, NULL, tok_algs.lc, NULL, c->pkey, NULL);
 	return ok > 0 ? CKR_OK : tok_ossl_fail();
 }
 
