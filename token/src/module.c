@@ -186,8 +186,10 @@ static CK_RV check_init_args(CK_VOID_PTR p)
 	 * accepted only alongside CKF_OS_LOCKING_OK. */
 	if (fns == 4 && !(a->flags & CKF_OS_LOCKING_OK))
 		return CKR_CANT_LOCK;
-	if (a->flags & CKF_LIBRARY_CANT_CREATE_OS_THREADS)
-		return CKR_NEED_TO_CREATE_THREADS; /* the audit writer is a thread */
+	/* CKF_LIBRARY_CANT_CREATE_OS_THREADS is accepted, and the audit writer
+	 * thread still starts: GnuTLS passes the flag to every module it loads
+	 * (p11tool, certtool, gnutls-cli), and without the thread there is no
+	 * trail (docs/token.md "Clients"). */
 	return CKR_OK;
 }
 
