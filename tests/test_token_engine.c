@@ -1497,6 +1497,105 @@ static void test_rsa(void **state)
 	EVP_PKEY_free(ipub);
 }
 
+/* ---- rsa_min_bits ---------------------------------------------------------- */
+
+static CK_ULONG mech_min(CK_MECHANISM_TYPE m)
+{
+	size_t n;
+	const struct tok_mech_info *t = tok_mech_table(&n);
+
+	for (size_t i = 0; i < n; i++)
+		if (t[i].type == m)
+			return t[i].info.ulMinKeySize;
+	fail_msg("mechanism 0x%lx not in the table", m);
+	return 0;
+}
+
+/* The attributes of an OpenSSL key pair (built outside the token). */
+static void rsa_attrs_of(EVP_PKEY *pk, struct tok_attrs *pub, struct tok_attrs *priv)
+{
+	static const char *const pn[] = { OSSL_PKEY_PARAM_RSA_N, OSSL_PKEY_PARAM_RSA_E, OSSL_PKEY_PARAM_RSA_D,
+					  OSSL_PKEY_PARAM_RSA_FACTOR1, OSSL_PKEY_PARAM_RSA_FACTOR2 };
+	static const CK_ATTRIBUTE_TYPE at[] = { CKA_MODULUS, CKA_PUBLIC_EXPONENT, CKA_PRIVATE_EXPONENT,
+						CKA_PRIME_1, CKA_PRIME_2 };
+
+	for (int i = 0; i < 5; i++) {
+		BIGNUM *bn = NULL;
+		uint8_t buf[512];
+		int len;
+
+		assert_true(EVP_PKEY_get_bn_param(pk, pn[i], &bn));
+		len = BN_bn2bin(bn, buf);
+		if (i < 2)
+			assert_int_equal(tok_attrs_set(pub, at[i], buf, (CK_ULONG)len), CKR_OK);
+		assert_int_equal(tok_attrs_set(priv, at[i], buf, (CK_ULONG)len), CKR_OK);
+		BN_clear_free(bn);
+	}
+}
+
+/* 2048 by default; a smaller public key still verifies; 1024 once allowed. */
+static void test_rsa_min_bits(void **state)
+{
+	EVP_PKEY *pk = EVP_RSA_gen(1024);
+	struct tok_attrs pub = { 0 }, priv = { 0 }, pt = { 0 }, vt = { 0 }, ga = { 0 }, gb = { 0 };
+	struct tok_object *opub, *opriv;
+	CK_MECHANISM gen = { CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0 };
+	uint8_t msg[64] = "signed by OpenSSL with a 1024-bit key", sig[128], ct[128];
+	size_t sl = sizeof(sig), cl;
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+
+	(void)state;
+	assert_non_null(pk);
+	assert_int_equal(mech_min(CKM_RSA_PKCS_KEY_PAIR_GEN), 2048);
+	assert_int_equal(mech_min(CKM_SHA256_RSA_PKCS), 2048);
+	assert_int_equal(mech_min(CKM_RSA_PKCS_OAEP), 2048);
+	rsa_attrs_of(pk, &pub, &priv);
+	/* import: a 1024-bit private key is refused, its public key accepted */
+	assert_int_equal(tok_key_check(CKO_PRIVATE_KEY, CKK_RSA, &priv), CKR_KEY_SIZE_RANGE);
+	assert_int_equal(tok_key_check(CKO_PUBLIC_KEY, CKK_RSA, &pub), CKR_OK);
+	opub = obj_from(CKO_PUBLIC_KEY, CKK_RSA, &pub);
+	opriv = obj_from(CKO_PRIVATE_KEY, CKK_RSA, &priv);
+	/* verification with the smaller public key stays allowed */
+	assert_int_equal(EVP_DigestSignInit_ex(c, NULL, "SHA256", NULL, NULL, pk, NULL), 1);
+	assert_int_equal(EVP_DigestSign(c, sig, &sl, msg, sizeof(msg)), 1);
+	assert_int_equal(sl, 128);
+	assert_int_equal(verify(CKM_SHA256_RSA_PKCS, NULL, 0, opub, msg, sizeof(msg), sig, 128), CKR_OK);
+	/* every use of the small key by the token itself is refused */
+	{
+		struct tok_op *op;
+
+		assert_int_equal(op_init(TOK_OP_SIGN, CKM_SHA256_RSA_PKCS, NULL, 0, opriv, &op), CKR_KEY_SIZE_RANGE);
+		assert_int_equal(op_init(TOK_OP_DECRYPT, CKM_RSA_PKCS, NULL, 0, opriv, &op), CKR_KEY_SIZE_RANGE);
+		assert_int_equal(op_init(TOK_OP_ENCRYPT, CKM_RSA_PKCS, NULL, 0, opub, &op), CKR_KEY_SIZE_RANGE);
+	}
+	tok_attrs_set_ulong(&pt, CKA_MODULUS_BITS, 1024);
+	assert_int_equal(tok_generate_key_pair(&gen, &pt, &vt, &ga, &gb), CKR_KEY_SIZE_RANGE);
+
+	/* rsa_min_bits = 1024 */
+	tok_crypto_set_rsa_min_bits(1024);
+	assert_int_equal(mech_min(CKM_RSA_PKCS_KEY_PAIR_GEN), 1024);
+	assert_int_equal(mech_min(CKM_RSA_PKCS_PSS), 1024);
+	assert_int_equal(tok_key_check(CKO_PRIVATE_KEY, CKK_RSA, &priv), CKR_OK);
+	assert_int_equal(sign(CKM_SHA256_RSA_PKCS, NULL, 0, opriv, msg, sizeof(msg), sig, &sl), CKR_OK);
+	assert_int_equal(ind_verify(pk, "SHA256", msg, sizeof(msg), sig, sl, RSA_PKCS1_PADDING, 0), 1);
+	assert_int_equal(crypt1(TOK_OP_ENCRYPT, CKM_RSA_PKCS, NULL, 0, opub, msg, 16, ct, &cl), CKR_OK);
+	assert_int_equal(cl, 128);
+	assert_int_equal(tok_generate_key_pair(&gen, &pt, &vt, &ga, &gb), CKR_OK);
+	tok_crypto_set_rsa_min_bits(2048);
+	assert_int_equal(mech_min(CKM_RSA_PKCS), 2048);
+	assert_int_equal(tok_key_check(CKO_PRIVATE_KEY, CKK_RSA, &priv), CKR_KEY_SIZE_RANGE);
+
+	obj_free(opub);
+	obj_free(opriv);
+	tok_attrs_free(&pub);
+	tok_attrs_free(&priv);
+	tok_attrs_free(&pt);
+	tok_attrs_free(&ga);
+	tok_attrs_free(&gb);
+	EVP_MD_CTX_free(c);
+	EVP_PKEY_free(pk);
+}
+
 /* ---- Ed25519 -------------------------------------------------------------- */
 
 static void test_eddsa(void **state)
@@ -1753,6 +1852,7 @@ int main(void)
 		cmocka_unit_test(test_wrap_vectors),
 		cmocka_unit_test(test_ec),
 		cmocka_unit_test(test_rsa),
+		cmocka_unit_test(test_rsa_min_bits),
 		cmocka_unit_test(test_eddsa),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_mech_table), /* last: every advertised mechanism ran */

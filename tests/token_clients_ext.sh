@@ -149,6 +149,31 @@ for k in ossl-rsa gt-ec; do
 done
 present "openssl -engine pkcs11" 'C_Login{actor=user} C_Sign{mechanism=CKM_RSA_PKCS,key_label=ossl-rsa,key_id=51} C_Sign{mechanism=CKM_ECDSA,key_label=gt-ec,key_id=41}'
 
+# ---- rsa_min_bits: reported, binding, named in the C_Initialize record -----------------------
+mark
+ok "mechanisms" pkcs11-tool --module "$MOD" --slot 0 -M
+grep -q '^  RSA-PKCS-KEY-PAIR-GEN, keySize={2048,4096}' out || fail "-M: RSA key sizes at the default floor"
+run pkcs11-tool --module "$MOD" --slot 0 --login --pin "$PIN" --keypairgen --key-type rsa:1024 --label small >out 2>&1 &&
+	fail "a 1024-bit RSA key was generated below rsa_min_bits = 2048"
+grep -q CKR_KEY_SIZE_RANGE out || fail "no CKR_KEY_SIZE_RANGE for a 1024-bit key"
+present "rsa_min_bits = 2048" 'C_Initialize{detail=-} C_GenerateKeyPair{rv=CKR_KEY_SIZE_RANGE}'
+cp "$w/softtoken.conf" "$w/softtoken.conf.orig"
+echo 'rsa_min_bits = 512' >>"$w/softtoken.conf"
+run pkcs11-tool --module "$MOD" -L >out 2>&1 && fail "rsa_min_bits = 512 was accepted"
+grep -q "softtoken.conf:4: bad value '512' for rsa_min_bits (want 1024..4096)" out || fail "rsa_min_bits = 512: no message naming the line"
+cp "$w/softtoken.conf.orig" "$w/softtoken.conf"
+echo 'rsa_min_bits = 1024' >>"$w/softtoken.conf"
+ok "mechanisms at 1024" pkcs11-tool --module "$MOD" --slot 0 -M
+grep -q '^  RSA-PKCS-KEY-PAIR-GEN, keySize={1024,4096}' out || fail "-M: RSA key sizes with rsa_min_bits = 1024"
+ok "1024-bit key" pkcs11-tool --module "$MOD" --slot 0 --login --pin "$PIN" --keypairgen --key-type rsa:1024 --label small --id 61
+ok "sign with it" pkcs11-tool --module "$MOD" --slot 0 --login --pin "$PIN" --sign -m SHA256-RSA-PKCS --id 61 -i data -o small.sig
+present "rsa_min_bits = 1024" 'C_Initialize{detail=rsa_min_bits=1024} C_GenerateKeyPair{key_label=small} C_Sign{key_label=small}'
+cp "$w/softtoken.conf.orig" "$w/softtoken.conf"
+# Back at 2048: the stored 1024-bit key no longer signs.
+run pkcs11-tool --module "$MOD" --slot 0 --login --pin "$PIN" --sign -m SHA256-RSA-PKCS --id 61 -i data -o small.sig2 >out 2>&1 &&
+	fail "a 1024-bit key signed below rsa_min_bits = 2048"
+present "rsa_min_bits back at 2048" 'C_SignInit{key_label=small,rv=CKR_KEY_SIZE_RANGE}'
+
 # ---- the trail -------------------------------------------------------------------------------------
 "$PY" "$AUDIT_PY" final "$AUDIT" "$w/mark" "$w/tokens" "$SO_PIN" "$PIN" >out 2>&1 || fail "audit trail"
 "$VERIFY" "$AUDIT" >out 2>&1 || fail "auditlog-verify $AUDIT exited $?"

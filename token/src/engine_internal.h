@@ -25,6 +25,7 @@ struct tok_algs {
 	OSSL_LIB_CTX *lc, *base;
 	OSSL_PROVIDER *dflt, *shim;
 	OSSL_ALGORITHM *keymgmt; /* the default provider's, renamed */
+	unsigned rsa_min_bits;   /* tok_crypto_set_rsa_min_bits */
 	EVP_CIPHER *aes[TOK_AES_NMODES][3]; /* [mode][0: 128, 1: 192, 2: 256] */
 	EVP_MD *md[TOK_NMDS];
 	EVP_MAC *hmac;
@@ -34,6 +35,10 @@ extern struct tok_algs tok_algs;
 /* The key manager names keys are made under in tok_algs.lc: "SOFTTOKEN-EC",
  * "SOFTTOKEN-RSA", "SOFTTOKEN-ED25519" (see mech.c). */
 #define TOK_KEYMGMT(name) "SOFTTOKEN-" name
+
+/* The smallest RSA public key a signature is verified with (and imported). */
+#define TOK_RSA_VERIFY_MIN 1024
+#define TOK_RSA_MIN_DEFAULT 2048 /* rsa_min_bits' default */
 
 /* The AES cipher of a mode for a key length (16/24/32), NULL otherwise. */
 const EVP_CIPHER *tok_aes(enum tok_aes_mode mode, size_t key_len);

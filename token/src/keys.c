@@ -36,9 +36,7 @@
 
 #include "engine_internal.h"
 
-#define RSA_IMPORT_MIN 1024
 #define RSA_IMPORT_MAX 16384
-#define RSA_GEN_MIN 2048
 #define RSA_GEN_MAX 4096
 #define SECRET_MAX 512
 
@@ -660,7 +658,8 @@ static CK_RV check_rsa(CK_OBJECT_CLASS cls, struct tok_attrs *s)
 		goto out;
 	bits = BN_num_bits(r.bn[RN]);
 	rv = CKR_KEY_SIZE_RANGE;
-	if (bits < RSA_IMPORT_MIN || bits > RSA_IMPORT_MAX)
+	/* rsa_min_bits binds private keys; smaller public keys verify */
+	if (bits < (priv ? (int)tok_algs.rsa_min_bits : TOK_RSA_VERIFY_MIN) || bits > RSA_IMPORT_MAX)
 		goto out;
 	rv = CKR_ATTRIBUTE_VALUE_INVALID;
 	if (!BN_is_odd(r.bn[RN]) || !BN_is_odd(r.bn[RE]) || BN_is_one(r.bn[RE]) ||
@@ -906,7 +905,7 @@ CK_RV tok_generate_key_pair(const CK_MECHANISM *mech, const struct tok_attrs *pu
 		if (!tok_attrs_ulong(pub_tmpl, CKA_MODULUS_BITS, &bits) &&
 		    !tok_attrs_ulong(priv_tmpl, CKA_MODULUS_BITS, &bits))
 			return CKR_ATTRIBUTE_VALUE_INVALID;
-		if (bits < RSA_GEN_MIN || bits > RSA_GEN_MAX)
+		if (bits < tok_algs.rsa_min_bits || bits > RSA_GEN_MAX)
 			return CKR_KEY_SIZE_RANGE;
 		if (ea) {
 			if (!ea->len || ea->len > 32 || !(e = BN_bin2bn(ea->value, (int)ea->len, NULL)))

@@ -26,6 +26,7 @@
  * Threads: after tok_crypto_init everything here is either per-operation or
  * read-only; no lock is taken around cryptography.
  */
+#include <assert.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,6 +181,7 @@ CK_RV tok_crypto_init(void)
 		return CKR_OK;
 	if (!libctx_open())
 		goto err;
+	tok_crypto_set_rsa_min_bits(TOK_RSA_MIN_DEFAULT); /* the module sets rsa_min_bits next */
 	for (int m = 0; m < TOK_AES_NMODES; m++)
 		for (int k = 0; k < 3; k++)
 			if (!(tok_algs.aes[m][k] = EVP_CIPHER_fetch(tok_algs.lc, aes_names[m][k], NULL)))
@@ -247,14 +249,12 @@ const EVP_MD *tok_md_of_mgf(CK_ULONG mgf)
 /* ---- the mechanism table ------------------------------------------------- */
 
 #define EC_FLAGS (CKF_EC_F_P | CKF_EC_NAMEDCURVE | CKF_EC_UNCOMPRESS)
-#define RSA_OP_MIN 1024
 #define RSA_OP_MAX 8192
-#define RSA_GEN_MIN 2048
 #define RSA_GEN_MAX 4096
 
 /* Key sizes: bytes for AES and HMAC, bits for RSA, EC, EdDSA and (as
  * PKCS#11 says for it) CKM_GENERIC_SECRET_KEY_GEN. */
-static const struct tok_mech_info mech_table[] = {
+static struct tok_mech_info mech_table[] = {
 	{ CKM_AES_KEY_GEN, { 16, 32, CKF_GENERATE } },
 	{ CKM_AES_ECB, { 16, 32, CKF_ENCRYPT | CKF_DECRYPT } },
 	{ CKM_AES_CBC, { 16, 32, CKF_ENCRYPT | CKF_DECRYPT } },
@@ -272,15 +272,35 @@ static const struct tok_mech_info mech_table[] = {
 	{ CKM_ECDSA, { 256, 384, CKF_SIGN | CKF_VERIFY | EC_FLAGS } },
 	{ CKM_ECDSA_SHA256, { 256, 384, CKF_SIGN | CKF_VERIFY | EC_FLAGS } },
 	{ CKM_ECDSA_SHA384, { 256, 384, CKF_SIGN | CKF_VERIFY | EC_FLAGS } },
-	{ CKM_RSA_PKCS_KEY_PAIR_GEN, { RSA_GEN_MIN, RSA_GEN_MAX, CKF_GENERATE_KEY_PAIR } },
-	{ CKM_RSA_PKCS, { RSA_OP_MIN, RSA_OP_MAX, CKF_ENCRYPT | CKF_DECRYPT | CKF_SIGN | CKF_VERIFY } },
-	{ CKM_SHA256_RSA_PKCS, { RSA_OP_MIN, RSA_OP_MAX, CKF_SIGN | CKF_VERIFY } },
-	{ CKM_RSA_PKCS_PSS, { RSA_OP_MIN, RSA_OP_MAX, CKF_SIGN | CKF_VERIFY } },
-	{ CKM_SHA256_RSA_PKCS_PSS, { RSA_OP_MIN, RSA_OP_MAX, CKF_SIGN | CKF_VERIFY } },
-	{ CKM_RSA_PKCS_OAEP, { RSA_OP_MIN, RSA_OP_MAX, CKF_ENCRYPT | CKF_DECRYPT } },
+	{ CKM_RSA_PKCS_KEY_PAIR_GEN, { TOK_RSA_MIN_DEFAULT, RSA_GEN_MAX, CKF_GENERATE_KEY_PAIR } },
+	{ CKM_RSA_PKCS, { TOK_RSA_MIN_DEFAULT, RSA_OP_MAX, CKF_ENCRYPT | CKF_DECRYPT | CKF_SIGN | CKF_VERIFY } },
+	{ CKM_SHA256_RSA_PKCS, { TOK_RSA_MIN_DEFAULT, RSA_OP_MAX, CKF_SIGN | CKF_VERIFY } },
+	{ CKM_RSA_PKCS_PSS, { TOK_RSA_MIN_DEFAULT, RSA_OP_MAX, CKF_SIGN | CKF_VERIFY } },
+	{ CKM_SHA256_RSA_PKCS_PSS, { TOK_RSA_MIN_DEFAULT, RSA_OP_MAX, CKF_SIGN | CKF_VERIFY } },
+	{ CKM_RSA_PKCS_OAEP, { TOK_RSA_MIN_DEFAULT, RSA_OP_MAX, CKF_ENCRYPT | CKF_DECRYPT } },
 	{ CKM_EC_EDWARDS_KEY_PAIR_GEN, { 255, 255, CKF_GENERATE_KEY_PAIR } },
 	{ CKM_EDDSA, { 255, 255, CKF_SIGN | CKF_VERIFY } },
 };
+
+static bool is_rsa_mech(CK_MECHANISM_TYPE t)
+{
+	switch (t) {
+	case CKM_RSA_PKCS_KEY_PAIR_GEN: case CKM_RSA_PKCS: case CKM_SHA256_RSA_PKCS:
+	case CKM_RSA_PKCS_PSS: case CKM_SHA256_RSA_PKCS_PSS: case CKM_RSA_PKCS_OAEP:
+		return true;
+	default:
+		return false;
+	}
+}
+
+void tok_crypto_set_rsa_min_bits(unsigned bits)
+{
+	assert(bits >= TOK_RSA_VERIFY_MIN && bits <= RSA_GEN_MAX);
+	tok_algs.rsa_min_bits = bits;
+	for (size_t i = 0; i < sizeof(mech_table) / sizeof(mech_table[0]); i++)
+		if (is_rsa_mech(mech_table[i].type))
+			mech_table[i].info.ulMinKeySize = bits;
+}
 
 const struct tok_mech_info *tok_mech_table(size_t *ret_n)
 {
@@ -535,13 +555,18 @@ static CK_RV init_hmac(struct tok_op *op, struct tok_object *key)
 	return tok_key_mac(key, &op->mac);
 }
 
-/* Key bits in the mechanism's advertised range. */
-static CK_RV check_bits(CK_MECHANISM_TYPE m, const EVP_PKEY *pkey)
+/* Key bits in the mechanism's advertised range; an RSA public key may be
+ * smaller for verification (down to TOK_RSA_VERIFY_MIN): rsa_min_bits binds
+ * what the token signs, decrypts and encrypts, not the signatures it checks. */
+static CK_RV check_bits(CK_MECHANISM_TYPE m, enum tok_opkind kind, const EVP_PKEY *pkey)
 {
 	const CK_MECHANISM_INFO *mi = mech_info(m);
 	int bits = EVP_PKEY_get_bits(pkey);
+	CK_ULONG min = mi->ulMinKeySize;
 
-	if (bits <= 0 || (CK_ULONG)bits < mi->ulMinKeySize || (CK_ULONG)bits > mi->ulMaxKeySize)
+	if (kind == TOK_OP_VERIFY && is_rsa_mech(m))
+		min = TOK_RSA_VERIFY_MIN;
+	if (bits <= 0 || (CK_ULONG)bits < min || (CK_ULONG)bits > mi->ulMaxKeySize)
 		return CKR_KEY_SIZE_RANGE;
 	return CKR_OK;
 }
@@ -559,7 +584,7 @@ static CK_RV init_ecdsa(struct tok_op *op, const CK_MECHANISM *mech, struct tok_
 		return rv;
 	if ((rv = tok_key_cache_get(key, &c)) != CKR_OK)
 		return rv;
-	if ((rv = check_bits(mech->mechanism, c->pkey)) != CKR_OK)
+	if ((rv = check_bits(mech->mechanism, op->kind, c->pkey)) != CKR_OK)
 		return rv;
 	op->fam = F_SIGN;
 	op->ecdsa = true;
@@ -604,7 +629,7 @@ static CK_RV init_rsa(struct tok_op *op, const CK_MECHANISM *mech, struct tok_ob
 		return rv;
 	if ((rv = tok_key_cache_get(key, &c)) != CKR_OK)
 		return rv;
-	if ((rv = check_bits(m, c->pkey)) != CKR_OK)
+	if ((rv = check_bits(m, op->kind, c->pkey)) != CKR_OK)
 		return rv;
 	bits = EVP_PKEY_get_bits(c->pkey);
 	op->mod_len = ((size_t)bits + 7) / 8;

@@ -254,6 +254,7 @@ CK_RV C_Initialize(CK_VOID_PTR pInitArgs)
 		snprintf(err, sizeof(err), "OpenSSL could not provide an algorithm the token needs");
 		goto fail_cfg;
 	}
+	tok_crypto_set_rsa_min_bits((unsigned)tok_g.cfg.rsa_min_bits);
 	if (mkdir(tok_g.cfg.token_dir, 0700) < 0 && errno != EEXIST) {
 		snprintf(err, sizeof(err), "cannot create token_dir %s: %s", tok_g.cfg.token_dir,
 			 strerror(errno));
@@ -298,8 +299,11 @@ CK_RV C_Initialize(CK_VOID_PTR pInitArgs)
 	}
 	__atomic_store_n(&tok_g.initialized, true, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&tok_g.mu);
+	/* A weakened RSA floor is named where every auditor sees it. */
+	snprintf(err, sizeof(err), "rsa_min_bits=%llu", (unsigned long long)tok_g.cfg.rsa_min_bits);
 	(void)tok_audit_write(&(struct tok_audit){ .action = "C_Initialize", .rv = CKR_OK,
-						   .kind = TOK_AUD_SENSITIVE, .actor = "public" });
+						   .kind = TOK_AUD_SENSITIVE, .actor = "public",
+						   .detail = tok_g.cfg.rsa_min_bits < 2048 ? err : NULL });
 	return CKR_OK;
 
 fail_tokens:

@@ -82,6 +82,12 @@ struct tok_object {
  */
 CK_RV tok_crypto_init(void);   /* fetch algorithms once (C_Initialize) */
 void tok_crypto_fini(void);    /* release them (C_Finalize) */
+/* rsa_min_bits (1024..4096; tok_crypto_init sets 2048): the smallest RSA
+ * modulus generated, imported as a private key, or used for signing,
+ * decryption and encryption; C_GetMechanismInfo reports it as ulMinKeySize
+ * of every RSA mechanism. Public keys down to 1024 bits are imported and
+ * verify signatures. Call after tok_crypto_init, before any operation. */
+void tok_crypto_set_rsa_min_bits(unsigned bits);
 void tok_key_cache_free(void *cache);
 
 struct tok_mech_info {
