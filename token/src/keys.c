@@ -28,6 +28,7 @@
 #include <openssl/ec.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/kdf.h>
 #include <openssl/obj_mac.h>
 #include <openssl/objects.h>
 #include <openssl/param_build.h>
@@ -421,7 +422,8 @@ void tok_key_cache_free(void *cache)
 	EVP_PKEY_free(c->pkey);
 	for (int i = 0; i < TOK_NUSES; i++)
 		EVP_PKEY_CTX_free(c->tmpl[i]);
-	EVP_MAC_CTX_free(c->mac);
+	for (int i = 0; i < TOK_NMDS; i++)
+		EVP_MAC_CTX_free(c->mac[i]);
 	free(c);
 }
 
@@ -484,7 +486,7 @@ CK_RV tok_key_pctx(struct tok_object *key, enum tok_pkey_use use, EVP_PKEY_CTX *
 	return CKR_OK;
 }
 
-CK_RV tok_key_mac(struct tok_object *key, EVP_MAC_CTX **ret)
+CK_RV tok_key_mac(struct tok_object *key, enum tok_md md, EVP_MAC_CTX **ret)
 {
 	const struct tok_attr *v = tok_attrs_get(&key->attrs, CKA_VALUE);
 	struct tok_keycache *c;
@@ -494,9 +496,9 @@ CK_RV tok_key_mac(struct tok_object *key, EVP_MAC_CTX **ret)
 		return CKR_KEY_SIZE_RANGE;
 	if ((rv = tok_key_cache_get(key, &c)) != CKR_OK)
 		return rv;
-	if (!c->mac) {
+	if (!c->mac[md]) {
 		OSSL_PARAM params[] = {
-			OSSL_PARAM_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA2-256", 0),
+			OSSL_PARAM_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)tok_md_name(md), 0),
 			OSSL_PARAM_END,
 		};
 		EVP_MAC_CTX *m = EVP_MAC_CTX_new(tok_algs.hmac);
@@ -507,9 +509,9 @@ CK_RV tok_key_mac(struct tok_object *key, EVP_MAC_CTX **ret)
 			EVP_MAC_CTX_free(m);
 			return tok_ossl_fail();
 		}
-		c->mac = m;
+		c->mac[md] = m;
 	}
-	if (!(*ret = EVP_MAC_CTX_dup(c->mac)))
+	if (!(*ret = EVP_MAC_CTX_dup(c->mac[md])))
 		return tok_ossl_fail();
 	return CKR_OK;
 }
@@ -530,6 +532,8 @@ static CK_RV check_secret(CK_KEY_TYPE kt, struct tok_attrs *s)
 		break;
 	case CKK_GENERIC_SECRET:
 	case CKK_SHA256_HMAC:
+	case CKK_SHA384_HMAC:
+	case CKK_SHA512_HMAC:
 		if (!v->len)
 			return CKR_ATTRIBUTE_VALUE_INVALID;
 		if (v->len > SECRET_MAX)
@@ -1169,6 +1173,132 @@ CK_RV tok_unwrap(const CK_MECHANISM *mech, struct tok_object *unwrapping, CK_OBJ
 out:
 	OPENSSL_cleanse(plain, wrapped_len);
 	free(plain);
+	return rv;
+}
+
+/* ---- key derivation ------------------------------------------------------ */
+
+/* The ECDH value Z (SEC 1 3.3.1: the x-coordinate of d * Q, cv->len bytes)
+ * of the private key base and the peer's public point. */
+static CK_RV ecdh_z(struct tok_object *base, const struct curve *cv, const uint8_t *pub, size_t pub_len,
+		    uint8_t *z, size_t *z_len)
+{
+	struct tok_attr pa = { CKA_EC_POINT, pub_len, (uint8_t *)pub };
+	struct tok_keycache *c;
+	uint8_t pt[133];
+	const uint8_t *p;
+	size_t len;
+	OSSL_PARAM_BLD *b = NULL;
+	EVP_PKEY *peer = NULL;
+	EVP_PKEY_CTX *ctx = NULL;
+	CK_RV rv;
+
+	/* the raw point or its DER OCTET STRING, on the base key's curve */
+	if (!ec_point_of(cv, &pa, &p, &len) || ec_check_point(cv, p, len, pt, sizeof(pt), &len) != CKR_OK)
+		return CKR_MECHANISM_PARAM_INVALID;
+	if ((rv = tok_key_cache_get(base, &c)) != CKR_OK)
+		return rv;
+	rv = CKR_HOST_MEMORY;
+	if (!(b = OSSL_PARAM_BLD_new()) ||
+	    !OSSL_PARAM_BLD_push_utf8_string(b, OSSL_PKEY_PARAM_GROUP_NAME, cv->group, 0) ||
+	    !OSSL_PARAM_BLD_push_octet_string(b, OSSL_PKEY_PARAM_PUB_KEY, pt, len))
+		goto out;
+	if ((rv = pkey_fromdata(TOK_KEYMGMT("EC"), b, EVP_PKEY_PUBLIC_KEY, &peer)) != CKR_OK) {
+		rv = CKR_MECHANISM_PARAM_INVALID;
+		goto out;
+	}
+	*z_len = cv->len;
+	if (!(ctx = EVP_PKEY_CTX_new_from_pkey(tok_algs.lc, c->pkey, NULL)) || EVP_PKEY_derive_init(ctx) <= 0 ||
+	    EVP_PKEY_derive_set_peer(ctx, peer) <= 0 || EVP_PKEY_derive(ctx, z, z_len) <= 0 || *z_len != cv->len)
+		rv = tok_ossl_fail();
+	else
+		rv = CKR_OK;
+out:
+	EVP_PKEY_CTX_free(ctx);
+	EVP_PKEY_free(peer);
+	OSSL_PARAM_BLD_free(b);
+	return rv;
+}
+
+/* ANSI X9.63 KDF with SHA-256 (SEC 1 3.6.1): SHA-256(Z || counter || info)... */
+static CK_RV x963_sha256(const uint8_t *z, size_t z_len, const uint8_t *info, size_t info_len, uint8_t *out,
+			 size_t len)
+{
+	EVP_KDF *kdf = EVP_KDF_fetch(tok_algs.lc, "X963KDF", NULL);
+	EVP_KDF_CTX *k = kdf ? EVP_KDF_CTX_new(kdf) : NULL;
+	OSSL_PARAM params[4], *q = params;
+	CK_RV rv = CKR_OK;
+
+	*q++ = OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)"SHA2-256", 0);
+	*q++ = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)z, z_len);
+	if (info_len)
+		*q++ = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, (void *)info, info_len);
+	*q = OSSL_PARAM_construct_end();
+	if (!k || EVP_KDF_derive(k, out, len, params) <= 0)
+		rv = tok_ossl_fail();
+	EVP_KDF_CTX_free(k);
+	EVP_KDF_free(kdf);
+	return rv;
+}
+
+CK_RV tok_derive(const CK_MECHANISM *mech, struct tok_object *base, CK_KEY_TYPE kt, const struct tok_attrs *tmpl,
+		 struct tok_attrs *out)
+{
+	const CK_ECDH1_DERIVE_PARAMS *p;
+	const struct curve *cv;
+	uint8_t z[66], key[SECRET_MAX];
+	size_t z_len = 0;
+	CK_ULONG len;
+	bool has_len;
+	CK_RV rv;
+
+	if (!mech || !base || !tmpl || !out)
+		return CKR_ARGUMENTS_BAD;
+	if (!tok_algs.ready)
+		return CKR_CRYPTOKI_NOT_INITIALIZED;
+	if (mech->mechanism != CKM_ECDH1_DERIVE)
+		return CKR_MECHANISM_INVALID;
+	p = mech->pParameter;
+	if (!p || mech->ulParameterLen != sizeof(*p) || (p->kdf != CKD_NULL && p->kdf != CKD_SHA256_KDF) ||
+	    (p->kdf == CKD_NULL && p->ulSharedDataLen) || (p->ulSharedDataLen && !p->pSharedData) ||
+	    !p->pPublicData || !p->ulPublicDataLen)
+		return CKR_MECHANISM_PARAM_INVALID;
+	if (base->cls != CKO_PRIVATE_KEY || base->key_type != CKK_EC)
+		return CKR_KEY_TYPE_INCONSISTENT;
+	if (!tok_attrs_bool(&base->attrs, CKA_DERIVE, false))
+		return CKR_KEY_FUNCTION_NOT_PERMITTED;
+	if (curve_of(tok_attrs_get(&base->attrs, CKA_EC_PARAMS), CKK_EC, &cv) != CKR_OK)
+		return CKR_KEY_TYPE_INCONSISTENT;
+	/* the new key's length: CKA_VALUE_LEN, else Z's (CKD_NULL) or 32 */
+	has_len = tok_attrs_get(tmpl, CKA_VALUE_LEN) != NULL;
+	if (has_len && !tok_attrs_ulong(tmpl, CKA_VALUE_LEN, &len))
+		return CKR_ATTRIBUTE_VALUE_INVALID;
+	if (kt == CKK_AES) {
+		if (!has_len)
+			return CKR_TEMPLATE_INCOMPLETE;
+		if (len != 16 && len != 24 && len != 32)
+			return CKR_ATTRIBUTE_VALUE_INVALID;
+	} else if (kt == CKK_GENERIC_SECRET) {
+		if (!has_len)
+			len = p->kdf == CKD_NULL ? cv->len : 32;
+		if (len < 1 || len > SECRET_MAX)
+			return CKR_ATTRIBUTE_VALUE_INVALID;
+	} else {
+		return CKR_TEMPLATE_INCONSISTENT;
+	}
+	if (p->kdf == CKD_NULL && len > cv->len)
+		return CKR_KEY_SIZE_RANGE; /* no KDF: at most Z itself */
+	if ((rv = ecdh_z(base, cv, p->pPublicData, p->ulPublicDataLen, z, &z_len)) != CKR_OK)
+		goto out;
+	if (p->kdf == CKD_NULL)
+		memcpy(key, z, len); /* Z's leading bytes */
+	else if ((rv = x963_sha256(z, z_len, p->pSharedData, p->ulSharedDataLen, key, len)) != CKR_OK)
+		goto out;
+	if ((rv = tok_attrs_set(out, CKA_VALUE, key, len)) == CKR_OK)
+		rv = tok_attrs_set_ulong(out, CKA_VALUE_LEN, len);
+out:
+	OPENSSL_cleanse(z, sizeof(z));
+	OPENSSL_cleanse(key, sizeof(key));
 	return rv;
 }
 

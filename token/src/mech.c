@@ -65,11 +65,17 @@ static const char *const aes_names[TOK_AES_NMODES][3] = {
 	[TOK_AES_GCM] = { "AES-128-GCM", "AES-192-GCM", "AES-256-GCM" },
 	[TOK_AES_WRAP] = { "AES-128-WRAP", "AES-192-WRAP", "AES-256-WRAP" },
 	[TOK_AES_WRAP_PAD] = { "AES-128-WRAP-PAD", "AES-192-WRAP-PAD", "AES-256-WRAP-PAD" },
+	[TOK_AES_CTR] = { "AES-128-CTR", "AES-192-CTR", "AES-256-CTR" },
 };
 static const char *const md_names[TOK_NMDS] = {
 	[TOK_SHA1] = "SHA1", [TOK_SHA256] = "SHA2-256", [TOK_SHA384] = "SHA2-384",
-	[TOK_SHA512] = "SHA2-512",
+	[TOK_SHA512] = "SHA2-512", [TOK_SHA224] = "SHA2-224",
 };
+
+const char *tok_md_name(enum tok_md md)
+{
+	return md_names[md];
+}
 
 /* ---- a library context no ENGINE can divert --------------------------------
  *
@@ -189,7 +195,8 @@ CK_RV tok_crypto_init(void)
 	for (int i = 0; i < TOK_NMDS; i++)
 		if (!(tok_algs.md[i] = EVP_MD_fetch(tok_algs.lc, md_names[i], NULL)))
 			goto err;
-	if (!(tok_algs.hmac = EVP_MAC_fetch(tok_algs.lc, "HMAC", NULL)))
+	if (!(tok_algs.hmac = EVP_MAC_fetch(tok_algs.lc, "HMAC", NULL)) ||
+	    !(tok_algs.cmac = EVP_MAC_fetch(tok_algs.lc, "CMAC", NULL)))
 		goto err;
 	tok_algs.ready = true;
 	return CKR_OK;
@@ -210,6 +217,7 @@ void tok_crypto_fini(void)
 	for (int i = 0; i < TOK_NMDS; i++)
 		EVP_MD_free(tok_algs.md[i]);
 	EVP_MAC_free(tok_algs.hmac);
+	EVP_MAC_free(tok_algs.cmac);
 	libctx_close();
 	memset(&tok_algs, 0, sizeof(tok_algs));
 }
@@ -231,6 +239,7 @@ const EVP_MD *tok_md_of_mech(CK_MECHANISM_TYPE m)
 	case CKM_SHA256: return tok_algs.md[TOK_SHA256];
 	case CKM_SHA384: return tok_algs.md[TOK_SHA384];
 	case CKM_SHA512: return tok_algs.md[TOK_SHA512];
+	case CKM_SHA224: return tok_algs.md[TOK_SHA224];
 	default: return NULL;
 	}
 }
@@ -260,10 +269,15 @@ static struct tok_mech_info mech_table[] = {
 	{ CKM_AES_CBC, { 16, 32, CKF_ENCRYPT | CKF_DECRYPT } },
 	{ CKM_AES_CBC_PAD, { 16, 32, CKF_ENCRYPT | CKF_DECRYPT } },
 	{ CKM_AES_GCM, { 16, 32, CKF_ENCRYPT | CKF_DECRYPT } },
+	{ CKM_AES_CTR, { 16, 32, CKF_ENCRYPT | CKF_DECRYPT } },
+	{ CKM_AES_CMAC, { 16, 32, CKF_SIGN | CKF_VERIFY } },
 	{ CKM_AES_KEY_WRAP, { 16, 32, CKF_WRAP | CKF_UNWRAP } },
 	{ CKM_AES_KEY_WRAP_PAD, { 16, 32, CKF_WRAP | CKF_UNWRAP } },
 	{ CKM_GENERIC_SECRET_KEY_GEN, { 8, 4096, CKF_GENERATE } },
 	{ CKM_SHA256_HMAC, { 1, 512, CKF_SIGN | CKF_VERIFY } },
+	{ CKM_SHA384_HMAC, { 1, 512, CKF_SIGN | CKF_VERIFY } },
+	{ CKM_SHA512_HMAC, { 1, 512, CKF_SIGN | CKF_VERIFY } },
+	{ CKM_SHA224, { 0, 0, CKF_DIGEST } },
 	{ CKM_SHA_1, { 0, 0, CKF_DIGEST } },
 	{ CKM_SHA256, { 0, 0, CKF_DIGEST } },
 	{ CKM_SHA384, { 0, 0, CKF_DIGEST } },
@@ -272,6 +286,7 @@ static struct tok_mech_info mech_table[] = {
 	{ CKM_ECDSA, { 256, 384, CKF_SIGN | CKF_VERIFY | EC_FLAGS } },
 	{ CKM_ECDSA_SHA256, { 256, 384, CKF_SIGN | CKF_VERIFY | EC_FLAGS } },
 	{ CKM_ECDSA_SHA384, { 256, 384, CKF_SIGN | CKF_VERIFY | EC_FLAGS } },
+	{ CKM_ECDH1_DERIVE, { 256, 384, CKF_DERIVE | EC_FLAGS } },
 	{ CKM_RSA_PKCS_KEY_PAIR_GEN, { TOK_RSA_MIN_DEFAULT, RSA_GEN_MAX, CKF_GENERATE_KEY_PAIR } },
 	{ CKM_RSA_PKCS, { TOK_RSA_MIN_DEFAULT, RSA_OP_MAX, CKF_ENCRYPT | CKF_DECRYPT | CKF_SIGN | CKF_VERIFY } },
 	{ CKM_SHA256_RSA_PKCS, { TOK_RSA_MIN_DEFAULT, RSA_OP_MAX, CKF_SIGN | CKF_VERIFY } },
@@ -320,9 +335,10 @@ static const CK_MECHANISM_INFO *mech_info(CK_MECHANISM_TYPE t)
 
 enum op_family {
 	F_BLOCK,   /* AES ECB / CBC / CBC_PAD */
+	F_STREAM,  /* AES CTR: output = input */
 	F_GCM,
 	F_DIGEST,
-	F_HMAC,
+	F_HMAC,    /* EVP_MAC: HMAC-SHA-256/384/512, AES-CMAC */
 	F_SIGN,    /* EVP_PKEY_sign/verify: ECDSA*, RSA PKCS#1 v1.5 and PSS signatures */
 	F_EDDSA,
 	F_RSA_ENC, /* RSA PKCS#1 v1.5 / OAEP encryption */
@@ -345,6 +361,8 @@ struct tok_op {
 	uint8_t iv[128];
 	size_t iv_len;
 	size_t rem;     /* input bytes cctx buffers (total input % 16) */
+	uint64_t ctr_room; /* CTR: bytes left before the counter's ulCounterBits wrap */
+	uint64_t ctr_done; /* CTR: bytes processed since the key was set */
 	bool held;      /* CBC_PAD decryption: held_pt is the last plaintext block */
 	uint8_t held_pt[16];
 	/* GCM */
@@ -461,6 +479,29 @@ static CK_RV init_aes(struct tok_op *op, const CK_MECHANISM *mech, struct tok_ob
 		memcpy(op->iv, mech->pParameter, 16);
 		op->iv_len = 16;
 		break;
+	case CKM_AES_CTR: {
+		const CK_AES_CTR_PARAMS *p = mech->pParameter;
+		uint64_t ctr = 0;
+
+		mode = TOK_AES_CTR;
+		op->fam = F_STREAM;
+		if (!p || mech->ulParameterLen != sizeof(*p) || p->ulCounterBits < 1 || p->ulCounterBits > 128)
+			return CKR_MECHANISM_PARAM_INVALID;
+		memcpy(op->iv, p->cb, 16);
+		op->iv_len = 16;
+		/* OpenSSL increments all 128 bits; PKCS#11 only the low
+		 * ulCounterBits, and a wrap would repeat the key stream: the
+		 * input may take the counter up to 2^bits - 1, no further. */
+		if (p->ulCounterBits >= 57) {
+			op->ctr_room = UINT64_MAX;
+		} else {
+			for (unsigned i = 0; i < 8; i++)
+				ctr = ctr << 8 | p->cb[8 + i];
+			ctr &= (UINT64_C(1) << p->ulCounterBits) - 1;
+			op->ctr_room = ((UINT64_C(1) << p->ulCounterBits) - ctr) * 16;
+		}
+		break;
+	}
 	default: { /* CKM_AES_GCM */
 		/* The original v2.40 layout, before the errata added ulIvBits. */
 		struct gcm_v240 {
@@ -536,14 +577,23 @@ CK_RV tok_op_reinit_digest(struct tok_op *op, const CK_MECHANISM *mech)
 	return CKR_OK;
 }
 
-static CK_RV init_hmac(struct tok_op *op, struct tok_object *key)
+static CK_RV init_hmac(struct tok_op *op, const CK_MECHANISM *mech, struct tok_object *key)
 {
 	const struct tok_attr *v;
+	enum tok_md md;
+	CK_KEY_TYPE kt;
 	CK_RV rv;
 
 	if (op->kind != TOK_OP_SIGN && op->kind != TOK_OP_VERIFY)
 		return CKR_MECHANISM_INVALID;
-	rv = check_key(op->kind, key, CKO_SECRET_KEY, CKK_GENERIC_SECRET, CKK_SHA256_HMAC);
+	switch (mech->mechanism) {
+	case CKM_SHA384_HMAC: md = TOK_SHA384; kt = CKK_SHA384_HMAC; op->sig_len = 48; break;
+	case CKM_SHA512_HMAC: md = TOK_SHA512; kt = CKK_SHA512_HMAC; op->sig_len = 64; break;
+	default: md = TOK_SHA256; kt = CKK_SHA256_HMAC; op->sig_len = 32; break;
+	}
+	if (mech->pParameter || mech->ulParameterLen)
+		return CKR_MECHANISM_PARAM_INVALID;
+	rv = check_key(op->kind, key, CKO_SECRET_KEY, CKK_GENERIC_SECRET, kt);
 	if (rv != CKR_OK)
 		return rv;
 	v = tok_attrs_get(&key->attrs, CKA_VALUE);
@@ -551,8 +601,36 @@ static CK_RV init_hmac(struct tok_op *op, struct tok_object *key)
 		return CKR_KEY_SIZE_RANGE;
 	op->fam = F_HMAC;
 	op->multipart = true;
-	op->sig_len = 32;
-	return tok_key_mac(key, &op->mac);
+	return tok_key_mac(key, md, &op->mac);
+}
+
+/* AES-CMAC (NIST SP 800-38B, RFC 4493): the full 16-byte MAC. */
+static CK_RV init_cmac(struct tok_op *op, const CK_MECHANISM *mech, struct tok_object *key)
+{
+	static const char *const cbc[3] = { "AES-128-CBC", "AES-192-CBC", "AES-256-CBC" };
+	const struct tok_attr *v;
+	OSSL_PARAM params[2];
+	CK_RV rv;
+
+	if (op->kind != TOK_OP_SIGN && op->kind != TOK_OP_VERIFY)
+		return CKR_MECHANISM_INVALID;
+	if (mech->pParameter || mech->ulParameterLen)
+		return CKR_MECHANISM_PARAM_INVALID;
+	if ((rv = check_key(op->kind, key, CKO_SECRET_KEY, CKK_AES, CKK_AES)) != CKR_OK)
+		return rv;
+	v = tok_attrs_get(&key->attrs, CKA_VALUE);
+	if (!v || (v->len != 16 && v->len != 24 && v->len != 32))
+		return CKR_KEY_SIZE_RANGE;
+	op->fam = F_HMAC;
+	op->multipart = true;
+	op->sig_len = 16;
+	params[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_CIPHER, (char *)cbc[(v->len - 16) / 8], 0);
+	params[1] = OSSL_PARAM_construct_end();
+	if (!(op->mac = EVP_MAC_CTX_new(tok_algs.cmac)))
+		return CKR_HOST_MEMORY;
+	if (!EVP_MAC_init(op->mac, v->value, v->len, params))
+		return tok_ossl_fail();
+	return CKR_OK;
 }
 
 /* Key bits in the mechanism's advertised range; an RSA public key may be
@@ -782,14 +860,17 @@ CK_RV tok_op_init(enum tok_opkind kind, const CK_MECHANISM *mech, struct tok_obj
 	op->mech = mech->mechanism;
 
 	switch (mech->mechanism) {
-	case CKM_AES_ECB: case CKM_AES_CBC: case CKM_AES_CBC_PAD: case CKM_AES_GCM:
+	case CKM_AES_ECB: case CKM_AES_CBC: case CKM_AES_CBC_PAD: case CKM_AES_GCM: case CKM_AES_CTR:
 		rv = init_aes(op, mech, key);
 		break;
-	case CKM_SHA_1: case CKM_SHA256: case CKM_SHA384: case CKM_SHA512:
+	case CKM_SHA_1: case CKM_SHA224: case CKM_SHA256: case CKM_SHA384: case CKM_SHA512:
 		rv = kind == TOK_OP_DIGEST ? init_digest(op, mech) : CKR_MECHANISM_INVALID;
 		break;
-	case CKM_SHA256_HMAC:
-		rv = init_hmac(op, key);
+	case CKM_SHA256_HMAC: case CKM_SHA384_HMAC: case CKM_SHA512_HMAC:
+		rv = init_hmac(op, mech, key);
+		break;
+	case CKM_AES_CMAC:
+		rv = init_cmac(op, mech, key);
 		break;
 	case CKM_ECDSA: case CKM_ECDSA_SHA256: case CKM_ECDSA_SHA384:
 		rv = init_ecdsa(op, mech, key);
@@ -1072,6 +1153,32 @@ done:
 	return rv;
 }
 
+/* AES-CTR: output = input, for one-shot and update steps alike (a one-shot
+ * step starts the key stream afresh). */
+static CK_RV stream_step(struct tok_op *op, const uint8_t *in, size_t in_len, uint8_t *out, CK_ULONG *out_len,
+			 bool oneshot)
+{
+	uint64_t done = oneshot ? 0 : op->ctr_done;
+	size_t w;
+	CK_RV rv;
+
+	if (in_len && !in)
+		return CKR_ARGUMENTS_BAD;
+	if (in_len > op->ctr_room - done)
+		return len_range(op); /* the counter would wrap */
+	if (!out_room(out, out_len, in_len, &rv))
+		return rv;
+	if ((oneshot || !op->keyed) && (rv = aes_key(op)) != CKR_OK)
+		return rv;
+	if ((rv = cipher_update(op->cctx, out, &w, in, in_len)) != CKR_OK)
+		return rv;
+	if (w != in_len)
+		return tok_ossl_fail();
+	op->ctr_done = done + in_len;
+	*out_len = w;
+	return CKR_OK;
+}
+
 /* GCM encryption: output = input; the tag comes at the end. GCM decryption:
  * the ciphertext is buffered until the tag at its end can be checked. */
 static CK_RV gcm_update(struct tok_op *op, const uint8_t *in, size_t in_len, uint8_t *out, CK_ULONG *out_len)
@@ -1312,11 +1419,11 @@ static CK_RV pkey_verify(struct tok_op *op, const struct tbs *t, const uint8_t *
 	return ok == 1 ? CKR_OK : CKR_SIGNATURE_INVALID;
 }
 
-static CK_RV hmac_compute(struct tok_op *op, uint8_t mac[32])
+static CK_RV hmac_compute(struct tok_op *op, uint8_t *mac)
 {
 	size_t len = 0;
 
-	if (!EVP_MAC_final(op->mac, mac, &len, 32) || len != 32)
+	if (!EVP_MAC_final(op->mac, mac, &len, op->sig_len) || len != op->sig_len)
 		return tok_ossl_fail();
 	return CKR_OK;
 }
@@ -1417,12 +1524,14 @@ CK_RV tok_op_oneshot(struct tok_op *op, const uint8_t *in, size_t in_len, uint8_
 	case F_HMAC:
 		if (in_len && !in)
 			return CKR_ARGUMENTS_BAD;
-		if (!out_room(out, out_len, 32, &rv))
+		if (!out_room(out, out_len, op->sig_len, &rv))
 			return rv;
 		if ((rv = absorb(op, in, in_len)) != CKR_OK || (rv = hmac_compute(op, out)) != CKR_OK)
 			return rv;
-		*out_len = 32;
+		*out_len = op->sig_len;
 		return CKR_OK;
+	case F_STREAM:
+		return stream_step(op, in, in_len, out, out_len, true);
 	case F_EDDSA: {
 		size_t len = 64;
 
@@ -1469,12 +1578,17 @@ CK_RV tok_op_update(struct tok_op *op, const uint8_t *in, size_t in_len, uint8_t
 		rv = op->fam == F_BLOCK ? block_update(op, in, in_len, out, out_len)
 					: gcm_update(op, in, in_len, out, out_len);
 		break;
+	case F_STREAM:
+		if (!out_len)
+			return CKR_ARGUMENTS_BAD;
+		rv = stream_step(op, in, in_len, out, out_len, false);
+		break;
 	default:
 		rv = absorb(op, in, in_len);
 		break;
 	}
 	/* A length query or a short buffer is not the start of a multi-part run. */
-	if (rv == CKR_OK && (op->fam == F_BLOCK || op->fam == F_GCM ? out != NULL : true))
+	if (rv == CKR_OK && (op->fam == F_BLOCK || op->fam == F_GCM || op->fam == F_STREAM ? out != NULL : true))
 		op->updated = true;
 	return rv;
 }
@@ -1506,11 +1620,16 @@ CK_RV tok_op_final(struct tok_op *op, uint8_t *out, CK_ULONG *out_len)
 	case F_HMAC:
 		if (op->kind != TOK_OP_SIGN)
 			return CKR_FUNCTION_NOT_SUPPORTED;
-		if (!out_room(out, out_len, 32, &rv))
+		if (!out_room(out, out_len, op->sig_len, &rv))
 			return rv;
 		if ((rv = hmac_compute(op, out)) != CKR_OK)
 			return rv;
-		*out_len = 32;
+		*out_len = op->sig_len;
+		return CKR_OK;
+	case F_STREAM:
+		if (!out_room(out, out_len, 0, &rv))
+			return rv;
+		*out_len = 0;
 		return CKR_OK;
 	case F_SIGN:
 		if (op->kind != TOK_OP_SIGN)
@@ -1532,15 +1651,15 @@ static CK_RV verify_end(struct tok_op *op, const uint8_t *sig, size_t sig_len)
 	CK_RV rv;
 
 	if (op->fam == F_HMAC) {
-		uint8_t mac[32];
+		uint8_t mac[EVP_MAX_MD_SIZE];
 
-		if (sig_len != 32)
+		if (sig_len != op->sig_len)
 			return CKR_SIGNATURE_LEN_RANGE;
 		if (!sig)
 			return CKR_ARGUMENTS_BAD;
 		if ((rv = hmac_compute(op, mac)) != CKR_OK)
 			return rv;
-		rv = CRYPTO_memcmp(mac, sig, 32) == 0 ? CKR_OK : CKR_SIGNATURE_INVALID;
+		rv = CRYPTO_memcmp(mac, sig, op->sig_len) == 0 ? CKR_OK : CKR_SIGNATURE_INVALID;
 		OPENSSL_cleanse(mac, sizeof(mac));
 		return rv;
 	}
