@@ -93,11 +93,19 @@ present "token setup" 'C_InitToken{key_label=test,actor=so} C_InitPIN{actor=so}'
 
 # ---- p11-kit: a private module file, list-modules, p11-kit-proxy.so -------------------
 printf 'module: %s\n' "$MOD" >"$w/home/.config/pkcs11/modules/softtoken.module"
-ok "p11-kit list-modules" p11-kit list-modules
-grep -q "^softtoken: $MOD\$" out || fail "p11-kit list-modules does not list the module file's module"
-grep -A1 "^softtoken:" out | grep -q 'library-description: softtoken (audited)' || fail "p11-kit: library-description"
-grep -q '^    token: test$' out || fail "p11-kit list-modules does not show the token 'test'"
-present "p11-kit list-modules" 'C_Initialize C_Finalize'
+if [ ${#SAN[@]} -eq 0 ]; then
+	ok "p11-kit list-modules" p11-kit list-modules
+	grep -q "^softtoken: $MOD\$" out || fail "p11-kit list-modules does not list the module file's module"
+	grep -A1 "^softtoken:" out | grep -q 'library-description: softtoken (audited)' || fail "p11-kit: library-description"
+	grep -q '^    token: test$' out || fail "p11-kit list-modules does not show the token 'test'"
+	present "p11-kit list-modules" 'C_Initialize C_Finalize'
+else
+	# With a sanitizer runtime preloaded, p11-kit's CLI hangs in glibc's
+	# setlocale lock while p11-kit-trust.so's constructor runs (also with no
+	# module of ours registered); the proxy below still loads the module
+	# through the same module file. The debug preset runs this step.
+	echo "token_clients_ext: note: p11-kit list-modules not run under a sanitizer preload" >&2
+fi
 KIT="--module $PROXY --token-label test --login --pin $PIN"
 ok "proxy keypairgen" pkcs11-tool $KIT --keypairgen --key-type rsa:2048 --label kit-rsa --id 31
 ok "proxy sign" pkcs11-tool $KIT --sign -m SHA256-RSA-PKCS --id 31 -i data -o kit.sig
@@ -107,17 +115,27 @@ openssl dgst -sha256 -verify kit.pub -keyform DER -signature kit.sig data >out 2
 present "p11-kit-proxy.so" 'C_GenerateKeyPair{mechanism=CKM_RSA_PKCS_KEY_PAIR_GEN,key_label=kit-rsa,key_id=31} C_Sign{mechanism=CKM_SHA256_RSA_PKCS,key_label=kit-rsa,key_id=31} C_Login{actor=user}'
 
 # ---- GnuTLS p11tool -----------------------------------------------------------------------
-ok "p11tool --list-tokens" p11tool --provider "$MOD" --list-tokens
-grep -q 'URL: pkcs11:model=softtoken;manufacturer=auditlog;serial=.*;token=test$' out || fail "p11tool: no token 'test'"
-ok "p11tool --generate-privkey" env GNUTLS_PIN="$PIN" p11tool --provider "$MOD" --login \
-	--generate-privkey=ECDSA --curve=secp256r1 --label gt-ec --id 41 'pkcs11:token=test'
-run env GNUTLS_PIN="$PIN" p11tool --provider "$MOD" --login --export-pubkey 'pkcs11:token=test;object=gt-ec;type=public' >gt-ec.pem 2>out ||
-	fail "p11tool --export-pubkey exited $?"
-openssl pkey -pubin -in gt-ec.pem -noout -text >out 2>&1 || fail "openssl cannot read p11tool's exported key"
-grep -q 'NIST CURVE: P-256' out || fail "p11tool's exported key is not a P-256 key"
-ok "p11tool --test-sign" env GNUTLS_PIN="$PIN" p11tool --provider "$MOD" --login --test-sign 'pkcs11:token=test;object=gt-ec'
-grep -q 'Verifying against public key in the token... ok' out || fail "p11tool --test-sign"
-present "p11tool" 'C_GenerateKeyPair{mechanism=CKM_EC_KEY_PAIR_GEN,key_label=gt-ec,key_id=41} C_Sign{mechanism=CKM_ECDSA,key_label=gt-ec,key_id=41}'
+if [ ${#SAN[@]} -eq 0 ]; then
+	ok "p11tool --list-tokens" p11tool --provider "$MOD" --list-tokens
+	grep -q 'URL: pkcs11:model=softtoken;manufacturer=auditlog;serial=.*;token=test$' out || fail "p11tool: no token 'test'"
+	ok "p11tool --generate-privkey" env GNUTLS_PIN="$PIN" p11tool --provider "$MOD" --login \
+		--generate-privkey=ECDSA --curve=secp256r1 --label gt-ec --id 41 'pkcs11:token=test'
+	run env GNUTLS_PIN="$PIN" p11tool --provider "$MOD" --login --export-pubkey 'pkcs11:token=test;object=gt-ec;type=public' >gt-ec.pem 2>out ||
+		fail "p11tool --export-pubkey exited $?"
+	openssl pkey -pubin -in gt-ec.pem -noout -text >out 2>&1 || fail "openssl cannot read p11tool's exported key"
+	grep -q 'NIST CURVE: P-256' out || fail "p11tool's exported key is not a P-256 key"
+	ok "p11tool --test-sign" env GNUTLS_PIN="$PIN" p11tool --provider "$MOD" --login --test-sign 'pkcs11:token=test;object=gt-ec'
+	grep -q 'Verifying against public key in the token... ok' out || fail "p11tool --test-sign"
+	present "p11tool" 'C_GenerateKeyPair{mechanism=CKM_EC_KEY_PAIR_GEN,key_label=gt-ec,key_id=41} C_Sign{mechanism=CKM_ECDSA,key_label=gt-ec,key_id=41}'
+else
+	# p11tool hangs like p11-kit's CLI under a sanitizer preload (glibc's
+	# setlocale lock, p11-kit-trust.so's constructor). The key the OpenSSL
+	# step below uses comes from pkcs11-tool then; the debug preset runs p11tool.
+	echo "token_clients_ext: note: p11tool not run under a sanitizer preload" >&2
+	ok "keypairgen gt-ec" pkcs11-tool --module "$MOD" --slot 0 --login --pin "$PIN" --keypairgen \
+		--key-type EC:prime256v1 --label gt-ec --id 41
+	mark
+fi
 
 # ---- NSS modutil / certutil -----------------------------------------------------------------
 run mkdir nss || fail "mkdir nss"

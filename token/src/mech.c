@@ -207,10 +207,11 @@ err:
 
 void tok_crypto_fini(void)
 {
-	if (!tok_ossl_alive()) { /* process exit after OpenSSL's cleanup */
-		memset(&tok_algs, 0, sizeof(tok_algs));
+	/* Process exit after OpenSSL's cleanup: nothing of OpenSSL's may be
+	 * touched now; what tok_algs holds stays referenced (not a leak) until
+	 * the process is gone. */
+	if (!tok_ossl_alive())
 		return;
-	}
 	for (int m = 0; m < TOK_AES_NMODES; m++)
 		for (int k = 0; k < 3; k++)
 			EVP_CIPHER_free(tok_algs.aes[m][k]);
