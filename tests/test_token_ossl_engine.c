@@ -26,9 +26,8 @@
 
 /* LeakSanitizer (asan-ubsan preset): libp11's engine leaks the methods it
  * makes at load (ENGINE_by_id) and when OPENSSL_cleanup removes it at exit
- * (ENGINE_remove in the
- * stack); not the token's. libcrypto has no frame pointers: the slow
- * unwinder sees ENGINE_remove. */
+ * (ENGINE_remove); not the token's. libcrypto has no frame pointers: only
+ * the slow unwinder sees those frames. */
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void)
 {
