@@ -72,6 +72,8 @@ fi
 run() {
 	"${AS[@]}" env HOME="$w/home" SOFTTOKEN_CONF="$w/softtoken.conf" PKCS11_MODULE_PATH="$MOD" "${SAN[@]}" "$@"
 }
+# as_user CMD...: a plain helper (sh, mkdir) as the test's user, no preload.
+as_user() { "${AS[@]}" "$@"; }
 # ok NAME CMD...: the client must succeed.
 ok() {
 	local name=$1
@@ -82,7 +84,7 @@ mark() { "$PY" "$AUDIT_PY" mark "$AUDIT" "$w/mark" || fail "audit mark"; }
 # present NAME SPEC: each ACTION{field=value,...} of SPEC has a record since the mark.
 present() { "$PY" "$AUDIT_PY" present "$AUDIT" "$w/mark" "$1" "$2" || fail "audit records of: $1"; }
 cd "$w" || fail "cd $w"
-run sh -c ': >out; head -c 500 /dev/urandom >data; printf "%s\n" "$0" >pin.txt' "$PIN" ||
+as_user sh -c ': >out; head -c 500 /dev/urandom >data; printf "%s\n" "$0" >pin.txt' "$PIN" ||
 	fail "cannot write in $w as $(id -un)"
 openssl dgst -sha256 -binary data >data.sha256
 
@@ -138,13 +140,13 @@ else
 fi
 
 # ---- NSS modutil / certutil -----------------------------------------------------------------
-run mkdir nss || fail "mkdir nss"
+as_user mkdir nss || fail "mkdir nss"
 ok "modutil -create" modutil -dbdir sql:nss -create -force
 ok "modutil -add" modutil -dbdir sql:nss -add softtoken -libfile "$MOD" -force
 ok "modutil -list" modutil -dbdir sql:nss -list softtoken
 grep -q "Library file: $MOD" out || fail "modutil -list: not the module"
 grep -q 'Token Name: test' out || fail "modutil -list: no token 'test'"
-run sh -c 'head -c 64 /dev/urandom >noise' || fail "noise"
+as_user sh -c 'head -c 64 /dev/urandom >noise' || fail "noise"
 ok "certutil -S" certutil -d sql:nss -h test -f pin.txt -S -n nss-ec -s 'CN=softtoken NSS test' -x -t 'CT,,' \
 	-k ec -q nistp256 -z noise
 ok "certutil -L" certutil -d sql:nss -h test -f pin.txt -L
