@@ -1665,6 +1665,23 @@ static void test_aes_ctr(void **state)
 		assert_int_equal(tok_op_update(op, ct, 13, out + pos, &l), CKR_ENCRYPTED_DATA_LEN_RANGE);
 	}
 	tok_op_free(op);
+	/* 60 bits (the room in bytes near 2^64) and 64 bits, one block before the wrap */
+	memset(p.cb + 8, 0xff, 8);
+	p.ulCounterBits = 60;
+	assert_int_equal(crypt1(TOK_OP_ENCRYPT, CKM_AES_CTR, &p, sizeof(p), aes, pt, 16, out, &len), CKR_OK);
+	assert_int_equal(crypt1(TOK_OP_ENCRYPT, CKM_AES_CTR, &p, sizeof(p), aes, pt, 17, out, &len),
+			 CKR_DATA_LEN_RANGE);
+	p.ulCounterBits = 64;
+	assert_int_equal(crypt1(TOK_OP_ENCRYPT, CKM_AES_CTR, &p, sizeof(p), aes, pt, 17, out, &len),
+			 CKR_DATA_LEN_RANGE);
+	p.ulCounterBits = 65;
+	p.cb[7] = 0xf6; /* bit 64 clear: 2^64 + 1 blocks left */
+	assert_int_equal(crypt1(TOK_OP_ENCRYPT, CKM_AES_CTR, &p, sizeof(p), aes, pt, 64, out, &len), CKR_OK);
+	memset(p.cb, 0xff, 16);
+	p.ulCounterBits = 128;
+	assert_int_equal(crypt1(TOK_OP_ENCRYPT, CKM_AES_CTR, &p, sizeof(p), aes, pt, 16, out, &len), CKR_OK);
+	assert_int_equal(crypt1(TOK_OP_ENCRYPT, CKM_AES_CTR, &p, sizeof(p), aes, pt, 17, out, &len),
+			 CKR_DATA_LEN_RANGE);
 	p.ulCounterBits = 0;
 	assert_int_equal(op_init(TOK_OP_ENCRYPT, CKM_AES_CTR, &p, sizeof(p), aes, &op), CKR_MECHANISM_PARAM_INVALID);
 	p.ulCounterBits = 129;

@@ -482,7 +482,7 @@ static CK_RV init_aes(struct tok_op *op, const CK_MECHANISM *mech, struct tok_ob
 		break;
 	case CKM_AES_CTR: {
 		const CK_AES_CTR_PARAMS *p = mech->pParameter;
-		uint64_t ctr = 0;
+		uint64_t ctr;
 
 		mode = TOK_AES_CTR;
 		op->fam = F_STREAM;
@@ -493,14 +493,18 @@ static CK_RV init_aes(struct tok_op *op, const CK_MECHANISM *mech, struct tok_ob
 		/* OpenSSL increments all 128 bits; PKCS#11 only the low
 		 * ulCounterBits, and a wrap would repeat the key stream: the
 		 * input may take the counter up to 2^bits - 1, no further. */
-		if (p->ulCounterBits >= 57) {
-			op->ctr_room = UINT64_MAX;
-		} else {
-			for (unsigned i = 0; i < 8; i++)
-				ctr = ctr << 8 | p->cb[8 + i];
-			ctr &= (UINT64_C(1) << p->ulCounterBits) - 1;
-			op->ctr_room = ((UINT64_C(1) << p->ulCounterBits) - ctr) * 16;
+		{
+			unsigned __int128 c = 0, mask, room; /* blocks left: 2^bits - counter */
+
+			for (unsigned i = 0; i < 16; i++)
+				c = c << 8 | p->cb[i];
+			mask = p->ulCounterBits == 128 ? ~(unsigned __int128)0
+						       : ((unsigned __int128)1 << p->ulCounterBits) - 1;
+			c &= mask;
+			room = mask - c + 1; /* 0: 2^128 blocks (bits 128, counter 0) */
+			ctr = room == 0 || room > UINT64_MAX / 16 ? UINT64_MAX : (uint64_t)room * 16;
 		}
+		op->ctr_room = ctr;
 		break;
 	}
 	default: { /* CKM_AES_GCM */
