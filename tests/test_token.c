@@ -224,8 +224,9 @@ static void test_initialize_args(void **state)
 	a.CreateMutex = (CK_CREATEMUTEX)(void (*)(void))setup; /* one of four */
 	assert_int_equal(f->C_Initialize(&a), CKR_ARGUMENTS_BAD);
 	a.CreateMutex = NULL;
-	a.flags = CKF_LIBRARY_CANT_CREATE_OS_THREADS;
-	assert_int_equal(f->C_Initialize(&a), CKR_NEED_TO_CREATE_THREADS);
+	a.flags = CKF_LIBRARY_CANT_CREATE_OS_THREADS | CKF_OS_LOCKING_OK; /* GnuTLS's */
+	assert_int_equal(f->C_Initialize(&a), CKR_OK);
+	assert_int_equal(f->C_Finalize(NULL), CKR_OK);
 	a.flags = CKF_OS_LOCKING_OK;
 	assert_int_equal(f->C_Initialize(&a), CKR_OK);
 	assert_int_equal(f->C_Initialize(NULL), CKR_CRYPTOKI_ALREADY_INITIALIZED);
@@ -656,7 +657,7 @@ static void test_audit_records(void **state)
 	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
 	assert_int_equal(f->C_GenerateRandom(h, rnd, sizeof(rnd)), CKR_OK);
 	assert_int_equal(f->C_SeedRandom(h, rnd, sizeof(rnd)), CKR_OK);
-	assert_int_equal(f->C_DeriveKey(h, &(CK_MECHANISM){ CKM_ECDH1_DERIVE, NULL, 0 }, 1, NULL, 0, NULL),
+	assert_int_equal(f->C_DeriveKey(h, &(CK_MECHANISM){ CKM_DH_PKCS_DERIVE, NULL, 0 }, 1, NULL, 0, NULL),
 			 CKR_MECHANISM_INVALID);
 	assert_int_equal(f->C_Logout(h), CKR_OK);
 	assert_int_equal(f->C_CloseSession(h), CKR_OK);
@@ -684,7 +685,7 @@ static void test_audit_records(void **state)
 	assert_int_equal(r[9].session, r[7].session);
 	assert_int_equal(r[9].slot, 0);
 	assert_string_equal(r[10].detail, "bytes=16");
-	assert_string_equal(r[12].mechanism, "CKM_ECDH1_DERIVE");
+	assert_string_equal(r[12].mechanism, "CKM_DH_PKCS_DERIVE");
 	assert_string_equal(r[12].rv, "CKR_MECHANISM_INVALID");
 	assert_no_pin_in_audit();
 	assert_audit_verifies();

@@ -24,6 +24,7 @@
 #include <openssl/core_names.h>
 #include <openssl/ec.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/param_build.h>
 #include <openssl/rand.h>
 #include <openssl/rsa.h>
@@ -432,6 +433,7 @@ static void test_digest(void **state)
 		const char *abc;
 	} kat[] = {
 		{ CKM_SHA_1, "a9993e364706816aba3e25717850c26c9cd0d89d" },
+		{ CKM_SHA224, "23097d223405d8228642a477bda255b32aadbce4bda0b3f7e36c9da7" },
 		{ CKM_SHA256, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" },
 		{ CKM_SHA384, "cb00753f45a35e8bb5a03d699ac65007272c32ab0eded1631a8b605a43ff5bed"
 			      "8086072ba1e7cc2358baeca134c825a7" },
@@ -502,7 +504,7 @@ static void test_digest(void **state)
 
 	/* not digest mechanisms */
 	assert_int_equal(op_init(TOK_OP_DIGEST, CKM_AES_ECB, NULL, 0, NULL, &op), CKR_MECHANISM_INVALID);
-	assert_int_equal(op_init(TOK_OP_DIGEST, CKM_SHA224, NULL, 0, NULL, &op), CKR_MECHANISM_INVALID);
+	assert_int_equal(op_init(TOK_OP_DIGEST, CKM_SHA512_224, NULL, 0, NULL, &op), CKR_MECHANISM_INVALID);
 	assert_int_equal(op_init(TOK_OP_SIGN, CKM_SHA256, NULL, 0, NULL, &op), CKR_MECHANISM_INVALID);
 }
 
@@ -1497,6 +1499,421 @@ static void test_rsa(void **state)
 	EVP_PKEY_free(ipub);
 }
 
+/* ---- HMAC-SHA-384/512, AES-CMAC, AES-CTR, ECDH ---------------------------- */
+
+static void test_more_macs(void **state)
+{
+	static const struct {
+		CK_MECHANISM_TYPE m;
+		CK_KEY_TYPE kt;
+		const char *want; /* RFC 4231 test case 1: key 0x0b x 20, "Hi There" */
+	} h[] = {
+		{ CKM_SHA384_HMAC, CKK_SHA384_HMAC, "afd03944d84895626b0825f4ab46907f15f9dadbe4101ec682aa034c7cebc59c"
+						    "faea9ea9076ede7f4af152e8b2fa9cb6" },
+		{ CKM_SHA512_HMAC, CKK_SHA512_HMAC, "87aa7cdea5ef619d4ff0b4241a1d6cb02379f4e2ce4ec2787ad0b30545e17cde"
+						    "daa833b7d6b8a702038b274eaea3f4e4be9d914eeb61f1702e696c203a126854" },
+	};
+	/* RFC 4493 section 4: AES-128 key, messages of 0, 16 and 64 bytes */
+	static const char *const cmac_msg =
+		"6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e51"
+		"30c81c46a35ce411e5fbc1191a0a52eff69f2445df4f9b17ad2b417be66c3710";
+	static const struct {
+		size_t len;
+		const char *mac;
+	} cm[] = { { 0, "bb1d6929e95937287fa37d129b756746" }, { 16, "070a16b46b4d4144f79bdd9dd04a287c" },
+		   { 64, "51f0bebf7e3b9d92fc49741779363cfe" } };
+	uint8_t key[20], want[64], sig[64], sig2[64], msg[64], k128[16], data[500];
+	size_t len, len2, n;
+	struct tok_object *k, *kg, *aes;
+	struct tok_op *op;
+
+	(void)state;
+	memset(key, 0x0b, 20);
+	kg = secret(CKK_GENERIC_SECRET, key, 20);
+	for (size_t i = 0; i < 2; i++) {
+		n = unhex(h[i].want, want);
+		k = secret(h[i].kt, key, 20);
+		assert_int_equal(sign(h[i].m, NULL, 0, k, (const uint8_t *)"Hi There", 8, sig, &len), CKR_OK);
+		assert_int_equal(len, n);
+		assert_memory_equal(sig, want, n);
+		assert_int_equal(sign(h[i].m, NULL, 0, kg, (const uint8_t *)"Hi There", 8, sig, &len), CKR_OK);
+		assert_memory_equal(sig, want, n);
+		assert_int_equal(verify(h[i].m, NULL, 0, k, (const uint8_t *)"Hi There", 8, want, n), CKR_OK);
+		assert_int_equal(verify(h[i].m, NULL, 0, k, (const uint8_t *)"Hi There", 8, want, 32),
+				 CKR_SIGNATURE_LEN_RANGE);
+		want[5] ^= 1;
+		assert_int_equal(verify(h[i].m, NULL, 0, k, (const uint8_t *)"Hi There", 8, want, n),
+				 CKR_SIGNATURE_INVALID);
+		/* multi-part == single-part, and == OpenSSL's HMAC */
+		RAND_bytes(data, sizeof(data));
+		assert_int_equal(sign(h[i].m, NULL, 0, k, data, sizeof(data), sig, &len), CKR_OK);
+		sign_parts(h[i].m, NULL, 0, k, data, sizeof(data), sig2, &len2);
+		assert_int_equal(len, len2);
+		assert_memory_equal(sig, sig2, len);
+		{
+			unsigned int hl;
+			uint8_t *r = HMAC(i ? EVP_sha512() : EVP_sha384(), key, 20, data, sizeof(data), sig2, &hl);
+
+			assert_non_null(r);
+			assert_int_equal(hl, len);
+			assert_memory_equal(sig, sig2, len);
+		}
+		/* the wrong HMAC key type for the mechanism */
+		obj_free(k);
+		k = secret(i ? CKK_SHA384_HMAC : CKK_SHA512_HMAC, key, 20);
+		assert_int_equal(op_init(TOK_OP_SIGN, h[i].m, NULL, 0, k, &op), CKR_KEY_TYPE_INCONSISTENT);
+		obj_free(k);
+	}
+	obj_free(kg);
+
+	unhex("2b7e151628aed2a6abf7158809cf4f3c", k128);
+	unhex(cmac_msg, msg);
+	aes = secret(CKK_AES, k128, 16);
+	for (size_t i = 0; i < 3; i++) {
+		unhex(cm[i].mac, want);
+		assert_int_equal(sign(CKM_AES_CMAC, NULL, 0, aes, msg, cm[i].len, sig, &len), CKR_OK);
+		assert_int_equal(len, 16);
+		assert_memory_equal(sig, want, 16);
+		if (cm[i].len) {
+			sign_parts(CKM_AES_CMAC, NULL, 0, aes, msg, cm[i].len, sig2, &len2);
+			assert_memory_equal(sig2, want, 16);
+		}
+		assert_int_equal(verify(CKM_AES_CMAC, NULL, 0, aes, msg, cm[i].len, want, 16), CKR_OK);
+		want[0] ^= 0x80;
+		assert_int_equal(verify(CKM_AES_CMAC, NULL, 0, aes, msg, cm[i].len, want, 16), CKR_SIGNATURE_INVALID);
+	}
+	assert_int_equal(op_init(TOK_OP_SIGN, CKM_AES_CMAC, k128, 16, aes, &op), CKR_MECHANISM_PARAM_INVALID);
+	assert_int_equal(op_init(TOK_OP_ENCRYPT, CKM_AES_CMAC, NULL, 0, aes, &op), CKR_MECHANISM_INVALID);
+	obj_free(aes);
+	/* AES-256-CMAC against OpenSSL's EVP_MAC */
+	{
+		uint8_t k256[32];
+		size_t ml = 0;
+		EVP_MAC *mac = EVP_MAC_fetch(NULL, "CMAC", NULL);
+		EVP_MAC_CTX *c = EVP_MAC_CTX_new(mac);
+		OSSL_PARAM prm[] = { OSSL_PARAM_utf8_string("cipher", (char *)"AES-256-CBC", 0), OSSL_PARAM_END };
+
+		RAND_bytes(k256, 32);
+		aes = secret(CKK_AES, k256, 32);
+		assert_int_equal(sign(CKM_AES_CMAC, NULL, 0, aes, data, 333, sig, &len), CKR_OK);
+		assert_true(EVP_MAC_init(c, k256, 32, prm) && EVP_MAC_update(c, data, 333) &&
+			    EVP_MAC_final(c, sig2, &ml, sizeof(sig2)));
+		assert_int_equal(ml, 16);
+		assert_memory_equal(sig, sig2, 16);
+		EVP_MAC_CTX_free(c);
+		EVP_MAC_free(mac);
+		obj_free(aes);
+	}
+}
+
+static void test_aes_ctr(void **state)
+{
+	/* SP 800-38A F.5.1 / F.5.2 CTR-AES128 */
+	static const char *const pt_hex = "6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e51"
+					  "30c81c46a35ce411e5fbc1191a0a52eff69f2445df4f9b17ad2b417be66c3710";
+	static const char *const ct_hex = "874d6191b620e3261bef6864990db6ce9806f66b7970fdff8617187bb9fffdff"
+					  "5ae4df3edbd5d35e5b4f09020db03eab1e031dda2fbe03d1792170a0f3009cee";
+	CK_AES_CTR_PARAMS p = { 128, { 0 } };
+	uint8_t k128[16], pt[64], ct[64], out[80];
+	size_t len, pos;
+	struct tok_object *aes;
+	struct tok_op *op;
+	uint8_t *o;
+
+	(void)state;
+	unhex("2b7e151628aed2a6abf7158809cf4f3c", k128);
+	unhex("f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff", p.cb);
+	unhex(pt_hex, pt);
+	unhex(ct_hex, ct);
+	aes = secret(CKK_AES, k128, 16);
+	for (int enc = 1; enc >= 0; enc--) {
+		enum tok_opkind kind = enc ? TOK_OP_ENCRYPT : TOK_OP_DECRYPT;
+
+		assert_int_equal(op_init(kind, CKM_AES_CTR, &p, sizeof(p), aes, &op), CKR_OK);
+		o = oneshot(op, enc ? pt : ct, 64, &len);
+		assert_int_equal(len, 64);
+		assert_memory_equal(o, enc ? ct : pt, 64);
+		free(o);
+		tok_op_free(op);
+		/* multi-part in odd pieces (a stream: output = input) */
+		assert_int_equal(op_init(kind, CKM_AES_CTR, &p, sizeof(p), aes, &op), CKR_OK);
+		pos = 0;
+		for (size_t i = 0, c = 1; i < 64; i += c, c = c % 7 + 3)
+			update_out(op, (enc ? pt : ct) + i, 64 - i < c ? 64 - i : c, out, &pos);
+		assert_int_equal(final_out(op, out, &pos), CKR_OK);
+		assert_int_equal(pos, 64);
+		assert_memory_equal(out, enc ? ct : pt, 64);
+		tok_op_free(op);
+	}
+	/* 37 bytes: no block rule */
+	assert_int_equal(crypt1(TOK_OP_ENCRYPT, CKM_AES_CTR, &p, sizeof(p), aes, pt, 37, out, &len), CKR_OK);
+	assert_int_equal(len, 37);
+	assert_memory_equal(out, ct, 37);
+	/* ulCounterBits = 8 and a counter at 0xfe: two blocks before it wraps */
+	p.ulCounterBits = 8;
+	p.cb[15] = 0xfe;
+	assert_int_equal(crypt1(TOK_OP_ENCRYPT, CKM_AES_CTR, &p, sizeof(p), aes, pt, 32, out, &len), CKR_OK);
+	assert_int_equal(crypt1(TOK_OP_ENCRYPT, CKM_AES_CTR, &p, sizeof(p), aes, pt, 33, out, &len),
+			 CKR_DATA_LEN_RANGE);
+	assert_int_equal(op_init(TOK_OP_DECRYPT, CKM_AES_CTR, &p, sizeof(p), aes, &op), CKR_OK);
+	pos = 0;
+	update_out(op, ct, 20, out, &pos);
+	len = sizeof(out) - pos;
+	{
+		CK_ULONG l = (CK_ULONG)len;
+
+		assert_int_equal(tok_op_update(op, ct, 13, out + pos, &l), CKR_ENCRYPTED_DATA_LEN_RANGE);
+	}
+	tok_op_free(op);
+	/* 60 bits (the room in bytes near 2^64) and 64 bits, one block before the wrap */
+	memset(p.cb + 8, 0xff, 8);
+	p.ulCounterBits = 60;
+	assert_int_equal(crypt1(TOK_OP_ENCRYPT, CKM_AES_CTR, &p, sizeof(p), aes, pt, 16, out, &len), CKR_OK);
+	assert_int_equal(crypt1(TOK_OP_ENCRYPT, CKM_AES_CTR, &p, sizeof(p), aes, pt, 17, out, &len),
+			 CKR_DATA_LEN_RANGE);
+	p.ulCounterBits = 64;
+	assert_int_equal(crypt1(TOK_OP_ENCRYPT, CKM_AES_CTR, &p, sizeof(p), aes, pt, 17, out, &len),
+			 CKR_DATA_LEN_RANGE);
+	p.ulCounterBits = 65;
+	p.cb[7] = 0xf6; /* bit 64 clear: 2^64 + 1 blocks left */
+	assert_int_equal(crypt1(TOK_OP_ENCRYPT, CKM_AES_CTR, &p, sizeof(p), aes, pt, 64, out, &len), CKR_OK);
+	memset(p.cb, 0xff, 16);
+	p.ulCounterBits = 128;
+	assert_int_equal(crypt1(TOK_OP_ENCRYPT, CKM_AES_CTR, &p, sizeof(p), aes, pt, 16, out, &len), CKR_OK);
+	assert_int_equal(crypt1(TOK_OP_ENCRYPT, CKM_AES_CTR, &p, sizeof(p), aes, pt, 17, out, &len),
+			 CKR_DATA_LEN_RANGE);
+	p.ulCounterBits = 0;
+	assert_int_equal(op_init(TOK_OP_ENCRYPT, CKM_AES_CTR, &p, sizeof(p), aes, &op), CKR_MECHANISM_PARAM_INVALID);
+	p.ulCounterBits = 129;
+	assert_int_equal(op_init(TOK_OP_ENCRYPT, CKM_AES_CTR, &p, sizeof(p), aes, &op), CKR_MECHANISM_PARAM_INVALID);
+	assert_int_equal(op_init(TOK_OP_ENCRYPT, CKM_AES_CTR, &p, sizeof(p) - 1, aes, &op), CKR_MECHANISM_PARAM_INVALID);
+	obj_free(aes);
+}
+
+static CK_RV derive(CK_ULONG kdf, const uint8_t *shared, size_t slen, const uint8_t *pub, size_t plen,
+		    struct tok_object *base, CK_KEY_TYPE kt, CK_ULONG vlen, uint8_t *out, size_t *out_len)
+{
+	CK_ECDH1_DERIVE_PARAMS p = { kdf, slen, (CK_BYTE_PTR)shared, plen, (CK_BYTE_PTR)pub };
+	CK_MECHANISM m = { CKM_ECDH1_DERIVE, &p, sizeof(p) };
+	struct tok_attrs t = { 0 }, o = { 0 };
+	const struct tok_attr *v;
+	CK_RV rv;
+
+	if (vlen)
+		assert_int_equal(tok_attrs_set_ulong(&t, CKA_VALUE_LEN, vlen), CKR_OK);
+	pthread_mutex_lock(&base->mu);
+	rv = tok_derive(&m, base, kt, &t, &o);
+	pthread_mutex_unlock(&base->mu);
+	if (rv == CKR_OK) {
+		mark(CKM_ECDH1_DERIVE);
+		v = tok_attrs_get(&o, CKA_VALUE);
+		assert_non_null(v);
+		memcpy(out, v->value, v->len);
+		*out_len = v->len;
+	}
+	tok_attrs_free(&t);
+	tok_attrs_free(&o);
+	return rv;
+}
+
+static void test_ecdh(void **state)
+{
+	/* NIST CAVS ECC CDH (SP 800-56A) P-256, COUNT = 0 */
+	static const char *const qx = "700c48f77f56584c5cc632ca65640db91b6bacce3a4df6b42ce7cc838833d287";
+	static const char *const qy = "db71e509e3fd9b060ddb20ba5c51dcc5948d46fbf640dfe0441782cab85fa4ac";
+	static const char *const d = "7d7dc5f71eb29ddaf80d6214632eeae03d9058af1fb6d22ed80badb62bc1a534";
+	static const char *const z = "46fc62106420ff012e54a434fbdd2d25ccc5852060561e68040dd7778997bd7b";
+	uint8_t pub[65], der[67], dv[32], want[64], out[64], info[] = "shared info", buf[100];
+	size_t len;
+	struct tok_object *base;
+	unsigned int hl;
+
+	(void)state;
+	pub[0] = 0x04;
+	unhex(qx, pub + 1);
+	unhex(qy, pub + 33);
+	unhex(d, dv);
+	unhex(z, want);
+	base = obj_new(CKO_PRIVATE_KEY, CKK_EC);
+	obj_set(base, CKA_EC_PARAMS, oid_p256, sizeof(oid_p256));
+	obj_set(base, CKA_VALUE, dv, 32);
+	assert_int_equal(derive(CKD_NULL, NULL, 0, pub, 65, base, CKK_GENERIC_SECRET, 0, out, &len),
+			 CKR_KEY_FUNCTION_NOT_PERMITTED);
+	obj_flag(base, CKA_DERIVE, true);
+	/* CKD_NULL: Z itself (or its leading bytes) */
+	assert_int_equal(derive(CKD_NULL, NULL, 0, pub, 65, base, CKK_GENERIC_SECRET, 0, out, &len), CKR_OK);
+	assert_int_equal(len, 32);
+	assert_memory_equal(out, want, 32);
+	assert_int_equal(derive(CKD_NULL, NULL, 0, pub, 65, base, CKK_AES, 16, out, &len), CKR_OK);
+	assert_int_equal(len, 16);
+	assert_memory_equal(out, want, 16);
+	/* the peer point as a DER OCTET STRING (CKA_EC_POINT's form) */
+	der[0] = 0x04;
+	der[1] = 65;
+	memcpy(der + 2, pub, 65);
+	assert_int_equal(derive(CKD_NULL, NULL, 0, der, 67, base, CKK_GENERIC_SECRET, 0, out, &len), CKR_OK);
+	assert_memory_equal(out, want, 32);
+	/* CKD_SHA256_KDF (ANSI X9.63): 32 bytes = SHA-256(Z || 00000001 || info) */
+	memcpy(buf, want, 32);
+	memcpy(buf + 32, "\x00\x00\x00\x01", 4);
+	memcpy(buf + 36, info, sizeof(info) - 1);
+	assert_true(EVP_Digest(buf, 36 + sizeof(info) - 1, want + 32, &hl, EVP_sha256(), NULL));
+	assert_int_equal(derive(CKD_SHA256_KDF, info, sizeof(info) - 1, pub, 65, base, CKK_AES, 32, out, &len), CKR_OK);
+	assert_int_equal(len, 32);
+	assert_memory_equal(out, want + 32, 32);
+	/* 48 bytes: the second block is SHA-256(Z || 00000002), no info */
+	assert_int_equal(derive(CKD_SHA256_KDF, NULL, 0, pub, 65, base, CKK_GENERIC_SECRET, 48, out, &len), CKR_OK);
+	assert_int_equal(len, 48);
+	memcpy(buf + 32, "\x00\x00\x00\x02", 4);
+	assert_true(EVP_Digest(buf, 36, want + 32, &hl, EVP_sha256(), NULL));
+	assert_memory_equal(out + 32, want + 32, 16);
+	/* refusals */
+	assert_int_equal(derive(CKD_NULL, info, 3, pub, 65, base, CKK_GENERIC_SECRET, 0, out, &len),
+			 CKR_MECHANISM_PARAM_INVALID); /* shared data without a KDF */
+	assert_int_equal(derive(5, NULL, 0, pub, 65, base, CKK_GENERIC_SECRET, 0, out, &len),
+			 CKR_MECHANISM_PARAM_INVALID);
+	pub[40] ^= 1; /* off the curve */
+	assert_int_equal(derive(CKD_NULL, NULL, 0, pub, 65, base, CKK_GENERIC_SECRET, 0, out, &len),
+			 CKR_MECHANISM_PARAM_INVALID);
+	pub[40] ^= 1;
+	assert_int_equal(derive(CKD_NULL, NULL, 0, pub, 64, base, CKK_GENERIC_SECRET, 0, out, &len),
+			 CKR_MECHANISM_PARAM_INVALID);
+	assert_int_equal(derive(CKD_NULL, NULL, 0, pub, 65, base, CKK_AES, 0, out, &len), CKR_TEMPLATE_INCOMPLETE);
+	assert_int_equal(derive(CKD_NULL, NULL, 0, pub, 65, base, CKK_AES, 20, out, &len), CKR_ATTRIBUTE_VALUE_INVALID);
+	assert_int_equal(derive(CKD_NULL, NULL, 0, pub, 65, base, CKK_GENERIC_SECRET, 33, out, &len), CKR_KEY_SIZE_RANGE);
+	obj_free(base);
+
+	/* P-384, both sides generated here: the token's Z == OpenSSL's */
+	{
+		EVP_PKEY *a = EVP_EC_gen("P-384"), *b = EVP_EC_gen("P-384");
+		EVP_PKEY_CTX *c = EVP_PKEY_CTX_new(b, NULL);
+		uint8_t pb[97], za[48], zb[48];
+		size_t pl, zl = sizeof(zb);
+		BIGNUM *bn = NULL;
+
+		assert_true(EVP_PKEY_get_octet_string_param(a, OSSL_PKEY_PARAM_PUB_KEY, pb, sizeof(pb), &pl));
+		assert_true(EVP_PKEY_get_bn_param(b, OSSL_PKEY_PARAM_PRIV_KEY, &bn));
+		assert_int_equal(BN_bn2binpad(bn, za, 48), 48);
+		base = obj_new(CKO_PRIVATE_KEY, CKK_EC);
+		obj_set(base, CKA_EC_PARAMS, oid_p384, sizeof(oid_p384));
+		obj_set(base, CKA_VALUE, za, 48);
+		obj_flag(base, CKA_DERIVE, true);
+		assert_int_equal(derive(CKD_NULL, NULL, 0, pb, pl, base, CKK_GENERIC_SECRET, 0, out, &len), CKR_OK);
+		assert_int_equal(len, 48);
+		assert_true(EVP_PKEY_derive_init(c) > 0 && EVP_PKEY_derive_set_peer(c, a) > 0 &&
+			    EVP_PKEY_derive(c, zb, &zl) > 0);
+		assert_int_equal(zl, 48);
+		assert_memory_equal(out, zb, 48);
+		/* a P-256 point for a P-384 key */
+		assert_int_equal(derive(CKD_NULL, NULL, 0, pub, 65, base, CKK_GENERIC_SECRET, 0, out, &len),
+				 CKR_MECHANISM_PARAM_INVALID);
+		BN_clear_free(bn);
+		EVP_PKEY_CTX_free(c);
+		EVP_PKEY_free(a);
+		EVP_PKEY_free(b);
+		obj_free(base);
+	}
+}
+
+/* ---- rsa_min_bits ---------------------------------------------------------- */
+
+static CK_ULONG mech_min(CK_MECHANISM_TYPE m)
+{
+	size_t n;
+	const struct tok_mech_info *t = tok_mech_table(&n);
+
+	for (size_t i = 0; i < n; i++)
+		if (t[i].type == m)
+			return t[i].info.ulMinKeySize;
+	fail_msg("mechanism 0x%lx not in the table", m);
+	return 0;
+}
+
+/* The attributes of an OpenSSL key pair (built outside the token). */
+static void rsa_attrs_of(EVP_PKEY *pk, struct tok_attrs *pub, struct tok_attrs *priv)
+{
+	static const char *const pn[] = { OSSL_PKEY_PARAM_RSA_N, OSSL_PKEY_PARAM_RSA_E, OSSL_PKEY_PARAM_RSA_D,
+					  OSSL_PKEY_PARAM_RSA_FACTOR1, OSSL_PKEY_PARAM_RSA_FACTOR2 };
+	static const CK_ATTRIBUTE_TYPE at[] = { CKA_MODULUS, CKA_PUBLIC_EXPONENT, CKA_PRIVATE_EXPONENT,
+						CKA_PRIME_1, CKA_PRIME_2 };
+
+	for (int i = 0; i < 5; i++) {
+		BIGNUM *bn = NULL;
+		uint8_t buf[512];
+		int len;
+
+		assert_true(EVP_PKEY_get_bn_param(pk, pn[i], &bn));
+		len = BN_bn2bin(bn, buf);
+		if (i < 2)
+			assert_int_equal(tok_attrs_set(pub, at[i], buf, (CK_ULONG)len), CKR_OK);
+		assert_int_equal(tok_attrs_set(priv, at[i], buf, (CK_ULONG)len), CKR_OK);
+		BN_clear_free(bn);
+	}
+}
+
+/* 2048 by default; a smaller public key still verifies; 1024 once allowed. */
+static void test_rsa_min_bits(void **state)
+{
+	EVP_PKEY *pk = EVP_RSA_gen(1024);
+	struct tok_attrs pub = { 0 }, priv = { 0 }, pt = { 0 }, vt = { 0 }, ga = { 0 }, gb = { 0 };
+	struct tok_object *opub, *opriv;
+	CK_MECHANISM gen = { CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0 };
+	uint8_t msg[64] = "signed by OpenSSL with a 1024-bit key", sig[128], ct[128];
+	size_t sl = sizeof(sig), cl;
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+
+	(void)state;
+	assert_non_null(pk);
+	assert_int_equal(mech_min(CKM_RSA_PKCS_KEY_PAIR_GEN), 2048);
+	assert_int_equal(mech_min(CKM_SHA256_RSA_PKCS), 2048);
+	assert_int_equal(mech_min(CKM_RSA_PKCS_OAEP), 2048);
+	rsa_attrs_of(pk, &pub, &priv);
+	/* import: a 1024-bit private key is refused, its public key accepted */
+	assert_int_equal(tok_key_check(CKO_PRIVATE_KEY, CKK_RSA, &priv), CKR_KEY_SIZE_RANGE);
+	assert_int_equal(tok_key_check(CKO_PUBLIC_KEY, CKK_RSA, &pub), CKR_OK);
+	opub = obj_from(CKO_PUBLIC_KEY, CKK_RSA, &pub);
+	opriv = obj_from(CKO_PRIVATE_KEY, CKK_RSA, &priv);
+	/* verification with the smaller public key stays allowed */
+	assert_int_equal(EVP_DigestSignInit_ex(c, NULL, "SHA256", NULL, NULL, pk, NULL), 1);
+	assert_int_equal(EVP_DigestSign(c, sig, &sl, msg, sizeof(msg)), 1);
+	assert_int_equal(sl, 128);
+	assert_int_equal(verify(CKM_SHA256_RSA_PKCS, NULL, 0, opub, msg, sizeof(msg), sig, 128), CKR_OK);
+	/* every use of the small key by the token itself is refused */
+	{
+		struct tok_op *op;
+
+		assert_int_equal(op_init(TOK_OP_SIGN, CKM_SHA256_RSA_PKCS, NULL, 0, opriv, &op), CKR_KEY_SIZE_RANGE);
+		assert_int_equal(op_init(TOK_OP_DECRYPT, CKM_RSA_PKCS, NULL, 0, opriv, &op), CKR_KEY_SIZE_RANGE);
+		assert_int_equal(op_init(TOK_OP_ENCRYPT, CKM_RSA_PKCS, NULL, 0, opub, &op), CKR_KEY_SIZE_RANGE);
+	}
+	tok_attrs_set_ulong(&pt, CKA_MODULUS_BITS, 1024);
+	assert_int_equal(tok_generate_key_pair(&gen, &pt, &vt, &ga, &gb), CKR_KEY_SIZE_RANGE);
+
+	/* rsa_min_bits = 1024 */
+	tok_crypto_set_rsa_min_bits(1024);
+	assert_int_equal(mech_min(CKM_RSA_PKCS_KEY_PAIR_GEN), 1024);
+	assert_int_equal(mech_min(CKM_RSA_PKCS_PSS), 1024);
+	assert_int_equal(tok_key_check(CKO_PRIVATE_KEY, CKK_RSA, &priv), CKR_OK);
+	assert_int_equal(sign(CKM_SHA256_RSA_PKCS, NULL, 0, opriv, msg, sizeof(msg), sig, &sl), CKR_OK);
+	assert_int_equal(ind_verify(pk, "SHA256", msg, sizeof(msg), sig, sl, RSA_PKCS1_PADDING, 0), 1);
+	assert_int_equal(crypt1(TOK_OP_ENCRYPT, CKM_RSA_PKCS, NULL, 0, opub, msg, 16, ct, &cl), CKR_OK);
+	assert_int_equal(cl, 128);
+	assert_int_equal(tok_generate_key_pair(&gen, &pt, &vt, &ga, &gb), CKR_OK);
+	tok_crypto_set_rsa_min_bits(2048);
+	assert_int_equal(mech_min(CKM_RSA_PKCS), 2048);
+	assert_int_equal(tok_key_check(CKO_PRIVATE_KEY, CKK_RSA, &priv), CKR_KEY_SIZE_RANGE);
+
+	obj_free(opub);
+	obj_free(opriv);
+	tok_attrs_free(&pub);
+	tok_attrs_free(&priv);
+	tok_attrs_free(&pt);
+	tok_attrs_free(&ga);
+	tok_attrs_free(&gb);
+	EVP_MD_CTX_free(c);
+	EVP_PKEY_free(pk);
+}
+
 /* ---- Ed25519 -------------------------------------------------------------- */
 
 static void test_eddsa(void **state)
@@ -1753,6 +2170,10 @@ int main(void)
 		cmocka_unit_test(test_wrap_vectors),
 		cmocka_unit_test(test_ec),
 		cmocka_unit_test(test_rsa),
+		cmocka_unit_test(test_rsa_min_bits),
+		cmocka_unit_test(test_more_macs),
+		cmocka_unit_test(test_aes_ctr),
+		cmocka_unit_test(test_ecdh),
 		cmocka_unit_test(test_eddsa),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_mech_table), /* last: every advertised mechanism ran */

@@ -21,7 +21,7 @@ command -v pkcs11-tool >/dev/null 2>&1 || skip "pkcs11-tool not found (Debian pa
 command -v openssl >/dev/null 2>&1 || skip "openssl not found"
 [ -x "$PY" ] || skip "$PY not found"
 
-d=$(mktemp -d /var/tmp/token-clients.XXXXXX)
+d=$(mktemp -d "${TMPDIR:-/var/tmp}/token-clients.XXXXXX")
 cleanup() { if [ -n "${TOKEN_TEST_KEEP:-}" ]; then echo "token_clients: kept $d" >&2; else rm -rf "$d"; fi; }
 trap cleanup EXIT
 fail() {
@@ -44,216 +44,18 @@ slots = 2
 EOF
 export SOFTTOKEN_CONF=$d/softtoken.conf
 
-# A sanitizer build of the module cannot be dlopen()ed by an uninstrumented
-# client unless the sanitizer runtime comes first: preload it for the clients
-# (softtoken-util and auditlog-verify are built with it already).
-SAN=()
-san_rt() { # libasan | libtsan
-	local p
-	p=$(ldd "$MOD" 2>/dev/null | awk -v n="$1" 'index($1, n) == 1 && $3 ~ /^\// { print $3; exit }')
-	if [ -z "$p" ] && nm -D "$MOD" 2>/dev/null | grep -q " __${1#lib}_init\$"; then
-		p=$(gcc -print-file-name="$1.so" 2>/dev/null)
-		[ -e "$p" ] || p=""
-	fi
-	echo "$p"
-}
-if rt=$(san_rt libasan) && [ -n "$rt" ]; then
-	SAN=(env LD_PRELOAD="$rt" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
-elif nm -D "$MOD" 2>/dev/null | grep -q ' __asan_init$'; then
-	fail "the module needs the ASan runtime and none was found"
-elif rt=$(san_rt libtsan) && [ -n "$rt" ]; then
-	SAN=(env LD_PRELOAD="$rt")
-fi
+. "$HERE/token_san.sh" # SAN: the preload a sanitizer build of the module needs
 
 # ---- the audit checker -------------------------------------------------------
 # mark: remember where every audit file ends; step NAME SPEC: the event records
 # written since the mark are exactly SPEC, a list of ACTION{field=value,...};
 # defaults: outcome/rv success, slot 0 and the step's own session for records
 # of a session; "-" means the field is absent; "@slot=N" first sets the slot.
-cat >"$d/audit.py" <<'PYEOF'
-import json, os, re, sys
+# (tests/token_audit.py: mark, step, loose, final, present, spki)
+AUDIT_PY=$HERE/token_audit.py
 
-def files(adir):
-    if not os.path.isdir(adir):
-        return []
-    return sorted(f for f in os.listdir(adir) if f.endswith(".log") or ".log." in f)
-
-def lines(adir):
-    out = {}
-    for f in files(adir):
-        with open(os.path.join(adir, f), "rb") as fh:
-            out[f] = fh.read().split(b"\n")[:-1]
-    return out
-
-def die(msg):
-    print("audit: " + msg, file=sys.stderr)
-    sys.exit(1)
-
-def mark(adir, markf):
-    with open(markf, "w") as fh:
-        json.dump({f: len(l) for f, l in lines(adir).items()}, fh)
-
-def new_events(adir, markf):
-    with open(markf) as fh:
-        m = json.load(fh)
-    evs, touched = [], set()
-    for f, ls in lines(adir).items():
-        for raw in ls[m.get(f, 0):]:
-            r = json.loads(raw)
-            touched.add(f)
-            if r["type"] == "event":
-                evs.append(r)
-    if len(touched) > 1:
-        die("one process wrote into several files: %s" % sorted(touched))
-    return evs
-
-TOK = re.compile(r"(\w+)(?:\{([^}]*)\})?")
-BASE = ("action", "outcome", "rv", "slot", "session", "mechanism", "key_label", "key_id", "actor", "detail")
-
-def parse(spec):
-    slot, want = 0, []
-    for t in spec.split():
-        if t.startswith("@slot="):
-            slot = int(t[6:])
-            continue
-        m = TOK.fullmatch(t)
-        if not m:
-            die("bad spec token " + t)
-        f = {}
-        for kv in filter(None, (m.group(2) or "").split(",")):
-            k, v = kv.split("=", 1)
-            f[k] = None if v == "-" else (int(v) if k == "slot" else v)
-        want.append((m.group(1), f))
-    return slot, want
-
-def expect(a, f, slot):
-    e = {"action": a, "outcome": "success", "rv": "CKR_OK"}
-    if "rv" in f and f["rv"] != "CKR_OK":
-        e["outcome"] = "failure"
-    if a in ("C_Initialize", "C_Finalize"):
-        e.update(slot=None, session=None, actor="public", detail=None, mechanism=None,
-                 key_label=None, key_id=None)
-    elif a not in ("C_InitToken", "C_CloseAllSessions"):
-        e.update(slot=slot, session="S")
-    if a == "C_OpenSession":
-        e.update(actor="public", detail="ro")
-    if a in ("C_Login", "C_Sign", "C_Verify", "C_Encrypt", "C_Decrypt", "C_GenerateKey",
-             "C_GenerateKeyPair", "C_FindObjectsFinal", "C_GenerateRandom"):
-        e.setdefault("actor", "user")
-    e.update(f)
-    return e
-
-def step(adir, markf, name, spec):
-    slot, want = parse(spec)
-    got = new_events(adir, markf)
-    if [r["action"] for r in got] != [a for a, _ in want]:
-        die("%s: records %s, expected %s" % (name, [r["action"] for r in got], [a for a, _ in want]))
-    sess = [r["session"] for r in got if r["action"] == "C_OpenSession" and "session" in r]
-    for r, (a, f) in zip(got, want):
-        for k, v in expect(a, f, slot).items():
-            if v == "S":
-                if r.get("session") not in sess:
-                    die("%s: %s seq %d: session %r is not one this step opened %r" %
-                        (name, a, r["seq"], r.get("session"), sess))
-                continue
-            got_v = r.get(k)
-            if got_v != v:
-                die("%s: %s seq %d: %s is %r, expected %r\n  %s" % (name, a, r["seq"], k, r.get(k), v, r))
-    mark(adir, markf)
-
-def loose(adir, markf, name, musts):
-    """pkcs11-tool --test: envelope, counts, and every failure an unoffered mechanism."""
-    got = new_events(adir, markf)
-    acts = [r["action"] for r in got]
-    if acts[:3] != ["C_Initialize", "C_OpenSession", "C_Login"] or acts[-2:] != ["C_CloseSession", "C_Finalize"]:
-        die("%s: envelope %s ... %s" % (name, acts[:3], acts[-2:]))
-    for kv in musts.split():
-        a, n = kv.split("=")
-        c = acts.count(a)
-        if (n.endswith("+") and c < int(n[:-1])) or (not n.endswith("+") and c != int(n)):
-            die("%s: %d %s records, expected %s" % (name, c, a, n))
-    offered = set(sys.argv[6].split(","))
-    for r in got:
-        if r["outcome"] != "success" and not (r["action"].endswith("Init") and
-                                              r["rv"] == "CKR_MECHANISM_INVALID" and
-                                              r.get("mechanism") not in offered):
-            die("%s: unexpected failure %s" % (name, r))
-    mark(adir, markf)
-
-def final(adir, markf, tokdir, pins):
-    if new_events(adir, markf):
-        die("records no step accounted for: %s" % [r["action"] for r in new_events(adir, markf)])
-    n = 0
-    for top in (adir, tokdir):
-        for root, _, fs in os.walk(top):
-            for f in fs:
-                with open(os.path.join(root, f), "rb") as fh:
-                    data = fh.read()
-                for p in pins:
-                    if p.encode() in data:
-                        die("PIN %r found in %s" % (p, os.path.join(root, f)))
-                n += 1
-    for f, ls in lines(adir).items():
-        for raw in ls:
-            r = json.loads(raw)
-            if r["type"] != "event":
-                continue
-            if (r["outcome"] == "success") != (r.get("rv") == "CKR_OK"):
-                die("outcome and rv disagree: %s" % r)
-            extra = set(r) - set(BASE) - {"@timestamp", "seq", "v", "type", "hash"}
-            if extra:
-                die("unexpected keys %s in %s" % (extra, r))
-    print("audit: %d files searched for PINs" % n)
-
-def der(tag, body):
-    n = len(body)
-    if n < 128:
-        return bytes([tag, n]) + body
-    ln = n.to_bytes((n.bit_length() + 7) // 8, "big")
-    return bytes([tag, 0x80 | len(ln)]) + ln + body
-
-def spki(listing, kid, out):
-    """SubjectPublicKeyInfo of the public key with CKA_ID kid from `pkcs11-tool -O`."""
-    blocks, cur = [], None
-    for l in open(listing):
-        if l[:1] not in (" ", "\t", ""):
-            cur = [l.strip()]
-            blocks.append(cur)
-        elif cur is not None:
-            cur.append(l.strip())
-    for b in blocks:
-        attrs = dict((x.split(":", 1)[0].strip(), x.split(":", 1)[1].strip()) for x in b[1:] if ":" in x)
-        if not b[0].startswith("Public Key Object") or attrs.get("ID") != kid:
-            continue
-        pt = bytes.fromhex(attrs["EC_POINT"])
-        params = bytes.fromhex(attrs["EC_PARAMS"].split()[0])
-        if pt[0] != 0x04 or pt[1] != len(pt) - 2:
-            die("EC_POINT is not a DER OCTET STRING: %s" % pt.hex())
-        raw = pt[2:]
-        if "EC_EDWARDS" in b[0]:
-            alg = der(0x30, bytes.fromhex("06032b6570"))
-        else:
-            alg = der(0x30, bytes.fromhex("06072a8648ce3d0201") + params)
-        with open(out, "wb") as fh:
-            fh.write(der(0x30, alg + der(0x03, b"\0" + raw)))
-        return
-    die("no public key with ID %s in the listing" % kid)
-
-cmd = sys.argv[1]
-if cmd == "mark":
-    mark(sys.argv[2], sys.argv[3])
-elif cmd == "step":
-    step(*sys.argv[2:6])
-elif cmd == "loose":
-    loose(*sys.argv[2:6])
-elif cmd == "final":
-    final(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])
-elif cmd == "spki":
-    spki(*sys.argv[2:5])
-PYEOF
-
-mark() { "$PY" "$d/audit.py" mark "$AUDIT" "$d/mark" || fail "audit mark"; }
-step() { "$PY" "$d/audit.py" step "$AUDIT" "$d/mark" "$1" "$2" || fail "audit records of: $1"; }
+mark() { "$PY" "$AUDIT_PY" mark "$AUDIT" "$d/mark" || fail "audit mark"; }
+step() { "$PY" "$AUDIT_PY" step "$AUDIT" "$d/mark" "$1" "$2" || fail "audit records of: $1"; }
 
 # p11 NAME SPEC ARGS...: pkcs11-tool must succeed; then its records must be SPEC.
 p11() {
@@ -323,11 +125,13 @@ for m in 'AES-KEY-GEN, keySize={16,32}, generate' 'AES-ECB, .*encrypt, decrypt' 
 	'ECDSA-SHA256, .*sign, verify' 'ECDSA-SHA384, .*sign, verify' 'RSA-PKCS-KEY-PAIR-GEN, .*generate_key_pair' \
 	'RSA-PKCS, .*encrypt, decrypt, sign, verify' 'SHA256-RSA-PKCS, .*sign, verify' 'RSA-PKCS-PSS, .*sign, verify' \
 	'SHA256-RSA-PKCS-PSS, .*sign, verify' 'RSA-PKCS-OAEP, .*encrypt, decrypt' \
-	'EC-EDWARDS-KEY-PAIR-GEN, .*generate_key_pair' 'EDDSA, .*sign, verify'; do
+	'EC-EDWARDS-KEY-PAIR-GEN, .*generate_key_pair' 'EDDSA, .*sign, verify' 'AES-CTR, .*encrypt, decrypt' \
+	'AES-CMAC, .*sign, verify' 'SHA384-HMAC, .*sign, verify' 'SHA512-HMAC, .*sign, verify' 'SHA224, digest' \
+	'ECDH1-DERIVE, .*derive'; do
 	grep -q "^  $m" out || fail "-M does not list '$m'"
 done
-OFFERED=CKM_AES_KEY_GEN,CKM_AES_ECB,CKM_AES_CBC,CKM_AES_CBC_PAD,CKM_AES_GCM,CKM_AES_KEY_WRAP,CKM_AES_KEY_WRAP_PAD,CKM_GENERIC_SECRET_KEY_GEN,CKM_SHA256_HMAC,CKM_SHA_1,CKM_SHA256,CKM_SHA384,CKM_SHA512,CKM_EC_KEY_PAIR_GEN,CKM_ECDSA,CKM_ECDSA_SHA256,CKM_ECDSA_SHA384,CKM_RSA_PKCS_KEY_PAIR_GEN,CKM_RSA_PKCS,CKM_SHA256_RSA_PKCS,CKM_RSA_PKCS_PSS,CKM_SHA256_RSA_PKCS_PSS,CKM_RSA_PKCS_OAEP,CKM_EC_EDWARDS_KEY_PAIR_GEN,CKM_EDDSA
-[ "$(grep -c '^  ' out)" = 25 ] || fail "-M lists $(grep -c '^  ' out) mechanisms, not the 25 of the module's table"
+OFFERED=CKM_AES_KEY_GEN,CKM_AES_ECB,CKM_AES_CBC,CKM_AES_CBC_PAD,CKM_AES_GCM,CKM_AES_KEY_WRAP,CKM_AES_KEY_WRAP_PAD,CKM_GENERIC_SECRET_KEY_GEN,CKM_SHA256_HMAC,CKM_SHA_1,CKM_SHA256,CKM_SHA384,CKM_SHA512,CKM_EC_KEY_PAIR_GEN,CKM_ECDSA,CKM_ECDSA_SHA256,CKM_ECDSA_SHA384,CKM_RSA_PKCS_KEY_PAIR_GEN,CKM_RSA_PKCS,CKM_SHA256_RSA_PKCS,CKM_RSA_PKCS_PSS,CKM_SHA256_RSA_PKCS_PSS,CKM_RSA_PKCS_OAEP,CKM_EC_EDWARDS_KEY_PAIR_GEN,CKM_EDDSA,CKM_AES_CTR,CKM_AES_CMAC,CKM_SHA384_HMAC,CKM_SHA512_HMAC,CKM_SHA224,CKM_ECDH1_DERIVE
+[ "$(grep -c '^  ' out)" = 31 ] || fail "-M lists $(grep -c '^  ' out) mechanisms, not the 31 of the module's table"
 
 # ---- key generation ---------------------------------------------------------------
 p11 "keygen AES-256" "$IN_RW C_GenerateKey{mechanism=CKM_AES_KEY_GEN,key_label=aes1,key_id=01} $OUT" \
@@ -375,7 +179,7 @@ for id in 04 05; do
 	openssl pkey -pubin -in pub$id.der -noout 2>>out || fail "openssl cannot read the exported key $id"
 done
 for id in 02 03 05; do
-	"$PY" "$d/audit.py" spki objects.txt $id spki$id.der || fail "public key $id from -O"
+	"$PY" "$AUDIT_PY" spki objects.txt $id spki$id.der || fail "public key $id from -O"
 done
 cp spki02.der pub02.der
 cp spki03.der pub03.der
@@ -549,11 +353,11 @@ p11_fails "wrong PIN" 'C_Initialize C_OpenSession C_Login{actor=user,rv=CKR_PIN_
 	fail "pkcs11-tool --test exited $?"
 grep -qi 'failed' out && fail "pkcs11-tool --test reports a failure"
 grep -q '^No errors' out || fail "pkcs11-tool --test: no 'No errors'"
-"$PY" "$d/audit.py" loose "$AUDIT" "$d/mark" "pkcs11-tool --test" "C_Login=1 C_SeedRandom=1 C_GenerateRandom=1+ C_Decrypt=1+" "$OFFERED" ||
+"$PY" "$AUDIT_PY" loose "$AUDIT" "$d/mark" "pkcs11-tool --test" "C_Login=1 C_SeedRandom=1 C_GenerateRandom=1+ C_Decrypt=1+" "$OFFERED" ||
 	fail "audit records of pkcs11-tool --test"
 
 # ---- the trail ----------------------------------------------------------------------------------
-"$PY" "$d/audit.py" final "$AUDIT" "$d/mark" "$d/tokens" "$SO_PIN" "$PIN" "$BAD_PIN" >out 2>&1 || fail "audit trail"
+"$PY" "$AUDIT_PY" final "$AUDIT" "$d/mark" "$d/tokens" "$SO_PIN" "$PIN" "$BAD_PIN" >out 2>&1 || fail "audit trail"
 "$VERIFY" "$AUDIT" >out 2>&1 || fail "auditlog-verify $AUDIT exited $?"
 grep -q '^intact' out || fail "auditlog-verify did not say intact"
 # The checker must see damage: one changed byte in a record.

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """libsofttoken.so through PyKCS11: every mechanism the module lists is called
 (single- and multi-part where the mechanism allows), every object call is made,
-results are checked independently (the `cryptography` module, else openssl),
+results are checked independently (python3-cryptography: without it the test
+fails rather than drop its cross-checks; openssl where noted),
 and the audit trail must hold exactly one record per audited call made here,
 in order, field by field, with no PIN in it.
 
@@ -15,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+import struct
 import sys
 import tempfile
 
@@ -63,13 +65,18 @@ except ImportError:
 
 try:
     from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives import hashes, keywrap, serialization
+    from cryptography.hazmat.primitives import cmac, hashes, keywrap, serialization
+    from cryptography.hazmat.primitives.kdf.x963kdf import X963KDF
     from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa, utils
     from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
     HAVE_CRYPTOGRAPHY = True
-except ImportError:
-    HAVE_CRYPTOGRAPHY = False
+except ImportError as e:
+    # The independent cross-checks are the point of this test: without them
+    # it would pass on the token's word alone, so it fails (CI installs it).
+    print("token_pykcs11: FAIL: python3-cryptography is needed for the cross-checks (%s); "
+          "scripts/install-deps.sh installs it" % e, file=sys.stderr)
+    sys.exit(1)
 
 SO_PIN = "SoPin-4711xyz"
 PIN = "UsrPin-0815qz"
@@ -77,7 +84,7 @@ NEW_PIN = "NewPin-2342qq"
 BAD_PIN = "WrongPin-99q"
 PINS = (SO_PIN, PIN, NEW_PIN, BAD_PIN)
 
-work = tempfile.mkdtemp(prefix="token-pykcs11.", dir="/var/tmp")
+work = tempfile.mkdtemp(prefix="token-pykcs11.", dir=os.environ.get("TMPDIR", "/var/tmp"))
 AUDIT = os.path.join(work, "audit")
 with open(os.path.join(work, "softtoken.conf"), "w") as f:
     f.write("token_dir = %s/tokens\naudit_dir = %s\npbkdf2_iterations = 1000\nslots = 2\n" % (work, AUDIT))
@@ -382,7 +389,8 @@ def main():
         "CKM_AES_KEY_WRAP_PAD", "CKM_GENERIC_SECRET_KEY_GEN", "CKM_SHA256_HMAC", "CKM_SHA_1", "CKM_SHA256",
         "CKM_SHA384", "CKM_SHA512", "CKM_EC_KEY_PAIR_GEN", "CKM_ECDSA", "CKM_ECDSA_SHA256", "CKM_ECDSA_SHA384",
         "CKM_RSA_PKCS_KEY_PAIR_GEN", "CKM_RSA_PKCS", "CKM_SHA256_RSA_PKCS", "CKM_RSA_PKCS_PSS",
-        "CKM_SHA256_RSA_PKCS_PSS", "CKM_RSA_PKCS_OAEP", "CKM_EC_EDWARDS_KEY_PAIR_GEN", "CKM_EDDSA"}
+        "CKM_SHA256_RSA_PKCS_PSS", "CKM_RSA_PKCS_OAEP", "CKM_EC_EDWARDS_KEY_PAIR_GEN", "CKM_EDDSA",
+        "CKM_AES_CTR", "CKM_AES_CMAC", "CKM_SHA384_HMAC", "CKM_SHA512_HMAC", "CKM_SHA224", "CKM_ECDH1_DERIVE"}
     mechs = set(lib.getMechanismList(0))
     check(mechs == table, "mechanism list differs: extra %s, missing %s" % (mechs - table, table - mechs))
     exercised = set()
@@ -597,6 +605,22 @@ def main():
     verify_parts(mack, "CKM_SHA256_HMAC", data, flip(mac), "py-hmac-known", b"\x11", good=False)
     mac2 = sign(gsec, "CKM_SHA256_HMAC", small, "py-gsec", b"\x04")
     verify(gsec, "CKM_SHA256_HMAC", small, mac2, "py-gsec", b"\x04")
+    for mech, fn in (("CKM_SHA384_HMAC", hashlib.sha384), ("CKM_SHA512_HMAC", hashlib.sha512)):
+        m = sign(mack, mech, data, "py-hmac-known", b"\x11")
+        check(m == hmac.new(kmac, data, fn).digest(), mech + " differs from Python's")
+        check(sign_parts(mack, mech, data, "py-hmac-known", b"\x11") == m, mech + " multi-part")
+        verify(mack, mech, data, m, "py-hmac-known", b"\x11")
+        verify(mack, mech, data, flip(m), "py-hmac-known", b"\x11", good=False)
+    # AES-CMAC (RFC 4493) with a known key
+    kcm = os.urandom(16)
+    cmk = create("py-cmac-known", b"\x15", kcm, P.CKK_AES, [(P.CKA_SIGN, T), (P.CKA_VERIFY, T)])
+    m = sign(cmk, "CKM_AES_CMAC", data, "py-cmac-known", b"\x15")
+    c = cmac.CMAC(algorithms.AES(kcm))
+    c.update(data)
+    check(m == c.finalize(), "AES-CMAC differs from OpenSSL's (cryptography)")
+    check(sign_parts(cmk, "CKM_AES_CMAC", data, "py-cmac-known", b"\x15") == m, "AES-CMAC multi-part")
+    verify(cmk, "CKM_AES_CMAC", data, m, "py-cmac-known", b"\x15")
+    verify(cmk, "CKM_AES_CMAC", data, flip(m), "py-cmac-known", b"\x15", good=False)
 
     # -- AES --
     A = dict(label="py-aes-known", kid=b"\x10")
@@ -659,10 +683,19 @@ def main():
     check(enc_parts(aesk, "CKM_AES_GCM", gcm, ct, [60, 56], **A, decrypt=True) == pt100, "AES-GCM multi-part decrypt")
     dec(aesk, "CKM_AES_GCM", flip(ct), **A, m=gcm, rv="CKR_ENCRYPTED_DATA_INVALID")
     dec(aesk, "CKM_AES_GCM", ct, **A, m=P.AES_GCM_Mechanism(gn, b"other", 128), rv="CKR_ENCRYPTED_DATA_INVALID")
+    # CTR: CK_AES_CTR_PARAMS { CK_ULONG ulCounterBits; CK_BYTE cb[16]; } (PyKCS11 1.5 has no wrapper)
+    cb = os.urandom(12) + b"\x00\x00\x00\x00"
+    ctr = P.Mechanism(P.CKM_AES_CTR, struct.pack("@L16s", 32, cb))  # native CK_ULONG
+    pt77 = data[:77]
+    ct = enc(aesk, "CKM_AES_CTR", pt77, **A, m=ctr)
+    e = Cipher(algorithms.AES(kaes), modes.CTR(cb)).encryptor()
+    check(ct == e.update(pt77) + e.finalize(), "AES-CTR differs from OpenSSL's (cryptography)")
+    check(dec(aesk, "CKM_AES_CTR", ct, **A, m=ctr) == pt77, "AES-CTR decrypt")
+    check(enc_parts(aesk, "CKM_AES_CTR", ctr, pt77, [5, 40, 32], **A) == ct, "AES-CTR multi-part")
 
     # -- digests: no records --
-    for mech, fn in (("CKM_SHA_1", hashlib.sha1), ("CKM_SHA256", hashlib.sha256), ("CKM_SHA384", hashlib.sha384),
-                     ("CKM_SHA512", hashlib.sha512)):
+    for mech, fn in (("CKM_SHA_1", hashlib.sha1), ("CKM_SHA224", hashlib.sha224), ("CKM_SHA256", hashlib.sha256),
+                     ("CKM_SHA384", hashlib.sha384), ("CKM_SHA512", hashlib.sha512)):
         check(b(s.digest(data, P.Mechanism(ckr(mech), None))) == fn(data).digest(), mech)
         ds = s.digestSession(P.Mechanism(ckr(mech), None))
         for i in range(0, len(data), 999):
@@ -770,7 +803,7 @@ def main():
     find([(P.CKA_LABEL, "py-hmac-copy")], 1)
     # secret keys: 3 generated, 3 created, 2 unwrapped, the copy; private
     # keys: 5 generated, 1 unwrapped
-    find([(P.CKA_CLASS, P.CKO_SECRET_KEY)], 9)
+    find([(P.CKA_CLASS, P.CKO_SECRET_KEY)], 10)
     find([(P.CKA_CLASS, P.CKO_PRIVATE_KEY)], 6)
     find([(P.CKA_ID, b"\xec\x01")], 2)
     find([(P.CKA_LABEL, "nothing")], 0)
@@ -781,9 +814,30 @@ def main():
     in_session("C_SignInit", s, "CKR_KEY_HANDLE_INVALID", mechanism="CKM_SHA256_HMAC")
     raises("CKR_OBJECT_HANDLE_INVALID", s.destroyObject, cp)
     in_session("C_DestroyObject", s, "CKR_OBJECT_HANDLE_INVALID")
-    raises("CKR_MECHANISM_INVALID", s.deriveKey, ec256[1], [(P.CKA_CLASS, P.CKO_SECRET_KEY)],
-           P.ECDH1_DERIVE_Mechanism(bytes(65)))
-    in_session("C_DeriveKey", s, "CKR_MECHANISM_INVALID", mechanism="CKM_ECDH1_DERIVE")
+    # -- ECDH (CKM_ECDH1_DERIVE): the token's Z and KDF output == cryptography's --
+    peer = ec.generate_private_key(ec.SECP256R1())
+    peer_pt = peer.public_key().public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+    raises("CKR_KEY_FUNCTION_NOT_PERMITTED", s.deriveKey, ec256[1], [(P.CKA_CLASS, P.CKO_SECRET_KEY)],
+           P.ECDH1_DERIVE_Mechanism(peer_pt))  # no CKA_DERIVE
+    in_session("C_DeriveKey", s, "CKR_KEY_FUNCTION_NOT_PERMITTED", mechanism="CKM_ECDH1_DERIVE",
+               key_label="py-ec256", key_id="ec01")
+    dhp, dhk = genpair("CKM_EC_KEY_PAIR_GEN", "py-ecdh", b"\xdd", [(P.CKA_EC_PARAMS, P256)], [(P.CKA_DERIVE, T)])
+    dh_pub = public_key(s, dhp)
+    z = peer.exchange(ec.ECDH(), dh_pub.obj)
+    out_t = [(P.CKA_CLASS, P.CKO_SECRET_KEY), (P.CKA_KEY_TYPE, P.CKK_GENERIC_SECRET), (P.CKA_SENSITIVE, F),
+             (P.CKA_EXTRACTABLE, T), (P.CKA_LABEL, "py-ecdh-z"), (P.CKA_ID, b"\xd1")]
+    zk = s.deriveKey(dhk, out_t, P.ECDH1_DERIVE_Mechanism(peer_pt, P.CKD_NULL))
+    in_session("C_DeriveKey", s, mechanism="CKM_ECDH1_DERIVE", key_label="py-ecdh-z", key_id="d1")
+    used("CKM_ECDH1_DERIVE")
+    check(b(attr(s, zk, [P.CKA_VALUE])[0]) == z, "ECDH (CKD_NULL): Z differs from cryptography's")
+    in_session("C_GetAttributeValue", s, detail="CKA_VALUE", key_label="py-ecdh-z", key_id="d1")
+    kdf_t = [(P.CKA_CLASS, P.CKO_SECRET_KEY), (P.CKA_KEY_TYPE, P.CKK_AES), (P.CKA_VALUE_LEN, 32),
+             (P.CKA_SENSITIVE, F), (P.CKA_EXTRACTABLE, T), (P.CKA_LABEL, "py-ecdh-kdf"), (P.CKA_ID, b"\xd2")]
+    kk = s.deriveKey(dhk, kdf_t, P.ECDH1_DERIVE_Mechanism(peer_pt, P.CKD_SHA256_KDF, b"py shared info"))
+    in_session("C_DeriveKey", s, mechanism="CKM_ECDH1_DERIVE", key_label="py-ecdh-kdf", key_id="d2")
+    want = X963KDF(algorithm=hashes.SHA256(), length=32, sharedinfo=b"py shared info").derive(z)
+    check(b(attr(s, kk, [P.CKA_VALUE])[0]) == want, "ECDH (CKD_SHA256_KDF) differs from X9.63 KDF (cryptography)")
+    in_session("C_GetAttributeValue", s, detail="CKA_VALUE", key_label="py-ecdh-kdf", key_id="d2")
 
     # -- random --
     r = b(s.generateRandom(48))

@@ -62,7 +62,8 @@ static char *trim(char *s)
 enum key {
 	K_TOKEN_DIR, K_AUDIT_DIR, K_AUDIT_ENABLED, K_AUDIT_SYNC, K_AUDIT_FAIL_CLOSED,
 	K_AUDIT_VERIFY, K_AUDIT_FORMAT, K_AUDIT_QUEUE, K_AUDIT_ROTATE_BYTES, K_AUDIT_ROTATE_AGE,
-	K_AUDIT_ENOSPC, K_PBKDF2, K_MAX_PIN_FAILURES, K_SLOTS, K__MAX
+	K_AUDIT_ENOSPC, K_PBKDF2, K_MAX_PIN_FAILURES, K_SLOTS, K_AUDIT_BACKEND, K_AUDIT_QUEUE_FULL,
+	K_RSA_MIN_BITS, K__MAX
 };
 
 static const char *const key_names[K__MAX] = {
@@ -80,6 +81,9 @@ static const char *const key_names[K__MAX] = {
 	[K_PBKDF2] = "pbkdf2_iterations",
 	[K_MAX_PIN_FAILURES] = "max_pin_failures",
 	[K_SLOTS] = "slots",
+	[K_AUDIT_BACKEND] = "audit_backend",
+	[K_AUDIT_QUEUE_FULL] = "audit_queue_full",
+	[K_RSA_MIN_BITS] = "rsa_min_bits",
 };
 
 static bool set_key(struct tok_config *c, enum key k, const char *v)
@@ -138,6 +142,26 @@ static bool set_key(struct tok_config *c, enum key k, const char *v)
 		return parse_u64(v, 1, 1000, &c->max_pin_failures);
 	case K_SLOTS:
 		return parse_u64(v, 1, TOK_MAX_SLOTS, &c->slots);
+	case K_AUDIT_BACKEND:
+		if (!strcmp(v, "auto"))
+			c->audit_backend = AUDITLOG_BACKEND_AUTO;
+		else if (!strcmp(v, "io_uring"))
+			c->audit_backend = AUDITLOG_BACKEND_IO_URING;
+		else if (!strcmp(v, "pwrite"))
+			c->audit_backend = AUDITLOG_BACKEND_PWRITE;
+		else
+			return false;
+		return true;
+	case K_AUDIT_QUEUE_FULL:
+		if (!strcmp(v, "block"))
+			c->audit_queue_eagain = false;
+		else if (!strcmp(v, "fail"))
+			c->audit_queue_eagain = true;
+		else
+			return false;
+		return true;
+	case K_RSA_MIN_BITS:
+		return parse_u64(v, 1024, 4096, &c->rsa_min_bits);
 	default:
 		return false;
 	}
@@ -158,6 +182,9 @@ static const char *const key_hint[K__MAX] = {
 	[K_PBKDF2] = "1000..100000000",
 	[K_MAX_PIN_FAILURES] = "1..1000",
 	[K_SLOTS] = "1..64",
+	[K_AUDIT_BACKEND] = "auto, io_uring or pwrite",
+	[K_AUDIT_QUEUE_FULL] = "block or fail",
+	[K_RSA_MIN_BITS] = "1024..4096",
 };
 
 CK_RV tok_config_load(struct tok_config *c, char *err, size_t errlen)
@@ -180,6 +207,8 @@ CK_RV tok_config_load(struct tok_config *c, char *err, size_t errlen)
 		.pbkdf2_iterations = 600000,
 		.max_pin_failures = 10,
 		.slots = 4,
+		.audit_backend = AUDITLOG_BACKEND_AUTO,
+		.rsa_min_bits = 2048,
 	};
 	if (!path || !*path)
 		path = TOK_DEFAULT_CONF;

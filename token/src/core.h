@@ -38,6 +38,9 @@ struct tok_config {
 	uint64_t pbkdf2_iterations;
 	uint64_t max_pin_failures;
 	uint64_t slots;
+	enum auditlog_backend audit_backend; /* audit_backend */
+	bool audit_queue_eagain;             /* audit_queue_full = fail: AUDITLOG_FULL_EAGAIN */
+	uint64_t rsa_min_bits;               /* 1024..4096: generation, import, private-key use */
 };
 
 #define TOK_DEFAULT_CONF "/etc/softtoken/softtoken.conf"

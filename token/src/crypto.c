@@ -730,21 +730,73 @@ CK_RV C_DeriveKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mech, CK_OBJECT_HANDLE h
 		  CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulCount, CK_OBJECT_HANDLE_PTR phKey)
 {
 	struct tok_session *s;
-	CK_RV rv = tok_session_get(h, &s), arv;
+	struct tok_object *base = NULL;
+	struct tok_attrs attrs = { 0 }, made = { 0 };
+	struct tok_audit a = { .action = "C_DeriveKey", .kind = TOK_AUD_SENSITIVE };
+	CK_ULONG cls = CKO_SECRET_KEY, kt = CKK_GENERIC_SECRET;
+	bool base_sens = true, base_never = true;
+	CK_RV rv = tok_session_enter(h, &s), arv;
 
 	if (rv != CKR_OK)
 		return rv;
-	rv = tok_audit_gate();
-	if (rv == CKR_OK) {
-		/* No derivation mechanism is offered; the attempt is recorded. */
-		rv = mech ? CKR_MECHANISM_INVALID : CKR_ARGUMENTS_BAD;
-		arv = tok_audit_write(&(struct tok_audit){ .action = "C_DeriveKey", .rv = rv,
-							   .kind = TOK_AUD_SENSITIVE, .s = s,
-							   .mech = mech ? mech->mechanism : 0,
-							   .has_mech = mech != NULL });
-		if (arv != CKR_OK)
-			rv = arv;
+	a.s = s;
+	if (!mech) {
+		rv = CKR_ARGUMENTS_BAD;
+		goto out;
 	}
+	a.mech = mech->mechanism;
+	a.has_mech = true;
+	if (mech->mechanism != CKM_ECDH1_DERIVE) {
+		rv = CKR_MECHANISM_INVALID; /* the one derivation offered */
+		goto out;
+	}
+	if (!phKey) {
+		rv = CKR_ARGUMENTS_BAD;
+		goto out;
+	}
+	rv = tok_attrs_from_template(&attrs, pTemplate, ulCount);
+	if (rv == CKR_OK && tok_attrs_get(&attrs, CKA_CLASS) && (!tok_attrs_ulong(&attrs, CKA_CLASS, &cls) ||
+								  cls != CKO_SECRET_KEY))
+		rv = CKR_TEMPLATE_INCONSISTENT;
+	if (rv == CKR_OK && tok_attrs_get(&attrs, CKA_KEY_TYPE) && !tok_attrs_ulong(&attrs, CKA_KEY_TYPE, &kt))
+		rv = CKR_ATTRIBUTE_VALUE_INVALID;
+	if (rv == CKR_OK) {
+		rv = tok_obj_get(s, hBase, &base);
+		if (rv == CKR_OBJECT_HANDLE_INVALID)
+			rv = CKR_KEY_HANDLE_INVALID;
+	}
+	if (rv == CKR_OK) {
+		pthread_mutex_lock(&base->mu);
+		rv = tok_derive(mech, base, kt, &attrs, &made);
+		base_sens = tok_attrs_bool(&base->attrs, CKA_ALWAYS_SENSITIVE, false);
+		base_never = tok_attrs_bool(&base->attrs, CKA_NEVER_EXTRACTABLE, false);
+		pthread_mutex_unlock(&base->mu);
+	}
+	if (rv == CKR_OK)
+		rv = tok_obj_complete(s, &attrs, CKO_SECRET_KEY, kt, false);
+	if (rv == CKR_OK)
+		rv = merge(&attrs, &made);
+	if (rv == CKR_OK)
+		rv = tok_key_check(CKO_SECRET_KEY, kt, &attrs);
+	/* PKCS#11: a derived key was always sensitive (never extractable) only
+	 * when its base key was too. */
+	if (rv == CKR_OK && !base_sens)
+		rv = tok_attrs_set_bool(&attrs, CKA_ALWAYS_SENSITIVE, false);
+	if (rv == CKR_OK && !base_never)
+		rv = tok_attrs_set_bool(&attrs, CKA_NEVER_EXTRACTABLE, false);
+	if (rv == CKR_OK) {
+		rv = tok_obj_create(s, &attrs, &a, phKey, NULL);
+		goto done;
+	}
+out:
+	a.rv = rv;
+	arv = tok_audit_obj(&a, base);
+	if (arv != CKR_OK)
+		rv = arv;
+done:
+	tok_obj_put(base);
+	tok_attrs_free(&made);
+	tok_attrs_free(&attrs);
 	tok_session_put(s);
 	return rv;
 }

@@ -6,22 +6,40 @@
 #ifndef TOK_ENGINE_INTERNAL_H
 #define TOK_ENGINE_INTERNAL_H
 
+#include <openssl/core.h>
 #include <openssl/evp.h>
+#include <openssl/provider.h>
 
 #include "token.h"
 
-enum tok_aes_mode { TOK_AES_ECB, TOK_AES_CBC, TOK_AES_GCM, TOK_AES_WRAP, TOK_AES_WRAP_PAD, TOK_AES_NMODES };
-enum tok_md { TOK_SHA1, TOK_SHA256, TOK_SHA384, TOK_SHA512, TOK_NMDS };
+enum tok_aes_mode { TOK_AES_ECB, TOK_AES_CBC, TOK_AES_GCM, TOK_AES_WRAP, TOK_AES_WRAP_PAD, TOK_AES_CTR,
+		    TOK_AES_NMODES };
+enum tok_md { TOK_SHA1, TOK_SHA256, TOK_SHA384, TOK_SHA512, TOK_SHA224, TOK_NMDS };
 
 /* Fetched by tok_crypto_init, read-only until tok_crypto_fini: the one piece
  * of module-global state the engine has (PKCS#11 forces it). */
 struct tok_algs {
 	bool ready;
+	/* Every fetch and every key of the engine lives here (mech.c "a library
+	 * context no ENGINE can divert"); base holds the default provider it
+	 * forwards to. */
+	OSSL_LIB_CTX *lc, *base;
+	OSSL_PROVIDER *dflt, *shim;
+	OSSL_ALGORITHM *keymgmt; /* the default provider's, renamed */
+	unsigned rsa_min_bits;   /* tok_crypto_set_rsa_min_bits */
 	EVP_CIPHER *aes[TOK_AES_NMODES][3]; /* [mode][0: 128, 1: 192, 2: 256] */
 	EVP_MD *md[TOK_NMDS];
-	EVP_MAC *hmac;
+	EVP_MAC *hmac, *cmac;
 };
 extern struct tok_algs tok_algs;
+
+/* The key manager names keys are made under in tok_algs.lc: "SOFTTOKEN-EC",
+ * "SOFTTOKEN-RSA", "SOFTTOKEN-ED25519" (see mech.c). */
+#define TOK_KEYMGMT(name) "SOFTTOKEN-" name
+
+/* The smallest RSA public key a signature is verified with (and imported). */
+#define TOK_RSA_VERIFY_MIN 1024
+#define TOK_RSA_MIN_DEFAULT 2048 /* rsa_min_bits' default */
 
 /* The AES cipher of a mode for a key length (16/24/32), NULL otherwise. */
 const EVP_CIPHER *tok_aes(enum tok_aes_mode mode, size_t key_len);
@@ -35,7 +53,7 @@ struct tok_keycache {
 	EVP_PKEY *pkey;                 /* EC, RSA, Ed25519 keys */
 	EVP_PKEY_CTX *tmpl[TOK_NUSES];  /* initialised for a use; operations get a dup
 					 * (EVP_PKEY_CTX_dup skips the per-init fetch) */
-	EVP_MAC_CTX *mac;               /* HMAC keys: keyed HMAC-SHA256, duplicated per op */
+	EVP_MAC_CTX *mac[TOK_NMDS];     /* secret keys: keyed HMAC per digest, duplicated per op */
 };
 
 /* The prepared key of an asymmetric or HMAC key object (caller holds key->mu).
@@ -43,8 +61,13 @@ struct tok_keycache {
 CK_RV tok_key_cache_get(struct tok_object *key, struct tok_keycache **ret);
 /* A fresh EVP_PKEY_CTX initialised for use on key's EVP_PKEY (caller frees). */
 CK_RV tok_key_pctx(struct tok_object *key, enum tok_pkey_use use, EVP_PKEY_CTX **ret);
-/* A fresh keyed HMAC-SHA256 context for a secret key (caller frees). */
-CK_RV tok_key_mac(struct tok_object *key, EVP_MAC_CTX **ret);
+/* A fresh keyed HMAC context (digest md) for a secret key (caller frees). */
+CK_RV tok_key_mac(struct tok_object *key, enum tok_md md, EVP_MAC_CTX **ret);
+/* OpenSSL's name of a digest ("SHA2-256"). */
+const char *tok_md_name(enum tok_md md);
+
+/* False once OpenSSL's atexit cleanup has run (nothing of it may be freed). */
+bool tok_ossl_alive(void);
 
 /* OpenSSL failed: drop its thread-local error queue, answer CKR_DEVICE_ERROR. */
 CK_RV tok_ossl_fail(void);

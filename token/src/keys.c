@@ -28,6 +28,7 @@
 #include <openssl/ec.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/kdf.h>
 #include <openssl/obj_mac.h>
 #include <openssl/objects.h>
 #include <openssl/param_build.h>
@@ -36,11 +37,20 @@
 
 #include "engine_internal.h"
 
-#define RSA_IMPORT_MIN 1024
 #define RSA_IMPORT_MAX 16384
-#define RSA_GEN_MIN 2048
 #define RSA_GEN_MAX 4096
 #define SECRET_MAX 512
+
+/* The DRBGs of tok_algs.lc (mech.c): RAND_bytes would take an application's
+ * ENGINE RAND_METHOD instead. EVP_RAND_generate splits long requests. */
+static CK_RV drbg_bytes(EVP_RAND_CTX *r, uint8_t *buf, size_t len)
+{
+	if (!len)
+		return CKR_OK;
+	if (!r || !EVP_RAND_generate(r, buf, len, 0, 0, NULL, 0))
+		return tok_ossl_fail();
+	return CKR_OK;
+}
 
 /* ---- curves and DER --------------------------------------------------------- */
 
@@ -173,7 +183,7 @@ static CK_RV ec_derive(const struct curve *cv, const uint8_t *priv, size_t priv_
 
 	if (!priv_len || priv_len > cv->len)
 		return CKR_ATTRIBUTE_VALUE_INVALID;
-	if (!(g = EC_GROUP_new_by_curve_name(cv->nid)) || !(pt = EC_POINT_new(g)) ||
+	if (!(g = EC_GROUP_new_by_curve_name_ex(tok_algs.lc, NULL, cv->nid)) || !(pt = EC_POINT_new(g)) ||
 	    !(d = BN_secure_new()) || !BN_bin2bn(priv, (int)priv_len, d)) {
 		rv = CKR_HOST_MEMORY;
 		goto out;
@@ -199,7 +209,7 @@ out:
 static CK_RV ec_check_point(const struct curve *cv, const uint8_t *p, size_t len, uint8_t *out,
 			    size_t out_cap, size_t *out_len)
 {
-	EC_GROUP *g = EC_GROUP_new_by_curve_name(cv->nid);
+	EC_GROUP *g = EC_GROUP_new_by_curve_name_ex(tok_algs.lc, NULL, cv->nid);
 	EC_POINT *pt = g ? EC_POINT_new(g) : NULL;
 	CK_RV rv = CKR_ATTRIBUTE_VALUE_INVALID;
 
@@ -218,7 +228,7 @@ static CK_RV ec_check_point(const struct curve *cv, const uint8_t *p, size_t len
 static CK_RV pkey_fromdata(const char *type, OSSL_PARAM_BLD *b, int selection, EVP_PKEY **ret)
 {
 	OSSL_PARAM *params = OSSL_PARAM_BLD_to_param(b);
-	EVP_PKEY_CTX *ctx = params ? EVP_PKEY_CTX_new_from_name(NULL, type, NULL) : NULL;
+	EVP_PKEY_CTX *ctx = params ? EVP_PKEY_CTX_new_from_name(tok_algs.lc, type, NULL) : NULL;
 	EVP_PKEY *pk = NULL;
 	CK_RV rv = CKR_KEY_TYPE_INCONSISTENT;
 
@@ -264,7 +274,7 @@ static CK_RV ec_pkey(const struct tok_object *key, EVP_PKEY **ret)
 	if (priv && (!(d = BN_secure_new()) || !BN_bin2bn(v->value, (int)v->len, d) ||
 		     !OSSL_PARAM_BLD_push_BN(b, OSSL_PKEY_PARAM_PRIV_KEY, d)))
 		goto out;
-	rv = pkey_fromdata("EC", b, priv ? EVP_PKEY_KEYPAIR : EVP_PKEY_PUBLIC_KEY, ret);
+	rv = pkey_fromdata(TOK_KEYMGMT("EC"), b, priv ? EVP_PKEY_KEYPAIR : EVP_PKEY_PUBLIC_KEY, ret);
 out:
 	OSSL_PARAM_BLD_free(b);
 	BN_clear_free(d);
@@ -352,7 +362,7 @@ static CK_RV rsa_pkey_of(struct rsa_parts *r, bool priv, EVP_PKEY **ret)
 	for (int i = 0; i < n; i++)
 		if (!OSSL_PARAM_BLD_push_BN(b, rsa_param[i], r->bn[i]))
 			goto out;
-	rv = pkey_fromdata("RSA", b, priv ? EVP_PKEY_KEYPAIR : EVP_PKEY_PUBLIC_KEY, ret);
+	rv = pkey_fromdata(TOK_KEYMGMT("RSA"), b, priv ? EVP_PKEY_KEYPAIR : EVP_PKEY_PUBLIC_KEY, ret);
 out:
 	BN_CTX_free(bc);
 	OSSL_PARAM_BLD_free(b);
@@ -382,11 +392,11 @@ static CK_RV ed_pkey(const struct tok_object *key, EVP_PKEY **ret)
 	if (key->cls == CKO_PRIVATE_KEY) {
 		if (!v || v->len != 32)
 			return CKR_KEY_TYPE_INCONSISTENT;
-		pk = EVP_PKEY_new_raw_private_key_ex(NULL, "ED25519", NULL, v->value, 32);
+		pk = EVP_PKEY_new_raw_private_key_ex(tok_algs.lc, TOK_KEYMGMT("ED25519"), NULL, v->value, 32);
 	} else {
 		if (!ec_point_of(&curve_ed25519, tok_attrs_get(&key->attrs, CKA_EC_POINT), &p, &len))
 			return CKR_KEY_TYPE_INCONSISTENT;
-		pk = EVP_PKEY_new_raw_public_key_ex(NULL, "ED25519", NULL, p, len);
+		pk = EVP_PKEY_new_raw_public_key_ex(tok_algs.lc, TOK_KEYMGMT("ED25519"), NULL, p, len);
 	}
 	if (!pk)
 		return tok_ossl_fail();
@@ -402,10 +412,18 @@ void tok_key_cache_free(void *cache)
 
 	if (!c)
 		return;
+	/* At process exit the module's destructor may run after OpenSSL's own
+	 * atexit cleanup: its objects (and an ENGINE a key references) are gone
+	 * then, so they are left alone. */
+	if (!tok_ossl_alive()) {
+		free(c);
+		return;
+	}
 	EVP_PKEY_free(c->pkey);
 	for (int i = 0; i < TOK_NUSES; i++)
 		EVP_PKEY_CTX_free(c->tmpl[i]);
-	EVP_MAC_CTX_free(c->mac);
+	for (int i = 0; i < TOK_NMDS; i++)
+		EVP_MAC_CTX_free(c->mac[i]);
 	free(c);
 }
 
@@ -449,7 +467,7 @@ CK_RV tok_key_pctx(struct tok_object *key, enum tok_pkey_use use, EVP_PKEY_CTX *
 	if (!c->pkey)
 		return CKR_KEY_TYPE_INCONSISTENT;
 	if (!c->tmpl[use]) {
-		if (!(t = EVP_PKEY_CTX_new_from_pkey(NULL, c->pkey, NULL)))
+		if (!(t = EVP_PKEY_CTX_new_from_pkey(tok_algs.lc, c->pkey, NULL)))
 			return tok_ossl_fail();
 		switch (use) {
 		case TOK_USE_SIGN: ok = EVP_PKEY_sign_init(t); break;
@@ -468,7 +486,7 @@ CK_RV tok_key_pctx(struct tok_object *key, enum tok_pkey_use use, EVP_PKEY_CTX *
 	return CKR_OK;
 }
 
-CK_RV tok_key_mac(struct tok_object *key, EVP_MAC_CTX **ret)
+CK_RV tok_key_mac(struct tok_object *key, enum tok_md md, EVP_MAC_CTX **ret)
 {
 	const struct tok_attr *v = tok_attrs_get(&key->attrs, CKA_VALUE);
 	struct tok_keycache *c;
@@ -478,9 +496,9 @@ CK_RV tok_key_mac(struct tok_object *key, EVP_MAC_CTX **ret)
 		return CKR_KEY_SIZE_RANGE;
 	if ((rv = tok_key_cache_get(key, &c)) != CKR_OK)
 		return rv;
-	if (!c->mac) {
+	if (!c->mac[md]) {
 		OSSL_PARAM params[] = {
-			OSSL_PARAM_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA2-256", 0),
+			OSSL_PARAM_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)tok_md_name(md), 0),
 			OSSL_PARAM_END,
 		};
 		EVP_MAC_CTX *m = EVP_MAC_CTX_new(tok_algs.hmac);
@@ -491,9 +509,9 @@ CK_RV tok_key_mac(struct tok_object *key, EVP_MAC_CTX **ret)
 			EVP_MAC_CTX_free(m);
 			return tok_ossl_fail();
 		}
-		c->mac = m;
+		c->mac[md] = m;
 	}
-	if (!(*ret = EVP_MAC_CTX_dup(c->mac)))
+	if (!(*ret = EVP_MAC_CTX_dup(c->mac[md])))
 		return tok_ossl_fail();
 	return CKR_OK;
 }
@@ -514,6 +532,8 @@ static CK_RV check_secret(CK_KEY_TYPE kt, struct tok_attrs *s)
 		break;
 	case CKK_GENERIC_SECRET:
 	case CKK_SHA256_HMAC:
+	case CKK_SHA384_HMAC:
+	case CKK_SHA512_HMAC:
 		if (!v->len)
 			return CKR_ATTRIBUTE_VALUE_INVALID;
 		if (v->len > SECRET_MAX)
@@ -580,7 +600,7 @@ static CK_RV check_ed25519(CK_OBJECT_CLASS cls, struct tok_attrs *s)
 		return CKR_TEMPLATE_INCOMPLETE;
 	if (v->len != 32)
 		return CKR_ATTRIBUTE_VALUE_INVALID;
-	if (!(pk = EVP_PKEY_new_raw_private_key_ex(NULL, "ED25519", NULL, v->value, 32)))
+	if (!(pk = EVP_PKEY_new_raw_private_key_ex(tok_algs.lc, TOK_KEYMGMT("ED25519"), NULL, v->value, 32)))
 		return tok_ossl_fail();
 	if (!EVP_PKEY_get_raw_public_key(pk, pub, &len) || len != 32) {
 		EVP_PKEY_free(pk);
@@ -642,7 +662,8 @@ static CK_RV check_rsa(CK_OBJECT_CLASS cls, struct tok_attrs *s)
 		goto out;
 	bits = BN_num_bits(r.bn[RN]);
 	rv = CKR_KEY_SIZE_RANGE;
-	if (bits < RSA_IMPORT_MIN || bits > RSA_IMPORT_MAX)
+	/* rsa_min_bits binds private keys; smaller public keys verify */
+	if (bits < (priv ? (int)tok_algs.rsa_min_bits : TOK_RSA_VERIFY_MIN) || bits > RSA_IMPORT_MAX)
 		goto out;
 	rv = CKR_ATTRIBUTE_VALUE_INVALID;
 	if (!BN_is_odd(r.bn[RN]) || !BN_is_odd(r.bn[RE]) || BN_is_one(r.bn[RE]) ||
@@ -818,8 +839,8 @@ CK_RV tok_generate_key(const CK_MECHANISM *mech, const struct tok_attrs *tmpl, s
 		if (len < 1 || len > SECRET_MAX)
 			return CKR_KEY_SIZE_RANGE;
 	}
-	if (RAND_priv_bytes(key, (int)len) != 1)
-		return tok_ossl_fail();
+	if ((rv = drbg_bytes(RAND_get0_private(tok_algs.lc), key, len)) != CKR_OK)
+		return rv;
 	rv = tok_attrs_set(out, CKA_VALUE, key, len);
 	OPENSSL_cleanse(key, len);
 	if (rv == CKR_OK)
@@ -839,7 +860,7 @@ static const struct tok_attr *either(const struct tok_attrs *a, const struct tok
 
 static CK_RV keygen(const char *type, EVP_PKEY_CTX **ret_ctx)
 {
-	EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, type, NULL);
+	EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(tok_algs.lc, type, NULL);
 
 	if (!ctx || EVP_PKEY_keygen_init(ctx) <= 0) {
 		EVP_PKEY_CTX_free(ctx);
@@ -869,7 +890,7 @@ CK_RV tok_generate_key_pair(const CK_MECHANISM *mech, const struct tok_attrs *pu
 		params = either(pub_tmpl, priv_tmpl, CKA_EC_PARAMS);
 		if ((rv = curve_of(params, kt, &cv)) != CKR_OK)
 			return rv;
-		if ((rv = keygen(kt == CKK_EC ? "EC" : "ED25519", &ctx)) != CKR_OK)
+		if ((rv = keygen(kt == CKK_EC ? TOK_KEYMGMT("EC") : TOK_KEYMGMT("ED25519"), &ctx)) != CKR_OK)
 			return rv;
 		if (kt == CKK_EC && EVP_PKEY_CTX_set_group_name(ctx, cv->group) <= 0) {
 			rv = tok_ossl_fail();
@@ -888,7 +909,7 @@ CK_RV tok_generate_key_pair(const CK_MECHANISM *mech, const struct tok_attrs *pu
 		if (!tok_attrs_ulong(pub_tmpl, CKA_MODULUS_BITS, &bits) &&
 		    !tok_attrs_ulong(priv_tmpl, CKA_MODULUS_BITS, &bits))
 			return CKR_ATTRIBUTE_VALUE_INVALID;
-		if (bits < RSA_GEN_MIN || bits > RSA_GEN_MAX)
+		if (bits < tok_algs.rsa_min_bits || bits > RSA_GEN_MAX)
 			return CKR_KEY_SIZE_RANGE;
 		if (ea) {
 			if (!ea->len || ea->len > 32 || !(e = BN_bin2bn(ea->value, (int)ea->len, NULL)))
@@ -901,7 +922,7 @@ CK_RV tok_generate_key_pair(const CK_MECHANISM *mech, const struct tok_attrs *pu
 			BN_free(e);
 			return CKR_ATTRIBUTE_VALUE_INVALID;
 		}
-		if ((rv = keygen("RSA", &ctx)) != CKR_OK) {
+		if ((rv = keygen(TOK_KEYMGMT("RSA"), &ctx)) != CKR_OK) {
 			BN_free(e);
 			return rv;
 		}
@@ -1073,7 +1094,7 @@ static CK_RV unwrap_private(const uint8_t *der, size_t len, CK_KEY_TYPE want, st
 {
 	const unsigned char *p = der;
 	PKCS8_PRIV_KEY_INFO *p8 = d2i_PKCS8_PRIV_KEY_INFO(NULL, &p, (long)len);
-	EVP_PKEY *pk = p8 ? EVP_PKCS82PKEY(p8) : NULL;
+	EVP_PKEY *pk = p8 ? EVP_PKCS82PKEY_ex(p8, tok_algs.lc, NULL) : NULL;
 	const struct curve *cv = NULL;
 	CK_KEY_TYPE kt;
 	CK_RV rv = CKR_WRAPPED_KEY_INVALID;
@@ -1155,31 +1176,148 @@ out:
 	return rv;
 }
 
+/* ---- key derivation ------------------------------------------------------ */
+
+/* The ECDH value Z (SEC 1 3.3.1: the x-coordinate of d * Q, cv->len bytes)
+ * of the private key base and the peer's public point. */
+static CK_RV ecdh_z(struct tok_object *base, const struct curve *cv, const uint8_t *pub, size_t pub_len,
+		    uint8_t *z, size_t *z_len)
+{
+	struct tok_attr pa = { CKA_EC_POINT, pub_len, (uint8_t *)pub };
+	struct tok_keycache *c;
+	uint8_t pt[133];
+	const uint8_t *p;
+	size_t len;
+	OSSL_PARAM_BLD *b = NULL;
+	EVP_PKEY *peer = NULL;
+	EVP_PKEY_CTX *ctx = NULL;
+	CK_RV rv;
+
+	/* the raw point or its DER OCTET STRING, on the base key's curve */
+	if (!ec_point_of(cv, &pa, &p, &len) || ec_check_point(cv, p, len, pt, sizeof(pt), &len) != CKR_OK)
+		return CKR_MECHANISM_PARAM_INVALID;
+	if ((rv = tok_key_cache_get(base, &c)) != CKR_OK)
+		return rv;
+	rv = CKR_HOST_MEMORY;
+	if (!(b = OSSL_PARAM_BLD_new()) ||
+	    !OSSL_PARAM_BLD_push_utf8_string(b, OSSL_PKEY_PARAM_GROUP_NAME, cv->group, 0) ||
+	    !OSSL_PARAM_BLD_push_octet_string(b, OSSL_PKEY_PARAM_PUB_KEY, pt, len))
+		goto out;
+	if ((rv = pkey_fromdata(TOK_KEYMGMT("EC"), b, EVP_PKEY_PUBLIC_KEY, &peer)) != CKR_OK) {
+		rv = CKR_MECHANISM_PARAM_INVALID;
+		goto out;
+	}
+	*z_len = cv->len;
+	if (!(ctx = EVP_PKEY_CTX_new_from_pkey(tok_algs.lc, c->pkey, NULL)) || EVP_PKEY_derive_init(ctx) <= 0 ||
+	    EVP_PKEY_derive_set_peer(ctx, peer) <= 0 || EVP_PKEY_derive(ctx, z, z_len) <= 0 || *z_len != cv->len)
+		rv = tok_ossl_fail();
+	else
+		rv = CKR_OK;
+out:
+	EVP_PKEY_CTX_free(ctx);
+	EVP_PKEY_free(peer);
+	OSSL_PARAM_BLD_free(b);
+	return rv;
+}
+
+/* ANSI X9.63 KDF with SHA-256 (SEC 1 3.6.1): SHA-256(Z || counter || info)... */
+static CK_RV x963_sha256(const uint8_t *z, size_t z_len, const uint8_t *info, size_t info_len, uint8_t *out,
+			 size_t len)
+{
+	EVP_KDF *kdf = EVP_KDF_fetch(tok_algs.lc, "X963KDF", NULL);
+	EVP_KDF_CTX *k = kdf ? EVP_KDF_CTX_new(kdf) : NULL;
+	OSSL_PARAM params[4], *q = params;
+	CK_RV rv = CKR_OK;
+
+	*q++ = OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)"SHA2-256", 0);
+	*q++ = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)z, z_len);
+	if (info_len)
+		*q++ = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, (void *)info, info_len);
+	*q = OSSL_PARAM_construct_end();
+	if (!k || EVP_KDF_derive(k, out, len, params) <= 0)
+		rv = tok_ossl_fail();
+	EVP_KDF_CTX_free(k);
+	EVP_KDF_free(kdf);
+	return rv;
+}
+
+CK_RV tok_derive(const CK_MECHANISM *mech, struct tok_object *base, CK_KEY_TYPE kt, const struct tok_attrs *tmpl,
+		 struct tok_attrs *out)
+{
+	const CK_ECDH1_DERIVE_PARAMS *p;
+	const struct curve *cv;
+	uint8_t z[66], key[SECRET_MAX];
+	size_t z_len = 0;
+	CK_ULONG len;
+	bool has_len;
+	CK_RV rv;
+
+	if (!mech || !base || !tmpl || !out)
+		return CKR_ARGUMENTS_BAD;
+	if (!tok_algs.ready)
+		return CKR_CRYPTOKI_NOT_INITIALIZED;
+	if (mech->mechanism != CKM_ECDH1_DERIVE)
+		return CKR_MECHANISM_INVALID;
+	p = mech->pParameter;
+	if (!p || mech->ulParameterLen != sizeof(*p) || (p->kdf != CKD_NULL && p->kdf != CKD_SHA256_KDF) ||
+	    (p->kdf == CKD_NULL && p->ulSharedDataLen) || (p->ulSharedDataLen && !p->pSharedData) ||
+	    !p->pPublicData || !p->ulPublicDataLen)
+		return CKR_MECHANISM_PARAM_INVALID;
+	if (base->cls != CKO_PRIVATE_KEY || base->key_type != CKK_EC)
+		return CKR_KEY_TYPE_INCONSISTENT;
+	if (!tok_attrs_bool(&base->attrs, CKA_DERIVE, false))
+		return CKR_KEY_FUNCTION_NOT_PERMITTED;
+	if (curve_of(tok_attrs_get(&base->attrs, CKA_EC_PARAMS), CKK_EC, &cv) != CKR_OK)
+		return CKR_KEY_TYPE_INCONSISTENT;
+	/* the new key's length: CKA_VALUE_LEN, else Z's (CKD_NULL) or 32 */
+	has_len = tok_attrs_get(tmpl, CKA_VALUE_LEN) != NULL;
+	if (has_len && !tok_attrs_ulong(tmpl, CKA_VALUE_LEN, &len))
+		return CKR_ATTRIBUTE_VALUE_INVALID;
+	if (kt == CKK_AES) {
+		if (!has_len)
+			return CKR_TEMPLATE_INCOMPLETE;
+		if (len != 16 && len != 24 && len != 32)
+			return CKR_ATTRIBUTE_VALUE_INVALID;
+	} else if (kt == CKK_GENERIC_SECRET) {
+		if (!has_len)
+			len = p->kdf == CKD_NULL ? cv->len : 32;
+		if (len < 1 || len > SECRET_MAX)
+			return CKR_ATTRIBUTE_VALUE_INVALID;
+	} else {
+		return CKR_TEMPLATE_INCONSISTENT;
+	}
+	if (p->kdf == CKD_NULL && len > cv->len)
+		return CKR_KEY_SIZE_RANGE; /* no KDF: at most Z itself */
+	if ((rv = ecdh_z(base, cv, p->pPublicData, p->ulPublicDataLen, z, &z_len)) != CKR_OK)
+		goto out;
+	if (p->kdf == CKD_NULL)
+		memcpy(key, z, len); /* Z's leading bytes */
+	else if ((rv = x963_sha256(z, z_len, p->pSharedData, p->ulSharedDataLen, key, len)) != CKR_OK)
+		goto out;
+	if ((rv = tok_attrs_set(out, CKA_VALUE, key, len)) == CKR_OK)
+		rv = tok_attrs_set_ulong(out, CKA_VALUE_LEN, len);
+out:
+	OPENSSL_cleanse(z, sizeof(z));
+	OPENSSL_cleanse(key, sizeof(key));
+	return rv;
+}
+
 /* ---- randomness, secrecy -------------------------------------------------- */
 
 CK_RV tok_random(uint8_t *buf, size_t len)
 {
-	while (len) {
-		int n = len > (1u << 30) ? (1 << 30) : (int)len;
-
-		if (RAND_bytes(buf, n) != 1)
-			return tok_ossl_fail();
-		buf += n;
-		len -= (size_t)n;
-	}
-	return CKR_OK;
+	return drbg_bytes(RAND_get0_public(tok_algs.lc), buf, len);
 }
 
 CK_RV tok_seed_random(const uint8_t *buf, size_t len)
 {
-	/* Mixed in, credited with no entropy: the caller's seed is never trusted. */
-	while (len) {
-		int n = len > (1u << 30) ? (1 << 30) : (int)len;
+	/* Mixed into both DRBGs of this thread as additional input: credited
+	 * with no entropy, the caller's seed is never trusted. */
+	EVP_RAND_CTX *r[2] = { RAND_get0_public(tok_algs.lc), RAND_get0_private(tok_algs.lc) };
 
-		RAND_add(buf, n, 0.0);
-		buf += n;
-		len -= (size_t)n;
-	}
+	for (int i = 0; i < 2; i++)
+		if (!r[i] || !EVP_RAND_reseed(r[i], 0, NULL, 0, buf, len))
+			return tok_ossl_fail();
 	return CKR_OK;
 }
 

@@ -26,10 +26,13 @@
  * Threads: after tok_crypto_init everything here is either per-operation or
  * read-only; no lock is taken around cryptography.
  */
+#include <assert.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/core_dispatch.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/ec.h>
@@ -47,6 +50,13 @@ CK_RV tok_ossl_fail(void)
 	return CKR_DEVICE_ERROR;
 }
 
+bool tok_ossl_alive(void)
+{
+	/* OPENSSL_init_crypto answers 0 once OPENSSL_cleanup has run (its
+	 * error then goes nowhere: the error queue is gone too). */
+	return OPENSSL_init_crypto(0, NULL) == 1;
+}
+
 /* ---- algorithms, fetched once -------------------------------------------- */
 
 static const char *const aes_names[TOK_AES_NMODES][3] = {
@@ -55,24 +65,138 @@ static const char *const aes_names[TOK_AES_NMODES][3] = {
 	[TOK_AES_GCM] = { "AES-128-GCM", "AES-192-GCM", "AES-256-GCM" },
 	[TOK_AES_WRAP] = { "AES-128-WRAP", "AES-192-WRAP", "AES-256-WRAP" },
 	[TOK_AES_WRAP_PAD] = { "AES-128-WRAP-PAD", "AES-192-WRAP-PAD", "AES-256-WRAP-PAD" },
+	[TOK_AES_CTR] = { "AES-128-CTR", "AES-192-CTR", "AES-256-CTR" },
 };
 static const char *const md_names[TOK_NMDS] = {
 	[TOK_SHA1] = "SHA1", [TOK_SHA256] = "SHA2-256", [TOK_SHA384] = "SHA2-384",
-	[TOK_SHA512] = "SHA2-512",
+	[TOK_SHA512] = "SHA2-512", [TOK_SHA224] = "SHA2-224",
 };
+
+const char *tok_md_name(enum tok_md md)
+{
+	return md_names[md];
+}
+
+/* ---- a library context no ENGINE can divert --------------------------------
+ *
+ * A PKCS#11 module runs inside someone else's process. When that process has
+ * set an ENGINE as default (openssl -engine, stunnel, nginx ssl_engine,
+ * libengine-pkcs11-openssl), OpenSSL 3.0 hands every EVP_PKEY_CTX whose key
+ * type has a NID to that engine's EVP_PKEY_METHOD (ENGINE_get_pkey_meth_engine
+ * in int_ctx_new), whatever OSSL_LIB_CTX or property query the caller names:
+ * EVP_PKEY_fromdata then fails (our keys are built that way, so C_SignInit
+ * answered CKR_KEY_TYPE_INCONSISTENT) and a sign that works runs the engine's
+ * code. RAND_bytes and RAND_add likewise go to an engine's RAND_METHOD.
+ *
+ * So the engine works in a library context of its own, tok_algs.lc, whose one
+ * provider ("softtoken-shim") forwards to OpenSSL's default provider loaded
+ * into a second private context (tok_algs.base, so the application's own
+ * context and configuration are untouched, FIPS or not). The shim passes the
+ * default provider's algorithms through unchanged, except that each key
+ * manager's first name becomes "SOFTTOKEN-<name>" (its other names stay, so
+ * EVP_PKEY_is_a(pk, "RSA") holds). A key made under that name has a key type
+ * with no NID, which OpenSSL resolves by fetching from the context's providers
+ * and never through an ENGINE table. Randomness comes from lc's own DRBGs.
+ */
+static const OSSL_ALGORITHM *shim_query(void *provctx, int op, int *no_cache)
+{
+	(void)provctx;
+	*no_cache = 0;
+	if (op == OSSL_OP_KEYMGMT)
+		return tok_algs.keymgmt;
+	/* The default provider's tables are static: nothing to unquery. */
+	return OSSL_PROVIDER_query_operation(tok_algs.dflt, op, no_cache);
+}
+
+static int shim_init(const OSSL_CORE_HANDLE *handle, const OSSL_DISPATCH *in,
+		     const OSSL_DISPATCH **out, void **provctx)
+{
+	static const OSSL_DISPATCH shim_dispatch[] = {
+		{ OSSL_FUNC_PROVIDER_QUERY_OPERATION, (void (*)(void))shim_query },
+		{ 0, NULL },
+	};
+
+	(void)handle;
+	(void)in;
+	/* The default provider's functions are called with its own context. */
+	*provctx = OSSL_PROVIDER_get0_provider_ctx(tok_algs.dflt);
+	*out = shim_dispatch;
+	return *provctx != NULL;
+}
+
+static void keymgmt_free(void)
+{
+	if (!tok_algs.keymgmt)
+		return;
+	for (OSSL_ALGORITHM *a = tok_algs.keymgmt; a->algorithm_names; a++)
+		free((char *)a->algorithm_names);
+	free(tok_algs.keymgmt);
+	tok_algs.keymgmt = NULL;
+}
+
+/* The default provider's key managers, first name prefixed "SOFTTOKEN-". */
+static bool keymgmt_rename(void)
+{
+	const OSSL_ALGORITHM *src;
+	int nc = 0;
+	size_t n = 0;
+
+	if (!(src = OSSL_PROVIDER_query_operation(tok_algs.dflt, OSSL_OP_KEYMGMT, &nc)))
+		return false;
+	while (src[n].algorithm_names)
+		n++;
+	if (!(tok_algs.keymgmt = calloc(n + 1, sizeof(*tok_algs.keymgmt))))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		const char *names = src[i].algorithm_names, *colon = strchr(names, ':');
+		int first = colon ? (int)(colon - names) : (int)strlen(names);
+		char *nn;
+
+		if (asprintf(&nn, "%s%.*s:%s", TOK_KEYMGMT(""), first, names, names) < 0)
+			return false;
+		tok_algs.keymgmt[i] = src[i];
+		tok_algs.keymgmt[i].algorithm_names = nn;
+	}
+	return true;
+}
+
+static bool libctx_open(void)
+{
+	if (!(tok_algs.base = OSSL_LIB_CTX_new()) || !(tok_algs.lc = OSSL_LIB_CTX_new()))
+		return false;
+	if (!(tok_algs.dflt = OSSL_PROVIDER_load(tok_algs.base, "default")) || !keymgmt_rename())
+		return false;
+	if (!OSSL_PROVIDER_add_builtin(tok_algs.lc, "softtoken-shim", shim_init) ||
+	    !(tok_algs.shim = OSSL_PROVIDER_load(tok_algs.lc, "softtoken-shim")))
+		return false;
+	return true;
+}
+
+static void libctx_close(void)
+{
+	OSSL_PROVIDER_unload(tok_algs.shim);
+	OSSL_LIB_CTX_free(tok_algs.lc);
+	keymgmt_free();
+	OSSL_PROVIDER_unload(tok_algs.dflt);
+	OSSL_LIB_CTX_free(tok_algs.base);
+}
 
 CK_RV tok_crypto_init(void)
 {
 	if (tok_algs.ready)
 		return CKR_OK;
+	if (!libctx_open())
+		goto err;
+	tok_crypto_set_rsa_min_bits(TOK_RSA_MIN_DEFAULT); /* the module sets rsa_min_bits next */
 	for (int m = 0; m < TOK_AES_NMODES; m++)
 		for (int k = 0; k < 3; k++)
-			if (!(tok_algs.aes[m][k] = EVP_CIPHER_fetch(NULL, aes_names[m][k], NULL)))
+			if (!(tok_algs.aes[m][k] = EVP_CIPHER_fetch(tok_algs.lc, aes_names[m][k], NULL)))
 				goto err;
 	for (int i = 0; i < TOK_NMDS; i++)
-		if (!(tok_algs.md[i] = EVP_MD_fetch(NULL, md_names[i], NULL)))
+		if (!(tok_algs.md[i] = EVP_MD_fetch(tok_algs.lc, md_names[i], NULL)))
 			goto err;
-	if (!(tok_algs.hmac = EVP_MAC_fetch(NULL, "HMAC", NULL)))
+	if (!(tok_algs.hmac = EVP_MAC_fetch(tok_algs.lc, "HMAC", NULL)) ||
+	    !(tok_algs.cmac = EVP_MAC_fetch(tok_algs.lc, "CMAC", NULL)))
 		goto err;
 	tok_algs.ready = true;
 	return CKR_OK;
@@ -83,12 +207,19 @@ err:
 
 void tok_crypto_fini(void)
 {
+	/* Process exit after OpenSSL's cleanup: nothing of OpenSSL's may be
+	 * touched now; what tok_algs holds stays referenced (not a leak) until
+	 * the process is gone. */
+	if (!tok_ossl_alive())
+		return;
 	for (int m = 0; m < TOK_AES_NMODES; m++)
 		for (int k = 0; k < 3; k++)
 			EVP_CIPHER_free(tok_algs.aes[m][k]);
 	for (int i = 0; i < TOK_NMDS; i++)
 		EVP_MD_free(tok_algs.md[i]);
 	EVP_MAC_free(tok_algs.hmac);
+	EVP_MAC_free(tok_algs.cmac);
+	libctx_close();
 	memset(&tok_algs, 0, sizeof(tok_algs));
 }
 
@@ -109,6 +240,7 @@ const EVP_MD *tok_md_of_mech(CK_MECHANISM_TYPE m)
 	case CKM_SHA256: return tok_algs.md[TOK_SHA256];
 	case CKM_SHA384: return tok_algs.md[TOK_SHA384];
 	case CKM_SHA512: return tok_algs.md[TOK_SHA512];
+	case CKM_SHA224: return tok_algs.md[TOK_SHA224];
 	default: return NULL;
 	}
 }
@@ -127,23 +259,26 @@ const EVP_MD *tok_md_of_mgf(CK_ULONG mgf)
 /* ---- the mechanism table ------------------------------------------------- */
 
 #define EC_FLAGS (CKF_EC_F_P | CKF_EC_NAMEDCURVE | CKF_EC_UNCOMPRESS)
-#define RSA_OP_MIN 1024
 #define RSA_OP_MAX 8192
-#define RSA_GEN_MIN 2048
 #define RSA_GEN_MAX 4096
 
 /* Key sizes: bytes for AES and HMAC, bits for RSA, EC, EdDSA and (as
  * PKCS#11 says for it) CKM_GENERIC_SECRET_KEY_GEN. */
-static const struct tok_mech_info mech_table[] = {
+static struct tok_mech_info mech_table[] = {
 	{ CKM_AES_KEY_GEN, { 16, 32, CKF_GENERATE } },
 	{ CKM_AES_ECB, { 16, 32, CKF_ENCRYPT | CKF_DECRYPT } },
 	{ CKM_AES_CBC, { 16, 32, CKF_ENCRYPT | CKF_DECRYPT } },
 	{ CKM_AES_CBC_PAD, { 16, 32, CKF_ENCRYPT | CKF_DECRYPT } },
 	{ CKM_AES_GCM, { 16, 32, CKF_ENCRYPT | CKF_DECRYPT } },
+	{ CKM_AES_CTR, { 16, 32, CKF_ENCRYPT | CKF_DECRYPT } },
+	{ CKM_AES_CMAC, { 16, 32, CKF_SIGN | CKF_VERIFY } },
 	{ CKM_AES_KEY_WRAP, { 16, 32, CKF_WRAP | CKF_UNWRAP } },
 	{ CKM_AES_KEY_WRAP_PAD, { 16, 32, CKF_WRAP | CKF_UNWRAP } },
 	{ CKM_GENERIC_SECRET_KEY_GEN, { 8, 4096, CKF_GENERATE } },
 	{ CKM_SHA256_HMAC, { 1, 512, CKF_SIGN | CKF_VERIFY } },
+	{ CKM_SHA384_HMAC, { 1, 512, CKF_SIGN | CKF_VERIFY } },
+	{ CKM_SHA512_HMAC, { 1, 512, CKF_SIGN | CKF_VERIFY } },
+	{ CKM_SHA224, { 0, 0, CKF_DIGEST } },
 	{ CKM_SHA_1, { 0, 0, CKF_DIGEST } },
 	{ CKM_SHA256, { 0, 0, CKF_DIGEST } },
 	{ CKM_SHA384, { 0, 0, CKF_DIGEST } },
@@ -152,15 +287,36 @@ static const struct tok_mech_info mech_table[] = {
 	{ CKM_ECDSA, { 256, 384, CKF_SIGN | CKF_VERIFY | EC_FLAGS } },
 	{ CKM_ECDSA_SHA256, { 256, 384, CKF_SIGN | CKF_VERIFY | EC_FLAGS } },
 	{ CKM_ECDSA_SHA384, { 256, 384, CKF_SIGN | CKF_VERIFY | EC_FLAGS } },
-	{ CKM_RSA_PKCS_KEY_PAIR_GEN, { RSA_GEN_MIN, RSA_GEN_MAX, CKF_GENERATE_KEY_PAIR } },
-	{ CKM_RSA_PKCS, { RSA_OP_MIN, RSA_OP_MAX, CKF_ENCRYPT | CKF_DECRYPT | CKF_SIGN | CKF_VERIFY } },
-	{ CKM_SHA256_RSA_PKCS, { RSA_OP_MIN, RSA_OP_MAX, CKF_SIGN | CKF_VERIFY } },
-	{ CKM_RSA_PKCS_PSS, { RSA_OP_MIN, RSA_OP_MAX, CKF_SIGN | CKF_VERIFY } },
-	{ CKM_SHA256_RSA_PKCS_PSS, { RSA_OP_MIN, RSA_OP_MAX, CKF_SIGN | CKF_VERIFY } },
-	{ CKM_RSA_PKCS_OAEP, { RSA_OP_MIN, RSA_OP_MAX, CKF_ENCRYPT | CKF_DECRYPT } },
+	{ CKM_ECDH1_DERIVE, { 256, 384, CKF_DERIVE | EC_FLAGS } },
+	{ CKM_RSA_PKCS_KEY_PAIR_GEN, { TOK_RSA_MIN_DEFAULT, RSA_GEN_MAX, CKF_GENERATE_KEY_PAIR } },
+	{ CKM_RSA_PKCS, { TOK_RSA_MIN_DEFAULT, RSA_OP_MAX, CKF_ENCRYPT | CKF_DECRYPT | CKF_SIGN | CKF_VERIFY } },
+	{ CKM_SHA256_RSA_PKCS, { TOK_RSA_MIN_DEFAULT, RSA_OP_MAX, CKF_SIGN | CKF_VERIFY } },
+	{ CKM_RSA_PKCS_PSS, { TOK_RSA_MIN_DEFAULT, RSA_OP_MAX, CKF_SIGN | CKF_VERIFY } },
+	{ CKM_SHA256_RSA_PKCS_PSS, { TOK_RSA_MIN_DEFAULT, RSA_OP_MAX, CKF_SIGN | CKF_VERIFY } },
+	{ CKM_RSA_PKCS_OAEP, { TOK_RSA_MIN_DEFAULT, RSA_OP_MAX, CKF_ENCRYPT | CKF_DECRYPT } },
 	{ CKM_EC_EDWARDS_KEY_PAIR_GEN, { 255, 255, CKF_GENERATE_KEY_PAIR } },
 	{ CKM_EDDSA, { 255, 255, CKF_SIGN | CKF_VERIFY } },
 };
+
+static bool is_rsa_mech(CK_MECHANISM_TYPE t)
+{
+	switch (t) {
+	case CKM_RSA_PKCS_KEY_PAIR_GEN: case CKM_RSA_PKCS: case CKM_SHA256_RSA_PKCS:
+	case CKM_RSA_PKCS_PSS: case CKM_SHA256_RSA_PKCS_PSS: case CKM_RSA_PKCS_OAEP:
+		return true;
+	default:
+		return false;
+	}
+}
+
+void tok_crypto_set_rsa_min_bits(unsigned bits)
+{
+	assert(bits >= TOK_RSA_VERIFY_MIN && bits <= RSA_GEN_MAX);
+	tok_algs.rsa_min_bits = bits;
+	for (size_t i = 0; i < sizeof(mech_table) / sizeof(mech_table[0]); i++)
+		if (is_rsa_mech(mech_table[i].type))
+			mech_table[i].info.ulMinKeySize = bits;
+}
 
 const struct tok_mech_info *tok_mech_table(size_t *ret_n)
 {
@@ -180,9 +336,10 @@ static const CK_MECHANISM_INFO *mech_info(CK_MECHANISM_TYPE t)
 
 enum op_family {
 	F_BLOCK,   /* AES ECB / CBC / CBC_PAD */
+	F_STREAM,  /* AES CTR: output = input */
 	F_GCM,
 	F_DIGEST,
-	F_HMAC,
+	F_HMAC,    /* EVP_MAC: HMAC-SHA-256/384/512, AES-CMAC */
 	F_SIGN,    /* EVP_PKEY_sign/verify: ECDSA*, RSA PKCS#1 v1.5 and PSS signatures */
 	F_EDDSA,
 	F_RSA_ENC, /* RSA PKCS#1 v1.5 / OAEP encryption */
@@ -205,6 +362,8 @@ struct tok_op {
 	uint8_t iv[128];
 	size_t iv_len;
 	size_t rem;     /* input bytes cctx buffers (total input % 16) */
+	uint64_t ctr_room; /* CTR: bytes left before the counter's ulCounterBits wrap */
+	uint64_t ctr_done; /* CTR: bytes processed since the key was set */
 	bool held;      /* CBC_PAD decryption: held_pt is the last plaintext block */
 	uint8_t held_pt[16];
 	/* GCM */
@@ -321,6 +480,33 @@ static CK_RV init_aes(struct tok_op *op, const CK_MECHANISM *mech, struct tok_ob
 		memcpy(op->iv, mech->pParameter, 16);
 		op->iv_len = 16;
 		break;
+	case CKM_AES_CTR: {
+		const CK_AES_CTR_PARAMS *p = mech->pParameter;
+		uint64_t ctr;
+
+		mode = TOK_AES_CTR;
+		op->fam = F_STREAM;
+		if (!p || mech->ulParameterLen != sizeof(*p) || p->ulCounterBits < 1 || p->ulCounterBits > 128)
+			return CKR_MECHANISM_PARAM_INVALID;
+		memcpy(op->iv, p->cb, 16);
+		op->iv_len = 16;
+		/* OpenSSL increments all 128 bits; PKCS#11 only the low
+		 * ulCounterBits, and a wrap would repeat the key stream: the
+		 * input may take the counter up to 2^bits - 1, no further. */
+		{
+			unsigned __int128 c = 0, mask, room; /* blocks left: 2^bits - counter */
+
+			for (unsigned i = 0; i < 16; i++)
+				c = c << 8 | p->cb[i];
+			mask = p->ulCounterBits == 128 ? ~(unsigned __int128)0
+						       : ((unsigned __int128)1 << p->ulCounterBits) - 1;
+			c &= mask;
+			room = mask - c + 1; /* 0: 2^128 blocks (bits 128, counter 0) */
+			ctr = room == 0 || room > UINT64_MAX / 16 ? UINT64_MAX : (uint64_t)room * 16;
+		}
+		op->ctr_room = ctr;
+		break;
+	}
 	default: { /* CKM_AES_GCM */
 		/* The original v2.40 layout, before the errata added ulIvBits. */
 		struct gcm_v240 {
@@ -396,14 +582,23 @@ CK_RV tok_op_reinit_digest(struct tok_op *op, const CK_MECHANISM *mech)
 	return CKR_OK;
 }
 
-static CK_RV init_hmac(struct tok_op *op, struct tok_object *key)
+static CK_RV init_hmac(struct tok_op *op, const CK_MECHANISM *mech, struct tok_object *key)
 {
 	const struct tok_attr *v;
+	enum tok_md md;
+	CK_KEY_TYPE kt;
 	CK_RV rv;
 
 	if (op->kind != TOK_OP_SIGN && op->kind != TOK_OP_VERIFY)
 		return CKR_MECHANISM_INVALID;
-	rv = check_key(op->kind, key, CKO_SECRET_KEY, CKK_GENERIC_SECRET, CKK_SHA256_HMAC);
+	switch (mech->mechanism) {
+	case CKM_SHA384_HMAC: md = TOK_SHA384; kt = CKK_SHA384_HMAC; op->sig_len = 48; break;
+	case CKM_SHA512_HMAC: md = TOK_SHA512; kt = CKK_SHA512_HMAC; op->sig_len = 64; break;
+	default: md = TOK_SHA256; kt = CKK_SHA256_HMAC; op->sig_len = 32; break;
+	}
+	if (mech->pParameter || mech->ulParameterLen)
+		return CKR_MECHANISM_PARAM_INVALID;
+	rv = check_key(op->kind, key, CKO_SECRET_KEY, CKK_GENERIC_SECRET, kt);
 	if (rv != CKR_OK)
 		return rv;
 	v = tok_attrs_get(&key->attrs, CKA_VALUE);
@@ -411,17 +606,50 @@ static CK_RV init_hmac(struct tok_op *op, struct tok_object *key)
 		return CKR_KEY_SIZE_RANGE;
 	op->fam = F_HMAC;
 	op->multipart = true;
-	op->sig_len = 32;
-	return tok_key_mac(key, &op->mac);
+	return tok_key_mac(key, md, &op->mac);
 }
 
-/* Key bits in the mechanism's advertised range. */
-static CK_RV check_bits(CK_MECHANISM_TYPE m, const EVP_PKEY *pkey)
+/* AES-CMAC (NIST SP 800-38B, RFC 4493): the full 16-byte MAC. */
+static CK_RV init_cmac(struct tok_op *op, const CK_MECHANISM *mech, struct tok_object *key)
+{
+	static const char *const cbc[3] = { "AES-128-CBC", "AES-192-CBC", "AES-256-CBC" };
+	const struct tok_attr *v;
+	OSSL_PARAM params[2];
+	CK_RV rv;
+
+	if (op->kind != TOK_OP_SIGN && op->kind != TOK_OP_VERIFY)
+		return CKR_MECHANISM_INVALID;
+	if (mech->pParameter || mech->ulParameterLen)
+		return CKR_MECHANISM_PARAM_INVALID;
+	if ((rv = check_key(op->kind, key, CKO_SECRET_KEY, CKK_AES, CKK_AES)) != CKR_OK)
+		return rv;
+	v = tok_attrs_get(&key->attrs, CKA_VALUE);
+	if (!v || (v->len != 16 && v->len != 24 && v->len != 32))
+		return CKR_KEY_SIZE_RANGE;
+	op->fam = F_HMAC;
+	op->multipart = true;
+	op->sig_len = 16;
+	params[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_CIPHER, (char *)cbc[(v->len - 16) / 8], 0);
+	params[1] = OSSL_PARAM_construct_end();
+	if (!(op->mac = EVP_MAC_CTX_new(tok_algs.cmac)))
+		return CKR_HOST_MEMORY;
+	if (!EVP_MAC_init(op->mac, v->value, v->len, params))
+		return tok_ossl_fail();
+	return CKR_OK;
+}
+
+/* Key bits in the mechanism's advertised range; an RSA public key may be
+ * smaller for verification (down to TOK_RSA_VERIFY_MIN): rsa_min_bits binds
+ * what the token signs, decrypts and encrypts, not the signatures it checks. */
+static CK_RV check_bits(CK_MECHANISM_TYPE m, enum tok_opkind kind, const EVP_PKEY *pkey)
 {
 	const CK_MECHANISM_INFO *mi = mech_info(m);
 	int bits = EVP_PKEY_get_bits(pkey);
+	CK_ULONG min = mi->ulMinKeySize;
 
-	if (bits <= 0 || (CK_ULONG)bits < mi->ulMinKeySize || (CK_ULONG)bits > mi->ulMaxKeySize)
+	if (kind == TOK_OP_VERIFY && is_rsa_mech(m))
+		min = TOK_RSA_VERIFY_MIN;
+	if (bits <= 0 || (CK_ULONG)bits < min || (CK_ULONG)bits > mi->ulMaxKeySize)
 		return CKR_KEY_SIZE_RANGE;
 	return CKR_OK;
 }
@@ -439,7 +667,7 @@ static CK_RV init_ecdsa(struct tok_op *op, const CK_MECHANISM *mech, struct tok_
 		return rv;
 	if ((rv = tok_key_cache_get(key, &c)) != CKR_OK)
 		return rv;
-	if ((rv = check_bits(mech->mechanism, c->pkey)) != CKR_OK)
+	if ((rv = check_bits(mech->mechanism, op->kind, c->pkey)) != CKR_OK)
 		return rv;
 	op->fam = F_SIGN;
 	op->ecdsa = true;
@@ -484,7 +712,7 @@ static CK_RV init_rsa(struct tok_op *op, const CK_MECHANISM *mech, struct tok_ob
 		return rv;
 	if ((rv = tok_key_cache_get(key, &c)) != CKR_OK)
 		return rv;
-	if ((rv = check_bits(m, c->pkey)) != CKR_OK)
+	if ((rv = check_bits(m, op->kind, c->pkey)) != CKR_OK)
 		return rv;
 	bits = EVP_PKEY_get_bits(c->pkey);
 	op->mod_len = ((size_t)bits + 7) / 8;
@@ -615,9 +843,9 @@ static CK_RV init_eddsa(struct tok_op *op, const CK_MECHANISM *mech, struct tok_
 	if (!(op->mdctx = EVP_MD_CTX_new()))
 		return CKR_HOST_MEMORY;
 	if (op->kind == TOK_OP_SIGN)
-		ok = EVP_DigestSignInit_ex(op->mdctx, NULL, NULL, NULL, NULL, c->pkey, NULL);
+		ok = EVP_DigestSignInit_ex(op->mdctx, NULL, NULL, tok_algs.lc, NULL, c->pkey, NULL);
 	else
-		ok = EVP_DigestVerifyInit_ex(op->mdctx, NULL, NULL, NULL, NULL, c->pkey, NULL);
+		ok = EVP_DigestVerifyInit_ex(op->mdctx, NULL, NULL, tok_algs.lc, NULL, c->pkey, NULL);
 	return ok > 0 ? CKR_OK : tok_ossl_fail();
 }
 
@@ -637,14 +865,17 @@ CK_RV tok_op_init(enum tok_opkind kind, const CK_MECHANISM *mech, struct tok_obj
 	op->mech = mech->mechanism;
 
 	switch (mech->mechanism) {
-	case CKM_AES_ECB: case CKM_AES_CBC: case CKM_AES_CBC_PAD: case CKM_AES_GCM:
+	case CKM_AES_ECB: case CKM_AES_CBC: case CKM_AES_CBC_PAD: case CKM_AES_GCM: case CKM_AES_CTR:
 		rv = init_aes(op, mech, key);
 		break;
-	case CKM_SHA_1: case CKM_SHA256: case CKM_SHA384: case CKM_SHA512:
+	case CKM_SHA_1: case CKM_SHA224: case CKM_SHA256: case CKM_SHA384: case CKM_SHA512:
 		rv = kind == TOK_OP_DIGEST ? init_digest(op, mech) : CKR_MECHANISM_INVALID;
 		break;
-	case CKM_SHA256_HMAC:
-		rv = init_hmac(op, key);
+	case CKM_SHA256_HMAC: case CKM_SHA384_HMAC: case CKM_SHA512_HMAC:
+		rv = init_hmac(op, mech, key);
+		break;
+	case CKM_AES_CMAC:
+		rv = init_cmac(op, mech, key);
 		break;
 	case CKM_ECDSA: case CKM_ECDSA_SHA256: case CKM_ECDSA_SHA384:
 		rv = init_ecdsa(op, mech, key);
@@ -927,6 +1158,32 @@ done:
 	return rv;
 }
 
+/* AES-CTR: output = input, for one-shot and update steps alike (a one-shot
+ * step starts the key stream afresh). */
+static CK_RV stream_step(struct tok_op *op, const uint8_t *in, size_t in_len, uint8_t *out, CK_ULONG *out_len,
+			 bool oneshot)
+{
+	uint64_t done = oneshot ? 0 : op->ctr_done;
+	size_t w;
+	CK_RV rv;
+
+	if (in_len && !in)
+		return CKR_ARGUMENTS_BAD;
+	if (in_len > op->ctr_room - done)
+		return len_range(op); /* the counter would wrap */
+	if (!out_room(out, out_len, in_len, &rv))
+		return rv;
+	if ((oneshot || !op->keyed) && (rv = aes_key(op)) != CKR_OK)
+		return rv;
+	if ((rv = cipher_update(op->cctx, out, &w, in, in_len)) != CKR_OK)
+		return rv;
+	if (w != in_len)
+		return tok_ossl_fail();
+	op->ctr_done = done + in_len;
+	*out_len = w;
+	return CKR_OK;
+}
+
 /* GCM encryption: output = input; the tag comes at the end. GCM decryption:
  * the ciphertext is buffered until the tag at its end can be checked. */
 static CK_RV gcm_update(struct tok_op *op, const uint8_t *in, size_t in_len, uint8_t *out, CK_ULONG *out_len)
@@ -1167,11 +1424,11 @@ static CK_RV pkey_verify(struct tok_op *op, const struct tbs *t, const uint8_t *
 	return ok == 1 ? CKR_OK : CKR_SIGNATURE_INVALID;
 }
 
-static CK_RV hmac_compute(struct tok_op *op, uint8_t mac[32])
+static CK_RV hmac_compute(struct tok_op *op, uint8_t *mac)
 {
 	size_t len = 0;
 
-	if (!EVP_MAC_final(op->mac, mac, &len, 32) || len != 32)
+	if (!EVP_MAC_final(op->mac, mac, &len, op->sig_len) || len != op->sig_len)
 		return tok_ossl_fail();
 	return CKR_OK;
 }
@@ -1272,12 +1529,14 @@ CK_RV tok_op_oneshot(struct tok_op *op, const uint8_t *in, size_t in_len, uint8_
 	case F_HMAC:
 		if (in_len && !in)
 			return CKR_ARGUMENTS_BAD;
-		if (!out_room(out, out_len, 32, &rv))
+		if (!out_room(out, out_len, op->sig_len, &rv))
 			return rv;
 		if ((rv = absorb(op, in, in_len)) != CKR_OK || (rv = hmac_compute(op, out)) != CKR_OK)
 			return rv;
-		*out_len = 32;
+		*out_len = op->sig_len;
 		return CKR_OK;
+	case F_STREAM:
+		return stream_step(op, in, in_len, out, out_len, true);
 	case F_EDDSA: {
 		size_t len = 64;
 
@@ -1324,12 +1583,17 @@ CK_RV tok_op_update(struct tok_op *op, const uint8_t *in, size_t in_len, uint8_t
 		rv = op->fam == F_BLOCK ? block_update(op, in, in_len, out, out_len)
 					: gcm_update(op, in, in_len, out, out_len);
 		break;
+	case F_STREAM:
+		if (!out_len)
+			return CKR_ARGUMENTS_BAD;
+		rv = stream_step(op, in, in_len, out, out_len, false);
+		break;
 	default:
 		rv = absorb(op, in, in_len);
 		break;
 	}
 	/* A length query or a short buffer is not the start of a multi-part run. */
-	if (rv == CKR_OK && (op->fam == F_BLOCK || op->fam == F_GCM ? out != NULL : true))
+	if (rv == CKR_OK && (op->fam == F_BLOCK || op->fam == F_GCM || op->fam == F_STREAM ? out != NULL : true))
 		op->updated = true;
 	return rv;
 }
@@ -1361,11 +1625,16 @@ CK_RV tok_op_final(struct tok_op *op, uint8_t *out, CK_ULONG *out_len)
 	case F_HMAC:
 		if (op->kind != TOK_OP_SIGN)
 			return CKR_FUNCTION_NOT_SUPPORTED;
-		if (!out_room(out, out_len, 32, &rv))
+		if (!out_room(out, out_len, op->sig_len, &rv))
 			return rv;
 		if ((rv = hmac_compute(op, out)) != CKR_OK)
 			return rv;
-		*out_len = 32;
+		*out_len = op->sig_len;
+		return CKR_OK;
+	case F_STREAM:
+		if (!out_room(out, out_len, 0, &rv))
+			return rv;
+		*out_len = 0;
 		return CKR_OK;
 	case F_SIGN:
 		if (op->kind != TOK_OP_SIGN)
@@ -1387,15 +1656,15 @@ static CK_RV verify_end(struct tok_op *op, const uint8_t *sig, size_t sig_len)
 	CK_RV rv;
 
 	if (op->fam == F_HMAC) {
-		uint8_t mac[32];
+		uint8_t mac[EVP_MAX_MD_SIZE];
 
-		if (sig_len != 32)
+		if (sig_len != op->sig_len)
 			return CKR_SIGNATURE_LEN_RANGE;
 		if (!sig)
 			return CKR_ARGUMENTS_BAD;
 		if ((rv = hmac_compute(op, mac)) != CKR_OK)
 			return rv;
-		rv = CRYPTO_memcmp(mac, sig, 32) == 0 ? CKR_OK : CKR_SIGNATURE_INVALID;
+		rv = CRYPTO_memcmp(mac, sig, op->sig_len) == 0 ? CKR_OK : CKR_SIGNATURE_INVALID;
 		OPENSSL_cleanse(mac, sizeof(mac));
 		return rv;
 	}

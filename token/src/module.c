@@ -191,8 +191,10 @@ static CK_RV check_init_args(CK_VOID_PTR p)
 	 * accepted only alongside CKF_OS_LOCKING_OK. */
 	if (fns == 4 && !(a->flags & CKF_OS_LOCKING_OK))
 		return CKR_CANT_LOCK;
-	if (a->flags & CKF_LIBRARY_CANT_CREATE_OS_THREADS)
-		return CKR_NEED_TO_CREATE_THREADS; /* the audit writer is a thread */
+	/* CKF_LIBRARY_CANT_CREATE_OS_THREADS is accepted, and the audit writer
+	 * thread still starts: GnuTLS passes the flag to every module it loads
+	 * (p11tool, certtool, gnutls-cli), and without the thread there is no
+	 * trail (docs/token.md "Clients"). */
 	return CKR_OK;
 }
 
@@ -257,6 +259,7 @@ CK_RV C_Initialize(CK_VOID_PTR pInitArgs)
 		snprintf(err, sizeof(err), "OpenSSL could not provide an algorithm the token needs");
 		goto fail_cfg;
 	}
+	tok_crypto_set_rsa_min_bits((unsigned)tok_g.cfg.rsa_min_bits);
 	if (mkdir(tok_g.cfg.token_dir, 0700) < 0 && errno != EEXIST) {
 		snprintf(err, sizeof(err), "cannot create token_dir %s: %s", tok_g.cfg.token_dir,
 			 strerror(errno));
@@ -314,16 +317,22 @@ CK_RV C_Initialize(CK_VOID_PTR pInitArgs)
 	pthread_mutex_unlock(&tok_g.mu);
 	{
 		/* The first record of a writable trail names what an earlier
-		 * fail-closed trail of this process could not record. */
+		 * fail-closed trail of this process could not record, and a
+		 * weakened RSA floor is named where every auditor sees it. */
 		uint64_t n = atomic_load(&tok_g.unrecorded);
-		char detail[96] = "";
-		if (n && tok_audit_gate() == CKR_OK)
-			snprintf(detail, sizeof(detail),
-				 "unrecorded_after_fail_closed=%llu", (unsigned long long)n);
+		char detail[160] = "";
+		size_t k = 0;
+		if (tok_g.cfg.rsa_min_bits < 2048)
+			k += (size_t)snprintf(detail, sizeof(detail), "rsa_min_bits=%llu",
+					      (unsigned long long)tok_g.cfg.rsa_min_bits);
+		bool counted = n && tok_audit_gate() == CKR_OK;
+		if (counted)
+			snprintf(detail + k, sizeof(detail) - k, "%sunrecorded_after_fail_closed=%llu",
+				 k ? "; " : "", (unsigned long long)n);
 		if (tok_audit_write(&(struct tok_audit){ .action = "C_Initialize", .rv = CKR_OK,
 							 .kind = TOK_AUD_SENSITIVE, .actor = "public",
 							 .detail = detail[0] ? detail : NULL }) == CKR_OK &&
-		    detail[0] && tok_g.log)
+		    counted && tok_g.log)
 			atomic_fetch_sub(&tok_g.unrecorded, n);
 	}
 	return CKR_OK;

@@ -82,6 +82,12 @@ struct tok_object {
  */
 CK_RV tok_crypto_init(void);   /* fetch algorithms once (C_Initialize) */
 void tok_crypto_fini(void);    /* release them (C_Finalize) */
+/* rsa_min_bits (1024..4096; tok_crypto_init sets 2048): the smallest RSA
+ * modulus generated, imported as a private key, or used for signing,
+ * decryption and encryption; C_GetMechanismInfo reports it as ulMinKeySize
+ * of every RSA mechanism. Public keys down to 1024 bits are imported and
+ * verify signatures. Call after tok_crypto_init, before any operation. */
+void tok_crypto_set_rsa_min_bits(unsigned bits);
 void tok_key_cache_free(void *cache);
 
 struct tok_mech_info {
@@ -168,6 +174,16 @@ CK_RV tok_wrap(const CK_MECHANISM *mech, struct tok_object *wrapping, struct tok
  * CKR_UNWRAPPING_KEY_TYPE_INCONSISTENT. */
 CK_RV tok_unwrap(const CK_MECHANISM *mech, struct tok_object *unwrapping, CK_OBJECT_CLASS cls,
 		 CK_KEY_TYPE kt, const uint8_t *wrapped, size_t wrapped_len, struct tok_attrs *out);
+
+/* C_DeriveKey with CKM_ECDH1_DERIVE (CKD_NULL, CKD_SHA256_KDF): fill out
+ * with CKA_VALUE and CKA_VALUE_LEN of a new secret key of type kt
+ * (CKK_GENERIC_SECRET or CKK_AES; length from the template's CKA_VALUE_LEN,
+ * else Z's for CKD_NULL, 32 for the KDF). The base key: an EC private key
+ * with CKA_DERIVE. CKR_MECHANISM_PARAM_INVALID (a bad peer point or KDF),
+ * CKR_KEY_TYPE_INCONSISTENT, CKR_KEY_FUNCTION_NOT_PERMITTED,
+ * CKR_TEMPLATE_INCOMPLETE, CKR_ATTRIBUTE_VALUE_INVALID, CKR_KEY_SIZE_RANGE. */
+CK_RV tok_derive(const CK_MECHANISM *mech, struct tok_object *base, CK_KEY_TYPE kt, const struct tok_attrs *tmpl,
+		 struct tok_attrs *out);
 
 CK_RV tok_random(uint8_t *buf, size_t len);          /* RAND_bytes */
 CK_RV tok_seed_random(const uint8_t *buf, size_t len); /* RAND_add */
