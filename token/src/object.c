@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
 
 #include "core.h"
 
@@ -59,7 +58,7 @@ CK_RV tok_obj_publish(struct tok_token *t, struct tok_attrs *attrs, CK_SESSION_H
 	if (o->token_obj) {
 		uint8_t u[16];
 		static const char hx[] = "0123456789abcdef";
-		if (RAND_bytes(u, sizeof(u)) != 1) {
+		if (tok_random(u, sizeof(u)) != CKR_OK) {
 			obj_free(o);
 			return CKR_DEVICE_ERROR;
 		}

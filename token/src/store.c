@@ -38,7 +38,6 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
 
 #include "core.h"
 
@@ -271,7 +270,7 @@ CK_RV tok_pin_make(struct tok_pin *rec, const uint8_t *pin, size_t len, const ui
 
 	if (len < TOK_MIN_PIN || len > TOK_MAX_PIN)
 		return CKR_PIN_LEN_RANGE;
-	if (RAND_bytes(r.salt, sizeof(r.salt)) != 1 || RAND_bytes(r.nonce, sizeof(r.nonce)) != 1)
+	if (tok_random(r.salt, sizeof(r.salt)) != CKR_OK || tok_random(r.nonce, sizeof(r.nonce)) != CKR_OK)
 		return CKR_DEVICE_ERROR;
 	if (!pin_keys(&r, pin, len, kek, r.check))
 		goto out;
@@ -531,7 +530,7 @@ CK_RV tok_store_init_token(struct tok_token *t, const uint8_t *so_pin, size_t so
 	int r;
 
 	assert(t->store_locked);
-	if (RAND_bytes(mk, sizeof(mk)) != 1)
+	if (tok_random(mk, sizeof(mk)) != CKR_OK)
 		return CKR_DEVICE_ERROR;
 	rv = tok_pin_make(&so, so_pin, so_len, mk, tok_g.cfg.pbkdf2_iterations);
 	OPENSSL_cleanse(mk, sizeof(mk));
@@ -554,7 +553,7 @@ CK_RV tok_store_init_token(struct tok_token *t, const uint8_t *so_pin, size_t so
 	if (!t->initialized) {
 		uint8_t sb[8];
 		static const char hx[] = "0123456789abcdef";
-		if (RAND_bytes(sb, sizeof(sb)) != 1)
+		if (tok_random(sb, sizeof(sb)) != CKR_OK)
 			return CKR_DEVICE_ERROR;
 		for (size_t i = 0; i < sizeof(sb); i++) {
 			t->serial[2 * i] = hx[sb[i] >> 4];
@@ -643,7 +642,7 @@ CK_RV tok_store_save_object(struct tok_token *t, struct tok_object *o)
 	memcpy(file + 12, o->uuid, 32);
 	if (enc) {
 		uint8_t *nonce = file + hdr;
-		if (RAND_bytes(nonce, 12) != 1 ||
+		if (tok_random(nonce, 12) != CKR_OK ||
 		    !gcm(true, t->mk, nonce, file, hdr, plain, len, file + hdr + 12, file + hdr + 12 + len)) {
 			rv = CKR_DEVICE_ERROR;
 			goto out;
