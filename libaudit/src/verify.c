@@ -1103,7 +1103,7 @@ static int try_successor(struct vctx *c, struct vfile *f, const char *path, cons
 	nf->path = path;
 	nf->next = nf->prevf = -1;
 	nf->fd = -1;
-	r = read_head(c, nf, false);
+	r = read_head(c, nf, true); /* (the inode checked is the one walked) */
 	if (r == -ENOENT || r == -EINVAL || r == -ELOOP)
 		r = 0; /* gone, or not a regular file (a FIFO, a symlink): not a successor */
 	else if (!r && nf->has_prev) {
@@ -1989,6 +1989,7 @@ static int plan(struct vctx *c)
 int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, struct al_vresult *res)
 {
 	struct vctx c = {.o = o, .res = res, .n = n};
+	unsigned kept = 0;
 	int r = 0;
 
 	memset(res, 0, sizeof(*res));
@@ -2009,7 +2010,13 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 		const char *sl = strrchr(paths[i], '/');
 		f->base = sl ? sl + 1 : paths[i];
 		f->next = f->prevf = f->chain = f->fork_of = -1;
-		r = read_head(&c, f, false);
+		/* a file under a name the writer renames (its active name, not a
+		 * rotated one) stays open: a rotation while we run must not make
+		 * the path name another file (at most 64 such descriptors) */
+		uint64_t rs;
+		bool active = !rotated_name(f->base, &rs) && kept < 64;
+		kept += active;
+		r = read_head(&c, f, active);
 		if (r < 0)
 			goto out;
 		f->limit = f->size;
