@@ -37,7 +37,8 @@ CK_RV tok_audit_open(char *err, size_t errlen)
 	    auditlog_config_set_queue_capacity(ac, c->audit_queue_capacity) < 0 ||
 	    auditlog_config_set_rotate_bytes(ac, c->audit_rotate_bytes) < 0 ||
 	    auditlog_config_set_rotate_age_s(ac, c->audit_rotate_age_s) < 0 ||
-	    auditlog_config_set_enospc_deadline_ms(ac, c->audit_enospc_deadline_ms) < 0) {
+	    auditlog_config_set_enospc_deadline_ms(ac, c->audit_enospc_deadline_ms) < 0 ||
+	    auditlog_config_set_async_coalesce_us(ac, c->audit_async_coalesce_us) < 0) {
 		snprintf(err, errlen, "%s: an audit setting is out of range", c->path);
 		rv = CKR_ARGUMENTS_BAD;
 		goto out;
