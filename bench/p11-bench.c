@@ -196,6 +196,7 @@ struct opts {
 	const char *dir;
 	bool keep, no_raw, no_audit_off;
 	const char *audit_sync;
+	long long audit_coalesce_us; /* -1: the token's default */
 	unsigned pbkdf2;
 };
 
@@ -362,6 +363,8 @@ static void usage(FILE *f)
 	      "  --no-raw             skip the raw OpenSSL arm\n"
 	      "  --no-audit-off       skip our token's second run with its audit trail off\n"
 	      "  --audit-sync P       our token's audit_sync policy (default sensitive)\n"
+	      "  --audit-coalesce-us N  our token's audit_async_coalesce_us (default: the\n"
+	      "                       token's own default)\n"
 	      "  --pbkdf2-iterations N  our token's PIN key derivation (default 1000, its\n"
 	      "                       minimum; login is not timed)\n"
 	      "  -h, --help           this text\n"
@@ -405,7 +408,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	enum {
 		OPT_MODULE = 256, OPT_ITER, OPT_WARM, OPT_THREADS, OPT_SIZES, OPT_ONLY, OPT_FORMAT,
 		OPT_OUTPUT, OPT_COMPARE, OPT_THRESHOLD, OPT_INPUT, OPT_DIR, OPT_KEEP, OPT_NORAW,
-		OPT_NOOFF, OPT_SYNC, OPT_PBKDF2
+		OPT_NOOFF, OPT_SYNC, OPT_PBKDF2, OPT_COALESCE
 	};
 	static const struct option lo[] = {
 		{"module", required_argument, NULL, OPT_MODULE},
@@ -424,6 +427,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{"no-raw", no_argument, NULL, OPT_NORAW},
 		{"no-audit-off", no_argument, NULL, OPT_NOOFF},
 		{"audit-sync", required_argument, NULL, OPT_SYNC},
+		{"audit-coalesce-us", required_argument, NULL, OPT_COALESCE},
 		{"pbkdf2-iterations", required_argument, NULL, OPT_PBKDF2},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -441,6 +445,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		.format = FMT_TABLE,
 		.threshold = DEF_THRESHOLD,
 		.audit_sync = "sensitive",
+		.audit_coalesce_us = -1,
 		.pbkdf2 = DEF_PBKDF2,
 	};
 	opterr = 0;
@@ -522,6 +527,10 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			if (strcmp(optarg, "sensitive") && strcmp(optarg, "all") && strcmp(optarg, "none"))
 				bad_arg("--audit-sync: '%s' is not sensitive, all or none", optarg);
 			o->audit_sync = optarg;
+			break;
+		case OPT_COALESCE:
+			o->audit_coalesce_us = (long long)arg_u64("--audit-coalesce-us", optarg, 0,
+								  1000000, false);
 			break;
 		case OPT_PBKDF2:
 			o->pbkdf2 = (unsigned)arg_u64("--pbkdf2-iterations", optarg, 1000, 100000000,
@@ -1215,6 +1224,11 @@ static int arm_write_config(struct arm *a, const struct opts *o)
 			 "pbkdf2_iterations = %u\n",
 			 tokens, a->audit_dir, a->audit == AUDIT_OFF ? "false" : "true",
 			 o->audit_sync, o->pbkdf2);
+		if (o->audit_coalesce_us >= 0) {
+			size_t n = strlen(text);
+			snprintf(text + n, sizeof(text) - n, "audit_async_coalesce_us = %lld\n",
+				 o->audit_coalesce_us);
+		}
 	}
 	int r = write_file(a->conf, text);
 	if (r < 0)
@@ -2234,6 +2248,8 @@ static void print_json(FILE *f, const struct report *P)
 	if (o->only)
 		jstr(&j, "only", o->only);
 	jstr(&j, "audit_sync", o->audit_sync);
+	if (o->audit_coalesce_us >= 0)
+		ju64(&j, "audit_async_coalesce_us", (uint64_t)o->audit_coalesce_us);
 	ju64(&j, "pbkdf2_iterations", o->pbkdf2);
 	jfix(&j, "process_wall_s", e->process_wall_s, 3);
 	if (e->ours_absent[0]) {

@@ -72,6 +72,20 @@ AUDITLOG_API int auditlog_config_set_max_batch_bytes(struct auditlog_config *cfg
 AUDITLOG_API int auditlog_config_set_backend(struct auditlog_config *cfg, enum auditlog_backend b);
 /* A tail record more than this far in the future is untrusted (seconds; default 600). */
 AUDITLOG_API int auditlog_config_set_future_tolerance_s(struct auditlog_config *cfg, uint64_t seconds);
+/* Group commit's one bounded wait (microseconds, 0..AUDITLOG_ASYNC_COALESCE_MAX_US;
+ * 0 = off, the default). A batch holding only records of auditlog_record()
+ * may wait until `us` have passed since its first record was enqueued, so
+ * that records arriving in that window share its write and fdatasync. It
+ * never waits once a record_sync() or a flush() is queued, nor while the log
+ * closes: those commit at once, and no caller waiting for durability is ever
+ * delayed by the window. It commits at once as well when the records queued
+ * might fill a batch (max_batch_bytes at the longest line, or half the queue).
+ * Cost: on power loss, an auditlog_record() that returned may be lost if it
+ * was enqueued within the window plus one fdatasync before the loss (without
+ * coalescing: within one fdatasync). docs/durability.md. -EINVAL above the
+ * maximum. */
+#define AUDITLOG_ASYNC_COALESCE_MAX_US 1000000u
+AUDITLOG_API int auditlog_config_set_async_coalesce_us(struct auditlog_config *cfg, uint64_t us);
 
 /* ---- events ---------------------------------------------------------------
  * An event is a parameter block the caller fills and keeps ownership of; the
@@ -173,6 +187,8 @@ struct auditlog_stats {
 	uint32_t backend;            /* enum auditlog_backend actually running */
 	uint64_t inline_batches;     /* io_uring backend: lone small batches committed with
 				      * pwrite+fdatasync in the worker (docs/durability.md) */
+	uint64_t coalesced_batches;  /* batches that waited for auditlog_config_set_async_coalesce_us */
+	uint64_t coalesce_wait_ns;   /* their total wait (nanoseconds) */
 };
 
 /* Copy a snapshot of the counters. size = sizeof(struct auditlog_stats) of

@@ -124,6 +124,14 @@ AUDITLOG_API int auditlog_config_set_future_tolerance_s(struct auditlog_config *
 	return 0;
 }
 
+AUDITLOG_API int auditlog_config_set_async_coalesce_us(struct auditlog_config *cfg, uint64_t us)
+{
+	if (!cfg || us > AUDITLOG_ASYNC_COALESCE_MAX_US)
+		return -EINVAL;
+	cfg->async_coalesce_us = us;
+	return 0;
+}
+
 int auditlog__config_set_io_hooks(struct auditlog_config *cfg, const struct al_io_hooks *h)
 {
 	if (!cfg)

@@ -28,6 +28,7 @@ struct auditlog_config {
 	size_t max_batch_bytes;
 	enum auditlog_backend backend;
 	uint64_t future_tolerance_s;
+	uint64_t async_coalesce_us; /* 0: off */
 	struct al_io_hooks hooks;
 	bool has_hooks;
 };
@@ -127,6 +128,12 @@ struct auditlog {
 	_Atomic uint32_t full_waiters;
 	_Alignas(64) uint64_t deq_pos; /* worker only */
 	_Atomic uint64_t barriers;
+	/* slots carrying a waiter (record_sync, flush) reserved by producers, and
+	 * taken by the worker: a coalescing batch never waits while they differ */
+	_Atomic uint64_t sync_enq;
+	uint64_t sync_taken;           /* worker only */
+	_Atomic uint64_t hold_wake_pos; /* coalescing: an async record at this queue
+					 * position wakes the worker (the batch is full) */
 	_Atomic int32_t error;         /* sticky: the error that closed the log */
 	_Atomic uint32_t stopping;
 
@@ -169,6 +176,8 @@ struct auditlog {
 	uint64_t failover_off;
 	bool rotate_pending;
 	bool released_waiters;   /* the last retired batch released a synchronous caller */
+	uint64_t hold_since_ns;  /* coalescing: when the held batch began waiting (0: none) */
+	uint64_t hold_until_ns;  /* and when it stops waiting (monotonic) */
 	struct {
 		uint8_t b, op;
 		int32_t res;
@@ -195,7 +204,8 @@ struct auditlog {
 		_Atomic uint64_t events_written, events_failed, records_written, batches,
 			bytes_written, fsyncs, largest_batch, queue_high_water, write_errors,
 			fsync_errors, enospc_retries, short_writes, rotations, failovers,
-			recoveries, untrusted_restarts, inline_batches;
+			recoveries, untrusted_restarts, inline_batches, coalesced_batches,
+			coalesce_wait_ns;
 	} st;
 	pthread_mutex_t head_lock; /* guards the durable head for stats */
 };

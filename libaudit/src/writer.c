@@ -91,6 +91,12 @@ static int waiter_wait(struct auditlog *l, struct waiter *w)
 	return w->result;
 }
 
+/* worker_sleeping: the worker is about to sleep and wants waking by any
+ * record (SLEEP_ANY), or only by a record with a waiter or a full batch
+ * (SLEEP_HOLD: it holds a coalescing batch, auditlog_config_set_async_coalesce_us). */
+#define SLEEP_ANY 1u
+#define SLEEP_HOLD 2u
+
 static void wake_worker(struct auditlog *l)
 {
 	uint64_t one = 1;
@@ -388,11 +394,16 @@ static int enqueue(struct auditlog *l, const struct auditlog_event *ev, uint8_t 
 			}
 		}
 	}
+	if (w) /* before the slot is published: a coalescing worker sees it first */
+		atomic_fetch_add_explicit(&l->sync_enq, 1, memory_order_relaxed);
 	atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
 
-	/* Dekker with the worker: publish, then look whether it sleeps. */
+	/* Dekker with the worker: publish, then look whether it sleeps. A worker
+	 * holding a coalescing batch is woken only by a waiter or a full batch. */
 	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&l->worker_sleeping, memory_order_relaxed) &&
+	uint32_t sl = atomic_load_explicit(&l->worker_sleeping, memory_order_relaxed);
+	if (sl && (sl == SLEEP_ANY || w ||
+		   pos + 1 >= atomic_load_explicit(&l->hold_wake_pos, memory_order_relaxed)) &&
 	    atomic_exchange(&l->worker_sleeping, 0))
 		wake_worker(l);
 	return 0;
@@ -865,6 +876,8 @@ static void take_slot(struct auditlog *l, struct batch *b)
 			}
 		}
 	}
+	if (w)
+		l->sync_taken++;
 	free(s->heap);
 	s->heap = NULL;
 	atomic_store_explicit(&s->seq, l->deq_pos + l->mask + 1, memory_order_release);
@@ -916,6 +929,67 @@ static bool rotation_due(struct auditlog *l)
 	if (l->cfg.rotate_age_s &&
 	    al_now_ns() - l->file_created_ns >= l->cfg.rotate_age_s * 1000000000u)
 		return true;
+	return false;
+}
+
+/*
+ * The one bounded wait of group commit (DESIGN.md, docs/durability.md): with
+ * async_coalesce_us set, a batch that would hold only async records waits
+ * until that long after its first record was enqueued, so that the records
+ * of callers issuing one operation every ~100 us share one write and one
+ * fdatasync instead of paying one each. It commits at once when a slot with
+ * a waiter (record_sync, flush) is queued, when the log closes or has failed,
+ * when a header or re-queued records are due, and when the queued records
+ * might fill a batch. The window starts at the first record's enqueue time
+ * (its CLOCK_REALTIME stamp, clamped to [0, window] of age so that a clock
+ * step never lengthens it). Returns true when the queue is to be left alone
+ * for now (l->hold_until_ns says until when).
+ */
+static uint64_t hold_max(struct auditlog *l)
+{
+	uint64_t n = l->cfg.max_batch_bytes / AL_LINE_MAX, q = (l->mask + 1) / 2;
+	return n < q ? n : q;
+}
+
+static bool coalesce_hold(struct auditlog *l)
+{
+	uint64_t window = l->cfg.async_coalesce_us * 1000u, now;
+
+	if (!window)
+		return false;
+	if (!slot_ready(l)) {
+		assert(!l->hold_since_ns);
+		return false;
+	}
+	now = mono_ns();
+	if (l->need_header || l->requeue_len || atomic_load(&l->stopping) ||
+	    atomic_load(&l->error) || atomic_load(&l->sync_enq) != l->sync_taken ||
+	    atomic_load_explicit(&l->enq_pos, memory_order_relaxed) - l->deq_pos >= hold_max(l))
+		goto commit;
+	if (!l->hold_since_ns) {
+		const struct slot *s = &l->slots[l->deq_pos & l->mask];
+		struct timespec ts;
+		uint64_t rt, age = 0;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		rt = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+		if (s->kind == SLOT_EVENT && rt > s->ts_ns)
+			age = rt - s->ts_ns < window ? rt - s->ts_ns : window;
+		if (age >= window)
+			return false; /* waited its window already (left over from a full batch) */
+		l->hold_since_ns = now;
+		l->hold_until_ns = now + (window - age);
+		atomic_store_explicit(&l->hold_wake_pos, l->deq_pos + hold_max(l),
+				      memory_order_relaxed);
+	}
+	if (now < l->hold_until_ns)
+		return true;
+commit:
+	if (l->hold_since_ns) {
+		atomic_fetch_add(&l->st.coalesced_batches, 1);
+		atomic_fetch_add(&l->st.coalesce_wait_ns, now - l->hold_since_ns);
+		l->hold_since_ns = 0;
+	}
 	return false;
 }
 
@@ -1081,8 +1155,12 @@ static void *worker_main(void *arg)
 			}
 			progress = true;
 		}
-		if (!l->failover_err && !l->rotate_pending && free_batch(l) && fill_and_submit(l))
-			progress = true;
+		bool held = false;
+		if (!l->failover_err && !l->rotate_pending && free_batch(l)) {
+			held = coalesce_hold(l);
+			if (!held && fill_and_submit(l))
+				progress = true;
+		}
 		if (progress)
 			continue;
 
@@ -1092,12 +1170,23 @@ static void *worker_main(void *arg)
 
 		/* Nothing to do now: sleep until a completion, an event or a retry. */
 		bool want_events = free_batch(l) && !l->failover_err && !l->rotate_pending;
-		if (want_events && l->released_waiters && inflight_batches(l) == 0 &&
+		if (want_events && !held && l->released_waiters && inflight_batches(l) == 0 &&
 		    !atomic_load(&l->stopping) && idle_spin(l))
 			continue;
 		l->released_waiters = false;
-		if (want_events) {
-			atomic_store(&l->worker_sleeping, 1);
+		if (held) {
+			/* sleep until the window ends, a waiter or close comes, the
+			 * batch fills, or a completion: never spin */
+			atomic_store(&l->worker_sleeping, SLEEP_HOLD);
+			atomic_thread_fence(memory_order_seq_cst);
+			if (atomic_load(&l->sync_enq) != l->sync_taken || atomic_load(&l->stopping) ||
+			    atomic_load_explicit(&l->enq_pos, memory_order_relaxed) >=
+				    atomic_load_explicit(&l->hold_wake_pos, memory_order_relaxed)) {
+				atomic_store(&l->worker_sleeping, 0);
+				continue;
+			}
+		} else if (want_events) {
+			atomic_store(&l->worker_sleeping, SLEEP_ANY);
 			atomic_thread_fence(memory_order_seq_cst);
 			if (slot_ready(l) || atomic_load(&l->stopping)) {
 				atomic_store(&l->worker_sleeping, 0);
@@ -1107,6 +1196,12 @@ static void *worker_main(void *arg)
 		}
 		uint64_t retry = next_retry_ns(l), now = al_now_ns();
 		uint64_t timeout = retry ? (retry > now ? retry - now : 1) : 0;
+		if (held) {
+			uint64_t mnow = mono_ns();
+			uint64_t left = l->hold_until_ns > mnow ? l->hold_until_ns - mnow : 1;
+			if (!timeout || left < timeout)
+				timeout = left;
+		}
 		if (atomic_load(&l->stopping) && !timeout)
 			timeout = 10 * 1000 * 1000; /* draining: never sleep without bound */
 		if (l->uring) {
@@ -1114,10 +1209,12 @@ static void *worker_main(void *arg)
 				arm_eventfd(l);
 			reap(l, true, timeout);
 		} else if (want_events || timeout) {
-			/* pwrite backend: the eventfd, bounded by a due retry */
+			/* pwrite backend: the eventfd, bounded by a due retry or
+			 * the coalescing window (ppoll: microseconds count here) */
 			struct pollfd pfd = {.fd = l->efd, .events = POLLIN};
-			int ms = timeout ? (int)((timeout + 999999) / 1000000) : -1;
-			if (poll(&pfd, 1, want_events ? ms : (ms < 0 ? 0 : ms)) > 0 &&
+			struct timespec ts = {(time_t)(timeout / 1000000000u),
+					      (long)(timeout % 1000000000u)};
+			if (ppoll(&pfd, 1, timeout || !want_events ? &ts : NULL, NULL) > 0 &&
 			    (pfd.revents & POLLIN)) {
 				uint64_t v;
 				ssize_t rr = read(l->efd, &v, sizeof(v));
@@ -1308,6 +1405,8 @@ AUDITLOG_API int auditlog_get_stats(struct auditlog *log, struct auditlog_stats 
 	s.error = atomic_load(&log->error);
 	s.backend = log->uring ? AUDITLOG_BACKEND_IO_URING : AUDITLOG_BACKEND_PWRITE;
 	s.inline_batches = atomic_load(&log->st.inline_batches);
+	s.coalesced_batches = atomic_load(&log->st.coalesced_batches);
+	s.coalesce_wait_ns = atomic_load(&log->st.coalesce_wait_ns);
 	memcpy(ret, &s, size < sizeof(s) ? size : sizeof(s));
 	return 0;
 }

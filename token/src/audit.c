@@ -47,7 +47,8 @@ CK_RV tok_audit_open(char *err, size_t errlen)
 	    auditlog_config_set_enospc_deadline_ms(ac, c->audit_enospc_deadline_ms) < 0 ||
 	    auditlog_config_set_backend(ac, c->audit_backend) < 0 ||
 	    auditlog_config_set_full_policy(ac, c->audit_queue_eagain ? AUDITLOG_FULL_EAGAIN
-								   : AUDITLOG_FULL_BLOCK) < 0) {
+								   : AUDITLOG_FULL_BLOCK) < 0 ||
+	    auditlog_config_set_async_coalesce_us(ac, c->audit_async_coalesce_us) < 0) {
 		snprintf(err, errlen, "%s: an audit setting is out of range", c->path);
 		rv = CKR_ARGUMENTS_BAD;
 		goto out;

@@ -12,6 +12,9 @@
 
 #include "core.h"
 
+/* chosen from p11-bench runs (docs/benchmarks.md) */
+#define TOK_AUDIT_COALESCE_US 1000
+
 static void say(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
@@ -62,8 +65,8 @@ static char *trim(char *s)
 enum key {
 	K_TOKEN_DIR, K_AUDIT_DIR, K_AUDIT_ENABLED, K_AUDIT_SYNC, K_AUDIT_FAIL_CLOSED,
 	K_AUDIT_VERIFY, K_AUDIT_FORMAT, K_AUDIT_QUEUE, K_AUDIT_ROTATE_BYTES, K_AUDIT_ROTATE_AGE,
-	K_AUDIT_ENOSPC, K_PBKDF2, K_MAX_PIN_FAILURES, K_SLOTS, K_AUDIT_BACKEND, K_AUDIT_QUEUE_FULL,
-	K_RSA_MIN_BITS, K__MAX
+	K_AUDIT_ENOSPC, K_AUDIT_COALESCE, K_PBKDF2, K_MAX_PIN_FAILURES, K_SLOTS, K_AUDIT_BACKEND,
+	K_AUDIT_QUEUE_FULL, K_RSA_MIN_BITS, K__MAX
 };
 
 static const char *const key_names[K__MAX] = {
@@ -78,6 +81,7 @@ static const char *const key_names[K__MAX] = {
 	[K_AUDIT_ROTATE_BYTES] = "audit_rotate_bytes",
 	[K_AUDIT_ROTATE_AGE] = "audit_rotate_age_s",
 	[K_AUDIT_ENOSPC] = "audit_enospc_deadline_ms",
+	[K_AUDIT_COALESCE] = "audit_async_coalesce_us",
 	[K_PBKDF2] = "pbkdf2_iterations",
 	[K_MAX_PIN_FAILURES] = "max_pin_failures",
 	[K_SLOTS] = "slots",
@@ -136,6 +140,8 @@ static bool set_key(struct tok_config *c, enum key k, const char *v)
 		return parse_u64(v, 0, UINT64_MAX, &c->audit_rotate_age_s);
 	case K_AUDIT_ENOSPC:
 		return parse_u64(v, 0, UINT64_MAX, &c->audit_enospc_deadline_ms);
+	case K_AUDIT_COALESCE:
+		return parse_u64(v, 0, AUDITLOG_ASYNC_COALESCE_MAX_US, &c->audit_async_coalesce_us);
 	case K_PBKDF2:
 		return parse_u64(v, 1000, 100000000, &c->pbkdf2_iterations);
 	case K_MAX_PIN_FAILURES:
@@ -179,6 +185,7 @@ static const char *const key_hint[K__MAX] = {
 	[K_AUDIT_ROTATE_BYTES] = "bytes, 0 = never",
 	[K_AUDIT_ROTATE_AGE] = "seconds, 0 = never",
 	[K_AUDIT_ENOSPC] = "milliseconds",
+	[K_AUDIT_COALESCE] = "microseconds, 0..1000000 (0 = off)",
 	[K_PBKDF2] = "1000..100000000",
 	[K_MAX_PIN_FAILURES] = "1..1000",
 	[K_SLOTS] = "1..64",
@@ -204,6 +211,8 @@ CK_RV tok_config_load(struct tok_config *c, char *err, size_t errlen)
 		.audit_verify = TOK_VERIFY_TAIL,
 		.audit_format_version = 1,
 		.audit_queue_capacity = 16384,
+		/* async records share a commit within this window (docs/token.md) */
+		.audit_async_coalesce_us = TOK_AUDIT_COALESCE_US,
 		.pbkdf2_iterations = 600000,
 		.max_pin_failures = 10,
 		.slots = 4,

@@ -35,6 +35,7 @@ struct tok_config {
 	uint64_t audit_rotate_bytes;
 	uint64_t audit_rotate_age_s;
 	uint64_t audit_enospc_deadline_ms;
+	uint64_t audit_async_coalesce_us; /* libauditlog's async_coalesce_us */
 	uint64_t pbkdf2_iterations;
 	uint64_t max_pin_failures;
 	uint64_t slots;
