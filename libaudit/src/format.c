@@ -124,12 +124,12 @@ struct tdesc {
 
 static const struct tdesc T[AL_T_MAX + 1] = {
 	[AL_T_EVENT] = {KEY("event"), order_event, sizeof(order_event),
-			AL_BIT(AL_F_ACTION) | AL_BIT(AL_F_OUTCOME)},
+			AL_BIT(AL_F_ACTION) | AL_BIT(AL_F_OUTCOME), 0},
 	[AL_T_HEADER] = {KEY("header"), order_header, sizeof(order_header),
-			 AL_BIT(AL_F_FILE_ID) | AL_BIT(AL_F_CHAIN_ID) | AL_BIT(AL_F_REASON)},
+			 AL_BIT(AL_F_FILE_ID) | AL_BIT(AL_F_CHAIN_ID) | AL_BIT(AL_F_REASON), 0},
 	[AL_T_RECOVERY] = {KEY("recovery"), order_recovery, sizeof(order_recovery),
 			   AL_BIT(AL_F_LAST_SEQ) | AL_BIT(AL_F_DAMAGE_OFFSET) |
-				   AL_BIT(AL_F_DAMAGE_LENGTH) | AL_BIT(AL_F_DAMAGE_SHA256)},
+				   AL_BIT(AL_F_DAMAGE_LENGTH) | AL_BIT(AL_F_DAMAGE_SHA256), 0},
 	[AL_T_SEAL] = {KEY("seal"), order_seal, sizeof(order_seal),
 		       AL_BIT(AL_F_KIND) | AL_BIT(AL_F_EPOCH) | AL_BIT(AL_F_SEAL_KEY) |
 			       AL_BIT(AL_F_CHAIN_ID) | AL_BIT(AL_F_MAC),
