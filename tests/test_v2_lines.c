@@ -27,6 +27,8 @@
 
 #include "format.h"
 #include "format_v2.h"
+#include "tu.h"
+#include "verify.h"
 
 static json_t *V;
 
@@ -832,6 +834,139 @@ static void test_emit_refuses(void **state)
 	assert_true(ok >= 5 && refused >= 5);
 }
 
+/* ---- the verifier takes v2 records (no seal or checkpoint checks yet) ------ */
+
+struct wlog {
+	FILE *f;
+	uint8_t prev[AL_HASH_LEN];
+	uint64_t seq;
+};
+
+static void put_rec(struct wlog *w, struct al_record *r)
+{
+	static uint8_t line[AL_LINE_MAX], work[AL_HASH_LEN + AL_BODY_MAX];
+	char *ts = xmalloc(AL_TS_LEN);
+	struct al_emit_out eo;
+
+	al_format_ts(1764547200000000000ull + w->seq * 1000, ts);
+	r->present |= AL_BIT(AL_F_TIMESTAMP) | AL_BIT(AL_F_SEQ);
+	r->f[AL_F_TIMESTAMP] = (struct al_val){(const uint8_t *)ts, AL_TS_LEN, 0};
+	r->f[AL_F_SEQ].u = w->seq++;
+	long n = al_emit(r, w->prev, line, work, &eo);
+	assert_true(n > 0);
+	assert_int_equal(fwrite(line, 1, (size_t)n, w->f), (size_t)n);
+	memcpy(w->prev, eo.hash, AL_HASH_LEN);
+	free(ts);
+}
+
+#define STR(s) (struct al_val){(const uint8_t *)(s), sizeof(s) - 1, 0}
+
+static void put_event(struct wlog *w, uint8_t v, bool caller)
+{
+	static const struct al_v2_field cf[2] = {
+		{(const uint8_t *)"client.ip", 9, false, (const uint8_t *)"192.0.2.7", 9, 0},
+		{(const uint8_t *)"user.name", 9, false, (const uint8_t *)"alice", 5, 0},
+	};
+	struct al_record r = {.version = v, .type = AL_T_EVENT};
+	r.present = AL_BIT(AL_F_ACTION) | AL_BIT(AL_F_OUTCOME);
+	r.f[AL_F_ACTION] = STR("login");
+	r.f[AL_F_OUTCOME] = STR("success");
+	if (caller) {
+		r.caller = cf;
+		r.ncaller = 2;
+	}
+	put_rec(w, &r);
+}
+
+/* header v1, events v1, then v2 (events, a seal, a tree); downgrade: a v1
+ * event after them */
+static void write_mixed(const char *path, bool downgrade)
+{
+	struct wlog w = {.f = fopen(path, "we")};
+	struct al_record r = {.version = 1, .type = AL_T_HEADER};
+
+	assert_non_null(w.f);
+	r.present = AL_BIT(AL_F_FILE_ID) | AL_BIT(AL_F_CHAIN_ID) | AL_BIT(AL_F_REASON);
+	r.f[AL_F_FILE_ID] = STR("0123456789abcdef0123456789abcdef");
+	r.f[AL_F_CHAIN_ID] = STR("fa7446a3494477e7c87c8c4e4f8e9e2f");
+	r.f[AL_F_REASON] = STR("new");
+	put_rec(&w, &r);
+	for (int i = 0; i < 3; i++)
+		put_event(&w, 1, false);
+	put_event(&w, 2, true);
+	put_event(&w, 2, false);
+	r = (struct al_record){.version = 2, .type = AL_T_SEAL};
+	r.present = AL_BIT(AL_F_KIND) | AL_BIT(AL_F_EPOCH) | AL_BIT(AL_F_SEAL_KEY) |
+		    AL_BIT(AL_F_CHAIN_ID) | AL_BIT(AL_F_MAC);
+	r.f[AL_F_KIND] = STR("batch");
+	r.f[AL_F_EPOCH].u = 7;
+	r.f[AL_F_SEAL_KEY] = STR("be7291f90227f6bf");
+	r.f[AL_F_CHAIN_ID] = STR("fa7446a3494477e7c87c8c4e4f8e9e2f");
+	r.f[AL_F_MAC] = STR("732acb021b619e07f9c6b27353503848fc33ce315663418b60c2e419c0500902");
+	put_rec(&w, &r);
+	r = (struct al_record){.version = 2, .type = AL_T_TREE};
+	r.present = AL_BIT(AL_F_SIZE) | AL_BIT(AL_F_FIRST_SEQ) | AL_BIT(AL_F_RANGE);
+	r.f[AL_F_SIZE].u = 3;
+	r.f[AL_F_FIRST_SEQ].u = 4;
+	r.f[AL_F_RANGE] = STR("569280039ea4dc0665d2f8130f3303047470a8c440226da110d6b07b2a9bd603"
+			      "12a09485a56f64c8d7899f16452f24f7a46e6ec1fb8888e24e5fa01a4c48b7b0");
+	put_rec(&w, &r);
+	put_event(&w, 2, true);
+	if (downgrade)
+		put_event(&w, 1, false);
+	assert_int_equal(fclose(w.f), 0);
+}
+
+struct vgot {
+	unsigned n[AL_V__MAX];
+	uint64_t seq[AL_V__MAX];
+};
+
+static void vcollect(void *ctx, const struct al_finding *f)
+{
+	struct vgot *g = ctx;
+	g->n[f->cls]++;
+	g->seq[f->cls] = f->seq;
+}
+
+static void test_verify_mixed(void **state)
+{
+	(void)state;
+	for (int down = 0; down <= 1; down++) {
+		char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+		struct al_vopts o = {0};
+		struct al_vresult res;
+		struct vgot g = {0};
+		unsigned total = 0;
+
+		write_mixed(path, down);
+		o.on_finding = vcollect;
+		o.ctx = &g;
+		assert_int_equal(al_verify_files(&path, 1, &o, &res), 0);
+		for (int k = 0; k < AL_V__MAX; k++) {
+			total += g.n[k];
+			if (g.n[k])
+				print_message("%s: %u %s finding(s)\n", down ? "v2 -> v1" : "v1 -> v2",
+					      g.n[k], al_vclass_name((enum al_vclass)k));
+		}
+		assert_int_equal(res.chains, 1);
+		assert_int_equal(res.records, down ? 10 : 9);
+		assert_int_equal(res.chain[0].min_version, 1);
+		assert_int_equal(res.chain[0].max_version, 2);
+		if (!down) {
+			assert_int_equal(total, 0); /* v1 -> v2 verifies */
+		} else {
+			assert_int_equal(total, 1); /* the downgrade, and only it */
+			assert_int_equal(g.n[AL_V_VERSION], 1);
+			assert_int_equal(g.seq[AL_V_VERSION], 9);
+		}
+		al_vresult_free(&res);
+		free(path);
+		tu_rmtree(dir);
+		free(dir);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -839,6 +974,8 @@ int main(void)
 		cmocka_unit_test(test_strict),
 		cmocka_unit_test(test_bit_flips),
 		cmocka_unit_test(test_emit_refuses),
+		cmocka_unit_test(test_verify_mixed),
 	};
+	tu_filter();
 	return cmocka_run_group_tests(tests, load, unload);
 }
