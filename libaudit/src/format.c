@@ -1224,7 +1224,7 @@ enum al_perr al_parse(const uint8_t *line, size_t len, uint8_t *dec, struct al_p
 		size_t tpos = c.i;
 		if (!parse_string(&c, &tv, &esc))
 			goto err;
-		for (uint8_t ty = AL_T_EVENT; ty <= AL_T_MAX; ty++)
+		for (uint8_t ty = AL_T_EVENT; ty <= AL_T_MAX && !t; ty++)
 			if (T[ty].min_version <= r->version && T[ty].namelen == tv.n &&
 			    memcmp(T[ty].name, tv.p, tv.n) == 0) {
 				t = &T[ty];
@@ -1272,7 +1272,8 @@ enum al_perr al_parse(const uint8_t *line, size_t len, uint8_t *dec, struct al_p
 		size_t vstart = c.i;
 		if (!parse_value(&c, f, &r->f[f]))
 			goto err;
-		if (v2_member(f) && !check_v2_value(&c, f, &r->f[f], r->f[AL_F_SIZE].u, vstart))
+		if (r->version == AL_V2 && v2_member(f) &&
+		    !check_v2_value(&c, f, &r->f[f], r->f[AL_F_SIZE].u, vstart))
 			goto err;
 		r->present |= AL_BIT(f);
 		pos = j + 1;
@@ -1328,23 +1329,31 @@ err:
 	return c.err;
 }
 
+/* Out of line: the v0/v1 path stays as the verifier's fast path had it. */
+static __attribute__((noinline)) bool check_hash_v2(const struct al_parsed *p,
+						    const uint8_t prev[AL_HASH_LEN], uint8_t *body,
+						    uint8_t out_hash[AL_HASH_LEN])
+{
+	uint8_t d[AL_HASH_LEN];
+	const struct tdesc *t = type_desc(p->rec.type);
+
+	if (!t || p->rec.f[AL_F_TIMESTAMP].n != AL_TS_LEN || v2_digest(&p->rec, t, body, d) < 0) {
+		memset(out_hash, 0, AL_HASH_LEN); /* not a parsed line */
+		return false;
+	}
+	al_v2_chain_step(prev, p->rec.f[AL_F_SEQ].u, (const char *)p->rec.f[AL_F_TIMESTAMP].p, d,
+			 out_hash);
+	return CRYPTO_memcmp(out_hash, p->hash, AL_HASH_LEN) == 0;
+}
+
 bool al_check_hash(const struct al_parsed *p, const uint8_t *line, const uint8_t prev[AL_HASH_LEN],
 		   uint8_t *work, uint8_t out_hash[AL_HASH_LEN])
 {
 	uint8_t *body = work + AL_HASH_LEN;
 	size_t n;
 
-	if (p->rec.version == AL_V2) {
-		uint8_t d[AL_HASH_LEN];
-		const struct tdesc *t = type_desc(p->rec.type);
-		if (!t || p->rec.f[AL_F_TIMESTAMP].n != AL_TS_LEN || v2_digest(&p->rec, t, body, d) < 0) {
-			memset(out_hash, 0, AL_HASH_LEN); /* not a parsed line */
-			return false;
-		}
-		al_v2_chain_step(prev, p->rec.f[AL_F_SEQ].u, (const char *)p->rec.f[AL_F_TIMESTAMP].p, d,
-				 out_hash);
-		return CRYPTO_memcmp(out_hash, p->hash, AL_HASH_LEN) == 0;
-	}
+	if (p->rec.version == AL_V2)
+		return check_hash_v2(p, prev, body, out_hash);
 	if (p->rec.version == 0) {
 		n = p->hash_member_off;
 		memcpy(body, line, n);
