@@ -182,7 +182,9 @@ size_t al_encode_v1(const struct al_record *dec, uint8_t *out);
 void al_chain_step_inplace(uint8_t *buf, size_t body_len, uint8_t out[AL_HASH_LEN]);
 
 /* Strict parser: accepts exactly the canonical lines (without '\n') of
- * versions 0, 1 and 2 and nothing else (AL_PERR_VERSION for any other "v"). Decoded strings go to `dec` (at least len bytes). On failure
+ * versions 0, 1 and 2 and nothing else (AL_PERR_VERSION for any other "v").
+ * Fields not in `present` are zero, except that a v0/v1 line leaves the
+ * slots of v2's members (AL_F_KIND and after) unwritten: read `present`. Decoded strings go to `dec` (at least len bytes). On failure
  * returns the reason and sets *err_off to the byte where it was found. */
 enum al_perr al_parse(const uint8_t *line, size_t len, uint8_t *dec, struct al_parsed *out,
 		      size_t *err_off);
