@@ -1118,7 +1118,9 @@ static bool parse_value(struct pcur *c, int f, struct al_val *v)
 
 /* A v2 member's value rule (format_v2.c); `size` is the record's size member
  * (parsed before range, which needs it). */
-static bool check_v2_value(struct pcur *c, int f, const struct al_val *v, uint64_t size,
+/* The v2 helpers stay out of al_parse's body (noinline): inlined, they
+ * doubled it and slowed the v0/v1 fast path around them. */
+static __attribute__((noinline)) bool check_v2_value(struct pcur *c, int f, const struct al_val *v, uint64_t size,
 			   size_t vstart)
 {
 	struct al_v2_member m = {F[f].tag, F[f].kind == K_INT, v->p, v->n, v->u};
@@ -1132,7 +1134,7 @@ static bool check_v2_value(struct pcur *c, int f, const struct al_val *v, uint64
 /* One caller field of a v2 event, at its key (after ,"): the key's pattern,
  * its order after the one before, the value's kind and cap, the count and the
  * JSON total (docs/format.md 14). */
-static bool parse_caller(struct pcur *c, struct al_parsed *out, size_t kstart, size_t *json)
+static __attribute__((noinline)) bool parse_caller(struct pcur *c, struct al_parsed *out, size_t kstart, size_t *json)
 {
 	struct al_record *r = &out->rec;
 	size_t k = c->i, e = k, vstart, esc;
@@ -1182,6 +1184,13 @@ static bool parse_caller(struct pcur *c, struct al_parsed *out, size_t kstart, s
 	}
 	r->ncaller++;
 	return true;
+}
+
+static __attribute__((noinline)) bool v2_record_ok(const struct al_record *r, const struct tdesc *t)
+{
+	struct al_v2_member m[AL_ORDER_MAX];
+
+	return al_v2_check_members(r->type, m, v2_members(r, t, m)) == 0;
 }
 
 enum al_perr al_parse(const uint8_t *line, size_t len, uint8_t *dec, struct al_parsed *out,
@@ -1321,13 +1330,10 @@ enum al_perr al_parse(const uint8_t *line, size_t len, uint8_t *dec, struct al_p
 			goto err;
 		}
 		/* the new types' rules across members (a seal's prev_*: together, open only) */
-		if (t->min_version == AL_V2) {
-			struct al_v2_member m[AL_ORDER_MAX];
-			if (al_v2_check_members(r->type, m, v2_members(r, t, m)) < 0) {
-				c.i = hpos;
-				fail(&c, AL_PERR_VALUE);
-				goto err;
-			}
+		if (t->min_version == AL_V2 && !v2_record_ok(r, t)) {
+			c.i = hpos;
+			fail(&c, AL_PERR_VALUE);
+			goto err;
 		}
 	}
 	return AL_PERR_OK;
