@@ -122,9 +122,10 @@ enum al_perr {
 struct al_parsed {
 	struct al_record rec;        /* strings decoded into the caller's buffer; rec.caller
 				      * points into `caller` below (re-point it after a copy) */
-	struct al_v2_field caller[AL_CALLER_MAX]; /* keys point into the line */
 	uint8_t hash[AL_HASH_LEN];   /* the line's "hash" */
 	size_t hash_member_off;      /* offset of ,"hash":" in the line (v0 body) */
+	struct al_v2_field caller[AL_CALLER_MAX]; /* keys point into the line; last, out of
+						   * the v0/v1 fast path's cache lines */
 };
 
 /* Field metadata (docs/format.md 2). */
