@@ -19,6 +19,10 @@ d = json.load(open("tests/vectors/vectors.json"))
 lines = [bytes.fromhex(v["line_hex"]) for v in d["vectors"]]
 for i, l in enumerate(lines):
     open("build/fuzz/corpus/vector-%03d" % i, "wb").write(l[:-1])
+# the v2 lines: every record type, caller fields
+v2lines = [bytes.fromhex(r["line_hex"]) for r in json.load(open("tests/vectors/v2_vectors.json"))["records"]]
+for i, l in enumerate(v2lines):
+    open("build/fuzz/corpus/v2-%03d" % i, "wb").write(l[:-1])
 # streams: all the vectors in order, and each with its neighbour
 open("build/fuzz/corpus-stream/all", "wb").write(b"".join(lines))
 for i in range(len(lines) - 1):

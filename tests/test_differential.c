@@ -2,8 +2,9 @@
 /*
  * Differential test of the two parsers the verifier uses: the strict
  * canonical parser (al_parse) and jansson (JSON_REJECT_DUPLICATES). On one
- * corpus (the known-answer lines, real lines the library wrote, and 200,000
- * seeded mutations of them) they must give the same answer: whatever the
+ * corpus (the known-answer lines, v0/v1 and v2, real lines the library wrote,
+ * 200,000 seeded mutations of them and 100,000 more of the v2 lines alone)
+ * they must give the same answer: whatever the
  * strict parser accepts, jansson parses into the same members, in the same
  * order, with the same values; and no line jansson rejects is accepted.
  */
@@ -51,6 +52,7 @@ static bool compare(const uint8_t *line, size_t len, uint8_t *dec)
 		fail_msg("strict accepted what jansson rejects: %.*s", (int)len, line);
 	/* the members jansson sees, in order, against the strict record */
 	unsigned k = 0;
+	size_t ncaller = 0;
 	const char *key;
 	json_t *v;
 	void *it = json_object_iter(j);
@@ -76,7 +78,20 @@ static bool compare(const uint8_t *line, size_t len, uint8_t *dec)
 		for (int i = 0; i < AL_F__MAX; i++)
 			if (!strcmp(al_field_key((enum al_field)i), key))
 				f = i;
-		if (f < 0 || !(p.rec.present & AL_BIT(f)))
+		if (f < 0) { /* a v2 caller field: the next one in line order */
+			const struct al_v2_field *c = &p.rec.caller[ncaller];
+			if (ncaller == p.rec.ncaller || c->key_len != strlen(key) ||
+			    memcmp(c->key, key, c->key_len) != 0)
+				fail_msg("jansson sees member %s that strict did not: %.*s", key, (int)len,
+					 line);
+			ncaller++;
+			if (c->is_int ? !json_is_integer(v) || (uint64_t)json_integer_value(v) != c->u
+				      : !json_is_string(v) || json_string_length(v) != c->n ||
+						memcmp(json_string_value(v), c->p, c->n) != 0)
+				fail_msg("caller field %s differs: %.*s", key, (int)len, line);
+			continue;
+		}
+		if (!(p.rec.present & AL_BIT(f)))
 			fail_msg("jansson sees member %s that strict did not: %.*s", key, (int)len, line);
 		if (json_is_integer(v)) {
 			assert_int_equal((uint64_t)json_integer_value(v), p.rec.f[f].u);
@@ -87,11 +102,12 @@ static bool compare(const uint8_t *line, size_t len, uint8_t *dec)
 				fail_msg("member %s differs: %.*s", key, (int)len, line);
 		}
 	}
-	/* the same number of members: every present field + v, type, hash */
+	/* the same number of members: every present field + v, type, hash + caller */
 	unsigned present = 0;
 	for (int i = 0; i < AL_F__MAX; i++)
 		present += !!(p.rec.present & AL_BIT(i));
-	assert_int_equal(k, present + 3);
+	assert_int_equal(ncaller, p.rec.ncaller);
+	assert_int_equal(k, present + 3 + ncaller);
 	json_decref(j);
 	return true;
 }
@@ -126,6 +142,23 @@ static void test_differential(void **state)
 		free(b);
 	}
 	json_decref(vectors);
+	/* the v2 known-answer lines: every record type, caller fields */
+	size_t v2_first = c.n;
+	vp = getenv("AUDITLOG_V2_VECTORS");
+	assert_non_null(vp);
+	vectors = json_load_file(vp, 0, &err);
+	assert_non_null(vectors);
+	json_array_foreach(json_object_get(vectors, "records"), i, v) {
+		const char *hex = json_string_value(json_object_get(v, "line_hex"));
+		size_t n = strlen(hex) / 2 - 1;
+		uint8_t *b = malloc(n + 1);
+		assert_int_equal(al_unhex((const uint8_t *)hex, 2 * n, b), 0);
+		add(&c, b, n);
+		free(b);
+	}
+	json_decref(vectors);
+	size_t v2_end = c.n;
+	assert_true(v2_end - v2_first >= 20);
 
 	/* real lines the library wrote: v0 and v1, events with hostile strings */
 	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
@@ -163,8 +196,11 @@ static void test_differential(void **state)
 	uint64_t seed = 0x5eed1234abcdull, accepted = 0, total = 0;
 	uint8_t m[AL_LINE_MAX + 16];
 	static const uint8_t alphabet[] = "\"\\{}[],: 0123456789abcdefnrtu.-+eE\x01\x7f\xc3\xa9\xff";
-	for (unsigned round = 0; round < 200000; round++) {
-		size_t k = rnd(&seed) % base, n = c.len[k];
+	for (unsigned round = 0; round < 300000; round++) {
+		/* the last 100,000: the v2 lines only */
+		size_t k = round < 200000 ? rnd(&seed) % base
+					  : v2_first + rnd(&seed) % (v2_end - v2_first);
+		size_t n = c.len[k];
 		if (n + 8 > sizeof(m))
 			continue;
 		memcpy(m, c.line[k], n);
@@ -189,7 +225,7 @@ static void test_differential(void **state)
 	print_message("differential: %llu lines, %llu mutations, %llu still canonical\n",
 		      (unsigned long long)base, (unsigned long long)total,
 		      (unsigned long long)accepted);
-	assert_true(total > 150000);
+	assert_true(total > 250000);
 	assert_true(accepted > 0 && accepted < total / 2);
 
 	for (i = 0; i < c.n; i++)

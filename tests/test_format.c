@@ -1113,7 +1113,8 @@ static void test_vectors(void **state)
 	(void)state;
 	for (int f = 0; f < AL_F__MAX; f++) {
 		assert_non_null(al_field_key((enum al_field)f));
-		assert_string_equal(al_field_key((enum al_field)f), TF[f].key);
+		if (TF[f].key) /* v0/v1 members; v2's are test_v2_lines' */
+			assert_string_equal(al_field_key((enum al_field)f), TF[f].key);
 	}
 	for (size_t i = 0; i < sizeof(TT) / sizeof(TT[0]); i++)
 		assert_string_equal(al_type_name(TT[i].type), TT[i].name);
@@ -2082,7 +2083,8 @@ static void common_muts(const struct base *bs, struct mstat *ms)
 	struct mut m;
 
 	snprintf(o, sizeof(o), "\"v\":%u", bs->version);
-	m = (struct mut){"\"v\":2", o, strlen(o), "\"v\":2", 5, AL_PERR_VERSION, 0};
+	/* "v":2 is a version now (the line parses; its hash tells): 3 is not */
+	m = (struct mut){"\"v\":3", o, strlen(o), "\"v\":3", 5, AL_PERR_VERSION, 0};
 	apply_mut(bs, &m, ms);
 	m = (struct mut){"\"v\":9", o, strlen(o), "\"v\":9", 5, AL_PERR_VERSION, 0};
 	apply_mut(bs, &m, ms);

@@ -612,7 +612,7 @@ static void test_line_mutations(void **state)
 		 .from = "\"session\":", .to = NULL, .cls = AL_V_INSERTED, .at_line = 99998, .seq_of = 99999},
 		{"downgrade a record's version", mid, k, OP_REPLACE, .from = "\"v\":1", .to = "\"v\":0",
 		 .cls = AL_V_VERSION, .at_line = -1, .seq_of = k},
-		{"unknown version", mid, k, OP_REPLACE, .from = "\"v\":1", .to = "\"v\":2", .cls = AL_V_VERSION,
+		{"unknown version", mid, k, OP_REPLACE, .from = "\"v\":1", .to = "\"v\":3", .cls = AL_V_VERSION,
 		 .at_line = -1, .seq_of = k},
 		{"add a key", mid, k, OP_REPLACE, .from = ",\"hash\"", .to = ",\"note\":\"x\",\"hash\"",
 		 .cls = AL_V_NONCANONICAL, .at_line = -1, .seq_of = k},

@@ -5,6 +5,7 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <stddef.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -13,6 +14,7 @@
 #include <openssl/crypto.h>
 
 #include "format.h"
+#include "format_v2.h"
 
 enum kind {
 	K_STR,    /* text: UTF-8 repaired, escaped, capped */
@@ -21,7 +23,8 @@ enum kind {
 	K_KEYID,  /* caller bytes as hex, cut at 256 */
 	K_ENUM,   /* one of a fixed list of words */
 	K_TS,     /* RFC 3339 timestamp */
-	K_PAD     /* dots */
+	K_PAD,    /* dots */
+	K_V2STR   /* a v2 member's text: its rule is format_v2.c's (al_v2_member_ok) */
 };
 
 struct fdesc {
@@ -64,7 +67,26 @@ static const struct fdesc F[AL_F__MAX] = {
 	[AL_F_DAMAGE_SHA256] = {KEY("damage_sha256"), 0x23, K_HEX, 64, NULL},
 	[AL_F_SEALED_NAME] = {KEY("sealed_name"), 0x18, K_STR, 1024, NULL},
 	[AL_F_SEALED_FILE_ID] = {KEY("sealed_file_id"), 0x19, K_HEX, 32, NULL},
+	/* v2 (docs/format.md 12); tags from format_v2.h, value rules in format_v2.c */
+	[AL_F_KIND] = {KEY("kind"), AL_TAG_KIND, K_V2STR, 0, NULL},
+	[AL_F_EPOCH] = {KEY("epoch"), AL_TAG_EPOCH, K_INT, 0, NULL},
+	[AL_F_SEAL_KEY] = {KEY("seal_key"), AL_TAG_SEAL_KEY, K_V2STR, 0, NULL},
+	[AL_F_PREV_SEAL] = {KEY("prev_seal"), AL_TAG_PREV_SEAL, K_INT, 0, NULL},
+	[AL_F_PREV_KIND] = {KEY("prev_kind"), AL_TAG_PREV_KIND, K_V2STR, 0, NULL},
+	[AL_F_MAC] = {KEY("mac"), AL_TAG_MAC, K_V2STR, 0, NULL},
+	[AL_F_SIZE] = {KEY("size"), AL_TAG_SIZE, K_INT, 0, NULL},
+	[AL_F_FIRST_SEQ] = {KEY("first_seq"), AL_TAG_FIRST_SEQ, K_INT, 0, NULL},
+	[AL_F_RANGE] = {KEY("range"), AL_TAG_RANGE, K_V2STR, 0, NULL},
+	[AL_F_NOTE] = {KEY("note"), AL_TAG_NOTE, K_V2STR, 0, NULL},
+	[AL_F_EXPECTED] = {KEY("expected"), AL_TAG_EXPECTED, K_V2STR, 0, NULL},
+	[AL_F_WALL] = {KEY("wall"), AL_TAG_WALL, K_V2STR, 0, NULL},
 };
+
+/* A member whose value rule is format_v2.c's (the tags v2 adds). */
+static inline bool v2_member(int f)
+{
+	return F[f].tag >= AL_TAG_KIND && F[f].tag < AL_TAG_CALLER_STR;
+}
 
 /* Members after the common four, in line order, per type. */
 static const uint8_t order_event[] = {AL_F_ACTION,    AL_F_OUTCOME,   AL_F_RV,
@@ -77,6 +99,12 @@ static const uint8_t order_header[] = {AL_F_FILE_ID,   AL_F_CHAIN_ID,  AL_F_REAS
 				       AL_F_DETAIL,    AL_F_PAD};
 static const uint8_t order_recovery[] = {AL_F_LAST_SEQ, AL_F_DAMAGE_OFFSET,
 					 AL_F_DAMAGE_LENGTH, AL_F_DAMAGE_SHA256};
+/* v2 only (docs/format.md 12, 19-21) */
+static const uint8_t order_seal[] = {AL_F_KIND,      AL_F_EPOCH,     AL_F_SEAL_KEY, AL_F_CHAIN_ID,
+				     AL_F_PREV_SEAL, AL_F_PREV_KIND, AL_F_MAC};
+static const uint8_t order_checkpoint[] = {AL_F_SIZE, AL_F_FIRST_SEQ, AL_F_RANGE, AL_F_NOTE};
+static const uint8_t order_tree[] = {AL_F_SIZE, AL_F_FIRST_SEQ, AL_F_RANGE};
+static const uint8_t order_clock[] = {AL_F_EPOCH, AL_F_EXPECTED, AL_F_WALL};
 
 #define PREV_ALL (AL_BIT(AL_F_PREV_NAME) | AL_BIT(AL_F_PREV_SEQ) | AL_BIT(AL_F_PREV_HASH) | \
 		  AL_BIT(AL_F_PREV_SIZE))
@@ -89,21 +117,37 @@ struct tdesc {
 	const uint8_t *order;
 	uint8_t n;
 	uint64_t required;
+	uint8_t min_version; /* the first format version that has the type */
 };
 
-static const struct tdesc T[4] = {
+#define AL_T_MAX AL_T_CLOCK
+#define AL_ORDER_MAX 11u /* the longest order (header) */
+
+static const struct tdesc T[AL_T_MAX + 1] = {
 	[AL_T_EVENT] = {KEY("event"), order_event, sizeof(order_event),
-			AL_BIT(AL_F_ACTION) | AL_BIT(AL_F_OUTCOME)},
+			AL_BIT(AL_F_ACTION) | AL_BIT(AL_F_OUTCOME), 0},
 	[AL_T_HEADER] = {KEY("header"), order_header, sizeof(order_header),
-			 AL_BIT(AL_F_FILE_ID) | AL_BIT(AL_F_CHAIN_ID) | AL_BIT(AL_F_REASON)},
+			 AL_BIT(AL_F_FILE_ID) | AL_BIT(AL_F_CHAIN_ID) | AL_BIT(AL_F_REASON), 0},
 	[AL_T_RECOVERY] = {KEY("recovery"), order_recovery, sizeof(order_recovery),
 			   AL_BIT(AL_F_LAST_SEQ) | AL_BIT(AL_F_DAMAGE_OFFSET) |
-				   AL_BIT(AL_F_DAMAGE_LENGTH) | AL_BIT(AL_F_DAMAGE_SHA256)},
+				   AL_BIT(AL_F_DAMAGE_LENGTH) | AL_BIT(AL_F_DAMAGE_SHA256), 0},
+	[AL_T_SEAL] = {KEY("seal"), order_seal, sizeof(order_seal),
+		       AL_BIT(AL_F_KIND) | AL_BIT(AL_F_EPOCH) | AL_BIT(AL_F_SEAL_KEY) |
+			       AL_BIT(AL_F_CHAIN_ID) | AL_BIT(AL_F_MAC),
+		       AL_V2},
+	[AL_T_CHECKPOINT] = {KEY("checkpoint"), order_checkpoint, sizeof(order_checkpoint),
+			     AL_BIT(AL_F_SIZE) | AL_BIT(AL_F_FIRST_SEQ) | AL_BIT(AL_F_RANGE) |
+				     AL_BIT(AL_F_NOTE),
+			     AL_V2},
+	[AL_T_TREE] = {KEY("tree"), order_tree, sizeof(order_tree),
+		       AL_BIT(AL_F_SIZE) | AL_BIT(AL_F_FIRST_SEQ) | AL_BIT(AL_F_RANGE), AL_V2},
+	[AL_T_CLOCK] = {KEY("clock"), order_clock, sizeof(order_clock),
+			AL_BIT(AL_F_EPOCH) | AL_BIT(AL_F_EXPECTED) | AL_BIT(AL_F_WALL), AL_V2},
 };
 
 static const struct tdesc *type_desc(uint8_t type)
 {
-	if (type < AL_T_EVENT || type > AL_T_RECOVERY)
+	if (type < AL_T_EVENT || type > AL_T_MAX)
 		return NULL;
 	return &T[type];
 }
@@ -593,23 +637,104 @@ static size_t member_len(const struct al_record *r, int f)
 
 static const uint8_t dots[AL_HEADER_LINE] = {[0 ... AL_HEADER_LINE - 1] = '.'};
 
-/* Validates what the emitter relies on; values themselves were built by us. */
-static int check_emittable(const struct al_record *r, const struct tdesc *t)
+/* The members of a record in line order as format_v2.c takes them (the v2
+ * body without @timestamp and seq, docs/format.md 13). m: AL_ORDER_MAX. */
+static size_t v2_members(const struct al_record *r, const struct tdesc *t, struct al_v2_member *m)
 {
-	if (!t || r->version > 1)
+	size_t k = 0;
+
+	for (unsigned i = 0; i < t->n; i++) {
+		int f = t->order[i];
+		if (!(r->present & AL_BIT(f)))
+			continue;
+		m[k++] = (struct al_v2_member){F[f].tag, F[f].kind == K_INT, r->f[f].p, r->f[f].n,
+					       r->f[f].u};
+	}
+	return k;
+}
+
+/* The rules a v2 record's members and caller fields must meet beyond v1's:
+ * the new types' members (format_v2.c), caller fields in events only. */
+static int check_v2(const struct al_record *r, const struct tdesc *t)
+{
+	if (t->min_version == AL_V2) {
+		struct al_v2_member m[AL_ORDER_MAX];
+		if (r->ncaller || al_v2_check_members(r->type, m, v2_members(r, t, m)) < 0)
+			return -EINVAL;
+		return 0;
+	}
+	if (r->type != AL_T_EVENT)
+		return r->ncaller ? -EINVAL : 0;
+	return al_v2_caller_check(r->caller, r->ncaller);
+}
+
+/* Validates what the emitter relies on; values themselves were built by us. */
+static int check_record(const struct al_record *r, const struct tdesc *t, bool with_ts)
+{
+	if (!t || r->version > AL_V2 || r->version < t->min_version)
 		return -EINVAL;
 	if ((r->present & t->required) != t->required)
 		return -EINVAL;
-	if (!(r->present & AL_BIT(AL_F_TIMESTAMP)) || !(r->present & AL_BIT(AL_F_SEQ)))
+	if (with_ts && (!(r->present & AL_BIT(AL_F_TIMESTAMP)) || !(r->present & AL_BIT(AL_F_SEQ))))
 		return -EINVAL;
-	for (int f = 0; f < AL_F__MAX; f++)
-		if ((r->present & AL_BIT(f)) && F[f].kind == K_INT && r->f[f].u > AL_INT_MAX)
+	for (uint64_t m = r->present & ~(with_ts ? 0 : AL_BIT(AL_F_SEQ)); m; m &= m - 1) {
+		int f = __builtin_ctzll(m);
+		if (F[f].kind == K_INT && r->f[f].u > AL_INT_MAX)
 			return -EINVAL;
-	return 0;
+	}
+	if (r->version < AL_V2)
+		return 0;
+	/* the chain step reads exactly 30 bytes of it (docs/format.md 15) */
+	if (with_ts && r->f[AL_F_TIMESTAMP].n != AL_TS_LEN)
+		return -EINVAL;
+	return check_v2(r, t);
 }
 
-long al_emit(const struct al_record *in, const uint8_t prev[AL_HASH_LEN], uint8_t *line,
-	     uint8_t *work, struct al_emit_out *out)
+/* D_n of a record already checked (or parsed): B_n through format_v2.c. */
+static long v2_digest(const struct al_record *r, const struct tdesc *t, uint8_t *body,
+		      uint8_t digest[AL_HASH_LEN])
+{
+	struct al_v2_member m[AL_ORDER_MAX];
+	size_t nc = r->type == AL_T_EVENT ? r->ncaller : 0;
+	long n = al_v2_body(r->type, m, v2_members(r, t, m), r->caller, nc, body, AL_BODY_MAX);
+
+	if (n >= 0)
+		al_sha256(body, (size_t)n, digest);
+	return n;
+}
+
+long al_v2_record_digest(const struct al_record *dec, uint8_t *body, uint8_t digest[AL_HASH_LEN])
+{
+	const struct tdesc *t = type_desc(dec->type);
+	int r = check_record(dec, t, false);
+
+	if (r < 0)
+		return r;
+	if (dec->version != AL_V2)
+		return -EINVAL;
+	return v2_digest(dec, t, body, digest);
+}
+
+/* One caller field of a v2 event: ,"key":value */
+static uint8_t *put_caller(uint8_t *o, const struct al_v2_field *c)
+{
+	*o++ = ',';
+	*o++ = '"';
+	o = put(o, c->key, c->key_len);
+	*o++ = '"';
+	*o++ = ':';
+	if (c->is_int)
+		return put_u64(o, c->u);
+	*o++ = '"';
+	o = put_escaped(o, c->p, c->n);
+	*o++ = '"';
+	return o;
+}
+
+/* The line of a checked record; its hash from `digest` (v2, given) or from
+ * the body built in work (else). */
+static long emit(const struct al_record *in, const uint8_t *digest, const uint8_t prev[AL_HASH_LEN],
+		 uint8_t *line, uint8_t *work, struct al_emit_out *out)
 {
 	const struct tdesc *t = type_desc(in->type);
 	struct al_record padded;
@@ -617,9 +742,12 @@ long al_emit(const struct al_record *in, const uint8_t prev[AL_HASH_LEN], uint8_
 	uint8_t *o = line;
 	int r_;
 
-	r_ = check_emittable(in, t);
+	r_ = check_record(in, t, true);
 	if (r_ < 0)
 		return r_;
+	if (digest && (in->version != AL_V2 || in->type == AL_T_HEADER))
+		return -EINVAL; /* a header's pad, and so its digest, depends on its seq */
+	size_t ncaller = in->version == AL_V2 && in->type == AL_T_EVENT ? in->ncaller : 0;
 
 	if (in->type == AL_T_HEADER) {
 		/* L = length without pad: common part + members + ,"hash":"64"}\n */
@@ -652,6 +780,8 @@ long al_emit(const struct al_record *in, const uint8_t prev[AL_HASH_LEN], uint8_
 		int f = __builtin_ctzll(m);
 		worst += 6u + F[f].keylen + (F[f].kind == K_INT ? 16u : 6u * r->f[f].n);
 	}
+	if (ncaller) /* checked: their JSON is at most AL_CALLER_JSON_MAX bytes */
+		worst += al_v2_caller_json_len(r->caller, ncaller);
 	bool measure = worst > AL_LINE_MAX;
 
 	o = put(o, "{\"@timestamp\":\"", 15);
@@ -674,19 +804,40 @@ long al_emit(const struct al_record *in, const uint8_t prev[AL_HASH_LEN], uint8_
 			return -E2BIG;
 		o = put_member(o, r, f);
 	}
-
-	uint8_t *body = work + AL_HASH_LEN;
-	size_t body_len;
-	if (r->version == 0) {
-		body_len = (size_t)(o - line);
-		memcpy(body, line, body_len);
-		body[body_len++] = '}';
-	} else {
-		body_len = al_encode_v1(r, body);
+	if (ncaller) {
+		if (measure && (size_t)(o - line) + al_v2_caller_json_len(r->caller, ncaller) + 76 >
+				       AL_LINE_MAX)
+			return -E2BIG;
+		for (size_t i = 0; i < ncaller; i++)
+			o = put_caller(o, &r->caller[i]);
 	}
-	memcpy(work, prev, AL_HASH_LEN);
-	al_chain_step_inplace(work, body_len, out->hash);
-	out->body_len = body_len;
+
+	if (r->version == AL_V2) {
+		uint8_t d[AL_HASH_LEN];
+		long bn = 0;
+		if (!digest) {
+			bn = v2_digest(r, t, work + AL_HASH_LEN, d);
+			if (bn < 0)
+				return bn;
+			digest = d;
+		}
+		al_v2_chain_step(prev, r->f[AL_F_SEQ].u, (const char *)r->f[AL_F_TIMESTAMP].p, digest,
+				 out->hash);
+		out->body_len = (size_t)bn;
+	} else {
+		uint8_t *body = work + AL_HASH_LEN;
+		size_t body_len;
+		if (r->version == 0) {
+			body_len = (size_t)(o - line);
+			memcpy(body, line, body_len);
+			body[body_len++] = '}';
+		} else {
+			body_len = al_encode_v1(r, body);
+		}
+		memcpy(work, prev, AL_HASH_LEN);
+		al_chain_step_inplace(work, body_len, out->hash);
+		out->body_len = body_len;
+	}
 
 	o = put(o, ",\"hash\":\"", 9);
 	al_hex(out->hash, AL_HASH_LEN, (char *)o);
@@ -694,6 +845,18 @@ long al_emit(const struct al_record *in, const uint8_t prev[AL_HASH_LEN], uint8_
 	o = put(o, "\"}\n", 3);
 	assert((size_t)(o - line) <= AL_LINE_MAX);
 	return (long)(o - line);
+}
+
+long al_emit(const struct al_record *in, const uint8_t prev[AL_HASH_LEN], uint8_t *line,
+	     uint8_t *work, struct al_emit_out *out)
+{
+	return emit(in, NULL, prev, line, work, out);
+}
+
+long al_emit_digest(const struct al_record *dec, const uint8_t digest[AL_HASH_LEN],
+		    const uint8_t prev[AL_HASH_LEN], uint8_t *line, struct al_emit_out *out)
+{
+	return emit(dec, digest, prev, line, NULL, out);
 }
 
 static uint8_t *put_le32(uint8_t *o, uint32_t v)
@@ -953,6 +1116,83 @@ static bool parse_value(struct pcur *c, int f, struct al_val *v)
 	return check_value(c, f, v, esc, vstart);
 }
 
+/* A v2 member's value rule (format_v2.c); `size` is the record's size member
+ * (parsed before range, which needs it). */
+/* The v2 helpers stay out of al_parse's body (noinline): inlined, they
+ * doubled it and slowed the v0/v1 fast path around them. */
+static __attribute__((noinline)) bool check_v2_value(struct pcur *c, int f, const struct al_val *v, uint64_t size,
+			   size_t vstart)
+{
+	struct al_v2_member m = {F[f].tag, F[f].kind == K_INT, v->p, v->n, v->u};
+
+	if (al_v2_member_ok(&m, size))
+		return true;
+	c->i = vstart;
+	return fail(c, AL_PERR_VALUE);
+}
+
+/* One caller field of a v2 event, at its key (after ,"): the key's pattern,
+ * its order after the one before, the value's kind and cap, the count and the
+ * JSON total (docs/format.md 14). */
+static __attribute__((noinline)) bool parse_caller(struct pcur *c, struct al_parsed *out, size_t kstart, size_t *json)
+{
+	struct al_record *r = &out->rec;
+	size_t k = c->i, e = k, vstart, esc;
+	struct al_v2_field *cf = &out->caller[r->ncaller];
+
+	while (e < c->n && e - k <= AL_CALLER_KEY_MAX && c->s[e] != '"')
+		e++;
+	if (e + 1 >= c->n || c->s[e] != '"' || c->s[e + 1] != ':' ||
+	    !al_v2_caller_key_ok(c->s + k, e - k) ||
+	    (r->ncaller && al_v2_caller_key_cmp(cf[-1].key, cf[-1].key_len, c->s + k, e - k) >= 0)) {
+		/* not a key, a reserved or fixed one (out of order), unsorted, repeated */
+		c->i = kstart;
+		return fail(c, AL_PERR_SYNTAX);
+	}
+	if (r->ncaller == AL_CALLER_MAX) {
+		c->i = kstart;
+		return fail(c, AL_PERR_VALUE);
+	}
+	c->i = e + 2;
+	vstart = c->i;
+	cf->key = c->s + k;
+	cf->key_len = e - k;
+	if (c->i < c->n && c->s[c->i] == '"') {
+		struct al_val v;
+		c->i++;
+		if (!parse_string(c, &v, &esc))
+			return false;
+		if (esc > AL_CALLER_STR_CAP) {
+			c->i = vstart;
+			return fail(c, AL_PERR_VALUE);
+		}
+		cf->is_int = false;
+		cf->p = v.p;
+		cf->n = v.n;
+		cf->u = 0;
+	} else {
+		cf->is_int = true;
+		cf->p = NULL;
+		cf->n = 0;
+		if (!parse_uint(c, &cf->u))
+			return false;
+	}
+	*json += c->i - kstart; /* canonical: the line's bytes are the field's JSON */
+	if (*json > AL_CALLER_JSON_MAX) {
+		c->i = kstart;
+		return fail(c, AL_PERR_VALUE);
+	}
+	r->ncaller++;
+	return true;
+}
+
+static __attribute__((noinline)) bool v2_record_ok(const struct al_record *r, const struct tdesc *t)
+{
+	struct al_v2_member m[AL_ORDER_MAX];
+
+	return al_v2_check_members(r->type, m, v2_members(r, t, m)) == 0;
+}
+
 enum al_perr al_parse(const uint8_t *line, size_t len, uint8_t *dec, struct al_parsed *out,
 		      size_t *err_off)
 {
@@ -961,10 +1201,14 @@ enum al_perr al_parse(const uint8_t *line, size_t len, uint8_t *dec, struct al_p
 	const struct tdesc *t = NULL;
 	uint64_t v;
 	struct al_val tv;
-	size_t esc;
+	size_t esc, caller_json = 0;
 	unsigned pos = 0;
 
-	memset(r, 0, sizeof(*r));
+	/* v0/v1's part only: a v0/v1 line never reads or writes v2's slots, and
+	 * zeroing them too costs the verifier's fast path (rep stos) */
+	memset(r, 0, offsetof(struct al_record, f[AL_F_KIND]));
+	r->caller = out->caller;
+	r->ncaller = 0;
 	if (len + 1 > AL_LINE_MAX) {
 		*err_off = AL_LINE_MAX - 1;
 		return AL_PERR_TOO_LONG;
@@ -980,12 +1224,15 @@ enum al_perr al_parse(const uint8_t *line, size_t len, uint8_t *dec, struct al_p
 		size_t vpos = c.i;
 		if (!parse_uint(&c, &v))
 			goto err;
-		if (v > 1) {
+		if (v > AL_V2) {
 			c.i = vpos;
 			fail(&c, AL_PERR_VERSION);
 			goto err;
 		}
 		r->version = (uint8_t)v;
+		if (v == AL_V2)
+			memset(&r->f[AL_F_KIND], 0, sizeof(r->f) - offsetof(struct al_record, f[AL_F_KIND]) +
+							    offsetof(struct al_record, f));
 	}
 	if (!lit(&c, ",\"type\":\"", 9))
 		goto err;
@@ -993,8 +1240,9 @@ enum al_perr al_parse(const uint8_t *line, size_t len, uint8_t *dec, struct al_p
 		size_t tpos = c.i;
 		if (!parse_string(&c, &tv, &esc))
 			goto err;
-		for (uint8_t ty = AL_T_EVENT; ty <= AL_T_RECOVERY; ty++)
-			if (T[ty].namelen == tv.n && memcmp(T[ty].name, tv.p, tv.n) == 0) {
+		for (uint8_t ty = AL_T_EVENT; ty <= AL_T_MAX && !t; ty++)
+			if (T[ty].min_version <= r->version && T[ty].namelen == tv.n &&
+			    memcmp(T[ty].name, tv.p, tv.n) == 0) {
 				t = &T[ty];
 				r->type = ty;
 			}
@@ -1022,14 +1270,26 @@ enum al_perr al_parse(const uint8_t *line, size_t len, uint8_t *dec, struct al_p
 			    line[c.i + d->keylen + 1] == ':' && memcmp(line + c.i, d->key, d->keylen) == 0)
 				break;
 		}
-		if (j == t->n) { /* unknown, repeated or out-of-order key */
+		if (j == t->n) {
+			if (r->version == AL_V2 && r->type == AL_T_EVENT) {
+				/* after the fixed members: caller fields only */
+				if (!parse_caller(&c, out, kstart, &caller_json))
+					goto err;
+				pos = t->n;
+				continue;
+			}
+			/* unknown, repeated or out-of-order key */
 			c.i = kstart;
 			fail(&c, AL_PERR_SYNTAX);
 			goto err;
 		}
 		int f = t->order[j];
 		c.i += F[f].keylen + 2;
+		size_t vstart = c.i;
 		if (!parse_value(&c, f, &r->f[f]))
+			goto err;
+		if (r->version == AL_V2 && v2_member(f) &&
+		    !check_v2_value(&c, f, &r->f[f], r->f[AL_F_SIZE].u, vstart))
 			goto err;
 		r->present |= AL_BIT(f);
 		pos = j + 1;
@@ -1069,11 +1329,34 @@ enum al_perr al_parse(const uint8_t *line, size_t len, uint8_t *dec, struct al_p
 			fail(&c, AL_PERR_VALUE);
 			goto err;
 		}
+		/* the new types' rules across members (a seal's prev_*: together, open only) */
+		if (t->min_version == AL_V2 && !v2_record_ok(r, t)) {
+			c.i = hpos;
+			fail(&c, AL_PERR_VALUE);
+			goto err;
+		}
 	}
 	return AL_PERR_OK;
 err:
 	*err_off = c.err_off;
 	return c.err;
+}
+
+/* Out of line: the v0/v1 path stays as the verifier's fast path had it. */
+static __attribute__((noinline)) bool check_hash_v2(const struct al_parsed *p,
+						    const uint8_t prev[AL_HASH_LEN], uint8_t *body,
+						    uint8_t out_hash[AL_HASH_LEN])
+{
+	uint8_t d[AL_HASH_LEN];
+	const struct tdesc *t = type_desc(p->rec.type);
+
+	if (!t || p->rec.f[AL_F_TIMESTAMP].n != AL_TS_LEN || v2_digest(&p->rec, t, body, d) < 0) {
+		memset(out_hash, 0, AL_HASH_LEN); /* not a parsed line */
+		return false;
+	}
+	al_v2_chain_step(prev, p->rec.f[AL_F_SEQ].u, (const char *)p->rec.f[AL_F_TIMESTAMP].p, d,
+			 out_hash);
+	return CRYPTO_memcmp(out_hash, p->hash, AL_HASH_LEN) == 0;
 }
 
 bool al_check_hash(const struct al_parsed *p, const uint8_t *line, const uint8_t prev[AL_HASH_LEN],
@@ -1082,6 +1365,8 @@ bool al_check_hash(const struct al_parsed *p, const uint8_t *line, const uint8_t
 	uint8_t *body = work + AL_HASH_LEN;
 	size_t n;
 
+	if (p->rec.version == AL_V2)
+		return check_hash_v2(p, prev, body, out_hash);
 	if (p->rec.version == 0) {
 		n = p->hash_member_off;
 		memcpy(body, line, n);

@@ -14,6 +14,9 @@
 
 #include "symbols.h"
 
+#define al_v2_record_digest auditlog__al_v2_record_digest
+#define al_emit_digest auditlog__al_emit_digest
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,6 +30,7 @@
 #define AL_CUT_MARKER_LEN 14u
 
 enum al_type { AL_T_EVENT = 1, AL_T_HEADER = 2, AL_T_RECOVERY = 3 };
+/* v2 adds types 4-7 (seal, checkpoint, tree, clock): format_v2.h. */
 
 enum al_field {
 	AL_F_TIMESTAMP,
@@ -55,6 +59,19 @@ enum al_field {
 	AL_F_DAMAGE_SHA256,
 	AL_F_SEALED_NAME,    /* header: a file sealed before any record of it was durable */
 	AL_F_SEALED_FILE_ID,
+	/* v2 (docs/format.md 12): the members of seal, checkpoint, tree and clock */
+	AL_F_KIND,
+	AL_F_EPOCH,
+	AL_F_SEAL_KEY,
+	AL_F_PREV_SEAL,
+	AL_F_PREV_KIND,
+	AL_F_MAC,
+	AL_F_SIZE,
+	AL_F_FIRST_SEQ,
+	AL_F_RANGE,
+	AL_F_NOTE,
+	AL_F_EXPECTED,
+	AL_F_WALL,
 	AL_F__MAX
 };
 
@@ -66,6 +83,16 @@ struct al_val {
 	uint64_t u; /* int */
 };
 
+/* One caller-defined field of a v2 event (docs/format.md 14), value decoded. */
+struct al_v2_field {
+	const uint8_t *key;
+	size_t key_len;
+	bool is_int;
+	const uint8_t *p;
+	size_t n;
+	uint64_t u;
+};
+
 /* One record. `present` says which fields are set. */
 struct al_record {
 	uint8_t version;
@@ -74,6 +101,11 @@ struct al_record {
 	uint64_t plain; /* fields whose bytes are printable ASCII needing no escape (set by
 			 * al_record_decode; an optimisation, 0 is always correct) */
 	struct al_val f[AL_F__MAX];
+	/* v2 events only: the caller-defined fields, decoded, in line order (sorted,
+	 * docs/format.md 14.3). Read only when version is 2 and type is event, so a
+	 * v0/v1 record may leave them unset. Not owned. */
+	const struct al_v2_field *caller;
+	size_t ncaller;
 };
 
 /* Where a canonical line failed to parse. */
@@ -85,10 +117,15 @@ enum al_perr {
 	AL_PERR_TOO_LONG   /* longer than AL_LINE_MAX */
 };
 
+#define AL_CALLER_MAX 16u /* caller-defined fields of one record (docs/format.md 14) */
+
 struct al_parsed {
-	struct al_record rec;        /* strings decoded into the caller's buffer */
+	struct al_record rec;        /* strings decoded into the caller's buffer; rec.caller
+				      * points into `caller` below (re-point it after a copy) */
 	uint8_t hash[AL_HASH_LEN];   /* the line's "hash" */
 	size_t hash_member_off;      /* offset of ,"hash":" in the line (v0 body) */
+	struct al_v2_field caller[AL_CALLER_MAX]; /* keys point into the line; last, out of
+						   * the v0/v1 fast path's cache lines */
 };
 
 /* Field metadata (docs/format.md 2). */
@@ -115,13 +152,28 @@ int al_record_decode(const struct al_record *raw, struct al_record *out, uint8_t
 /* Serialize a decoded record as its canonical line, hashing it onto `prev`.
  * line: AL_LINE_MAX bytes; work: AL_HASH_LEN + AL_BODY_MAX bytes (the body is
  * built at work + AL_HASH_LEN). Header records get their pad computed here.
- * Returns the line length ('\n' included) or -E2BIG / -EINVAL. */
+ * Versions 0, 1 and 2 (v2: every type of docs/format.md 12, an event with its
+ * caller fields; the chain step of section 15 over the body digest of 13).
+ * Returns the line length ('\n' included) or -E2BIG / -EINVAL: -EINVAL for a
+ * record the format does not allow (a type its version lacks, a required
+ * member missing, a v2 member or caller field that breaks its rule), -E2BIG
+ * for a line over AL_LINE_MAX or caller fields over 2048 bytes (14.2). */
 struct al_emit_out {
-	size_t body_len;
+	size_t body_len; /* v0/v1: the hashed body; v2: B_n (0 from al_emit_digest) */
 	uint8_t hash[AL_HASH_LEN];
 };
 long al_emit(const struct al_record *dec, const uint8_t prev[AL_HASH_LEN], uint8_t *line,
 	     uint8_t *work, struct al_emit_out *out);
+
+/* v2, split as the writer runs it (DESIGN.md "Chain step (v2)"): the producer
+ * computes the body digest D_n of a decoded v2 record (docs/format.md 13; the
+ * body B_n is built in `body`, AL_BODY_MAX bytes) and returns B_n's length, or
+ * -EINVAL / -E2BIG as al_emit would; seq and @timestamp are not read. The
+ * worker then emits the line with al_emit_digest, which takes the digest as
+ * given (not checked against the record) and only adds the chain step. */
+long al_v2_record_digest(const struct al_record *dec, uint8_t *body, uint8_t digest[AL_HASH_LEN]);
+long al_emit_digest(const struct al_record *dec, const uint8_t digest[AL_HASH_LEN],
+		    const uint8_t prev[AL_HASH_LEN], uint8_t *line, struct al_emit_out *out);
 
 /* v1 body of a decoded record into out (AL_BODY_MAX). Returns its length. */
 size_t al_encode_v1(const struct al_record *dec, uint8_t *out);
@@ -130,14 +182,17 @@ size_t al_encode_v1(const struct al_record *dec, uint8_t *out);
  * buf[0..32) and the body right after it. */
 void al_chain_step_inplace(uint8_t *buf, size_t body_len, uint8_t out[AL_HASH_LEN]);
 
-/* Strict parser: accepts exactly the canonical lines (without '\n') and
- * nothing else. Decoded strings go to `dec` (at least len bytes). On failure
+/* Strict parser: accepts exactly the canonical lines (without '\n') of
+ * versions 0, 1 and 2 and nothing else (AL_PERR_VERSION for any other "v").
+ * Fields not in `present` are zero, except that a v0/v1 line leaves the
+ * slots of v2's members (AL_F_KIND and after) unwritten: read `present`. Decoded strings go to `dec` (at least len bytes). On failure
  * returns the reason and sets *err_off to the byte where it was found. */
 enum al_perr al_parse(const uint8_t *line, size_t len, uint8_t *dec, struct al_parsed *out,
 		      size_t *err_off);
 
 /* Recompute a parsed line's hash onto prev; true when it matches the line's
- * hash (constant-time compare). work: AL_HASH_LEN + AL_BODY_MAX bytes. */
+ * hash (constant-time compare). work: AL_HASH_LEN + AL_BODY_MAX bytes. v2:
+ * D_n and the two-block step of format_v2.c (docs/format.md 13, 15). */
 bool al_check_hash(const struct al_parsed *p, const uint8_t *line, const uint8_t prev[AL_HASH_LEN],
 		   uint8_t *work, uint8_t out_hash[AL_HASH_LEN]);
 

@@ -71,15 +71,18 @@ size_t al_v2_caller_decode(const uint8_t *raw, size_t n, uint8_t out[AL_CALLER_S
 	return n ? al_decode_text(raw, n, AL_CALLER_STR_CAP, out) : 0;
 }
 
-/* memcmp order, a prefix first */
-static int key_cmp(const struct al_v2_field *a, const struct al_v2_field *b)
+int al_v2_caller_key_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
 {
-	size_t m = a->key_len < b->key_len ? a->key_len : b->key_len;
-	int c = memcmp(a->key, b->key, m);
+	int c = memcmp(a, b, an < bn ? an : bn);
 
 	if (c)
 		return c;
-	return a->key_len < b->key_len ? -1 : a->key_len > b->key_len;
+	return an < bn ? -1 : an > bn;
+}
+
+static int key_cmp(const struct al_v2_field *a, const struct al_v2_field *b)
+{
+	return al_v2_caller_key_cmp(a->key, a->key_len, b->key, b->key_len);
 }
 
 void al_v2_caller_sort(struct al_v2_field *f, size_t n)
@@ -280,7 +283,7 @@ static bool is_kind(const uint8_t *p, size_t n)
 	return false;
 }
 
-static bool value_ok(const struct al_v2_member *m)
+bool al_v2_member_ok(const struct al_v2_member *m, uint64_t size)
 {
 	switch (m->tag) {
 	case AL_TAG_KIND:
@@ -295,7 +298,8 @@ static bool value_ok(const struct al_v2_member *m)
 	case AL_TAG_NOTE: return m->n > 0 && m->n <= AL_LINE_MAX;
 	case AL_TAG_EXPECTED:
 	case AL_TAG_WALL: return m->n == AL_TS_LEN && al_parse_ts(m->p, m->n, NULL) == 0;
-	default: return true; /* range: checked with its size below */
+	case AL_TAG_RANGE: return is_lhex(m->p, m->n, 64u * (size_t)__builtin_popcountll(size));
+	default: return true;
 	}
 }
 
@@ -316,15 +320,12 @@ int al_v2_check_members(uint8_t type, const struct al_v2_member *m, size_t n)
 	for (size_t i = 0; i < nd; i++) {
 		if (j < n && m[j].tag == d[i].tag) {
 			if (m[j].is_int != d[i].is_int || (!m[j].is_int && !m[j].p && m[j].n) ||
-			    !value_ok(&m[j]))
+			    !al_v2_member_ok(&m[j], size))
 				return -EINVAL;
 			if (m[j].tag == AL_TAG_KIND)
 				open = m[j].n == 4 && memcmp(m[j].p, "open", 4) == 0;
 			if (m[j].tag == AL_TAG_SIZE)
 				size = m[j].u;
-			if (m[j].tag == AL_TAG_RANGE &&
-			    !is_lhex(m[j].p, m[j].n, 64u * (size_t)__builtin_popcountll(size)))
-				return -EINVAL;
 			if (d[i].need == OPEN_ONLY)
 				prev++;
 			j++;

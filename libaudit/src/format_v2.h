@@ -26,6 +26,8 @@
 #define al_v2_leaf_input auditlog__al_v2_leaf_input
 #define al_v2_check_members auditlog__al_v2_check_members
 #define al_v2_member_key auditlog__al_v2_member_key
+#define al_v2_member_ok auditlog__al_v2_member_ok
+#define al_v2_caller_key_cmp auditlog__al_v2_caller_key_cmp
 #define al_v2_seal_members auditlog__al_v2_seal_members
 
 #define AL_V2 2u
@@ -53,7 +55,6 @@ enum al_v2_tag {
 };
 
 #define AL_V2_LEAF_INPUT_LEN 102u /* prev 32 || le64 seq || 30 ts || D 32 */
-#define AL_CALLER_MAX 16u
 #define AL_CALLER_KEY_MAX 131u
 #define AL_CALLER_STR_CAP 256u
 #define AL_CALLER_JSON_MAX 2048u
@@ -67,15 +68,7 @@ struct al_v2_member {
 	uint64_t u; /* int */
 };
 
-/* One caller-defined field (section 14), value decoded. */
-struct al_v2_field {
-	const uint8_t *key;
-	size_t key_len;
-	bool is_int;
-	const uint8_t *p;
-	size_t n;
-	uint64_t u;
-};
+/* struct al_v2_field, one caller-defined field (section 14): format.h. */
 
 /* SHA-256 of n bytes (the fast path of chain.c's step). */
 void al_sha256(const void *p, size_t n, uint8_t out[AL_HASH_LEN]);
@@ -87,6 +80,9 @@ bool al_v2_caller_key_ok(const uint8_t *key, size_t n);
  * 256) into out (AL_CALLER_STR_CAP bytes). Returns its length; 0 means the
  * field is omitted. */
 size_t al_v2_caller_decode(const uint8_t *raw, size_t n, uint8_t out[AL_CALLER_STR_CAP]);
+
+/* Keys in bytewise (memcmp) order, a prefix first (14.3): <0, 0, >0. */
+int al_v2_caller_key_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn);
 
 /* Sort fields by key, bytewise (14.3), in place; stable, no allocation. */
 void al_v2_caller_sort(struct al_v2_field *f, size_t n);
@@ -116,6 +112,12 @@ void al_v2_chain_step(const uint8_t prev[AL_HASH_LEN], uint64_t seq, const char 
 
 /* The key of a v2 member tag (section 12), NULL for a tag v2 does not add. */
 const char *al_v2_member_key(uint8_t tag);
+
+/* The value rule of one v2 member alone (sections 12, 19-21: a kind word,
+ * epoch <= 2^32-1, hex lengths, size >= 1, timestamps; range: 64 hex digits
+ * per bit of `size`, the record's size member). Members v1 defines (tags
+ * below 0x50, chain_id too) are true here: their rules are format.c's. */
+bool al_v2_member_ok(const struct al_v2_member *m, uint64_t size);
 
 /* Check the members of a seal, checkpoint, tree or clock record (line order,
  * required and optional members, kinds and value rules of sections 12 and
