@@ -859,26 +859,13 @@ long al_emit_digest(const struct al_record *dec, const uint8_t digest[AL_HASH_LE
 	return emit(dec, digest, prev, line, NULL, out);
 }
 
-static uint8_t *put_le32(uint8_t *o, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		*o++ = (uint8_t)(v >> (8 * i));
-	return o;
-}
-
-static uint8_t *put_le64(uint8_t *o, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		*o++ = (uint8_t)(v >> (8 * i));
-	return o;
-}
 
 static uint8_t *enc_field(uint8_t *o, const struct al_record *r, int f)
 {
 	*o++ = F[f].tag;
 	if (F[f].kind == K_INT)
-		return put_le64(o, r->f[f].u);
-	o = put_le32(o, (uint32_t)r->f[f].n);
+		return al_put_le64(o, r->f[f].u);
+	o = al_put_le32(o, (uint32_t)r->f[f].n);
 	return put(o, r->f[f].p, r->f[f].n);
 }
 

@@ -212,6 +212,22 @@ void al_format_ts_cached(struct al_ts_cache *c, uint64_t ns, char out[AL_TS_LEN]
  * format makes byte order equal time order, so callers compare strings. */
 int al_parse_ts(const uint8_t *s, size_t n, int64_t *ret_sec);
 
+/* Little-endian fixed-width integers, as every body and derivation writes
+ * them (docs/format.md 4, 13, 16); each returns the byte after it. */
+static inline uint8_t *al_put_le32(uint8_t *o, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		*o++ = (uint8_t)(v >> (8 * i));
+	return o;
+}
+
+static inline uint8_t *al_put_le64(uint8_t *o, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		*o++ = (uint8_t)(v >> (8 * i));
+	return o;
+}
+
 void al_hex(const uint8_t *in, size_t n, char *out); /* 2n lowercase digits, no NUL */
 int al_unhex(const uint8_t *in, size_t n2, uint8_t *out); /* n2 even; -EINVAL */
 /* The format's UTF-8 reading (docs/format.md 3, step 1), for those who show

@@ -135,19 +135,6 @@ int al_v2_caller_check(const struct al_v2_field *f, size_t n)
 	return al_v2_caller_json_len(f, n) > AL_CALLER_JSON_MAX ? -E2BIG : 0;
 }
 
-static uint8_t *le32(uint8_t *o, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		*o++ = (uint8_t)(v >> (8 * i));
-	return o;
-}
-
-static uint8_t *le64(uint8_t *o, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		*o++ = (uint8_t)(v >> (8 * i));
-	return o;
-}
 
 long al_v2_body(uint8_t type, const struct al_v2_member *m, size_t nm, const struct al_v2_field *f,
 		size_t nf, uint8_t *out, size_t cap)
@@ -172,9 +159,9 @@ long al_v2_body(uint8_t type, const struct al_v2_member *m, size_t nm, const str
 	for (size_t i = 0; i < nm; i++) {
 		*o++ = m[i].tag;
 		if (m[i].is_int) {
-			o = le64(o, m[i].u);
+			o = al_put_le64(o, m[i].u);
 		} else {
-			o = le32(o, (uint32_t)m[i].n);
+			o = al_put_le32(o, (uint32_t)m[i].n);
 			if (m[i].n)
 				memcpy(o, m[i].p, m[i].n);
 			o += m[i].n;
@@ -186,9 +173,9 @@ long al_v2_body(uint8_t type, const struct al_v2_member *m, size_t nm, const str
 		memcpy(o, f[i].key, f[i].key_len);
 		o += f[i].key_len;
 		if (f[i].is_int) {
-			o = le64(o, f[i].u);
+			o = al_put_le64(o, f[i].u);
 		} else {
-			o = le32(o, (uint32_t)f[i].n);
+			o = al_put_le32(o, (uint32_t)f[i].n);
 			if (f[i].n)
 				memcpy(o, f[i].p, f[i].n);
 			o += f[i].n;
@@ -201,7 +188,7 @@ void al_v2_leaf_input(const uint8_t prev[AL_HASH_LEN], uint64_t seq, const char 
 		      const uint8_t digest[AL_HASH_LEN], uint8_t out[AL_V2_LEAF_INPUT_LEN])
 {
 	memcpy(out, prev, AL_HASH_LEN);
-	le64(out + 32, seq);
+	al_put_le64(out + 32, seq);
 	memcpy(out + 40, ts, AL_TS_LEN);
 	memcpy(out + 70, digest, AL_HASH_LEN);
 }

@@ -141,11 +141,6 @@ int al_seal_mac_key(const uint8_t K[AL_SEAL_SEED_LEN], uint8_t out[AL_HASH_LEN])
 	return al_hmac_sha256(K, AL_SEAL_SEED_LEN, L_MAC, sizeof(L_MAC) - 1, out);
 }
 
-static void put_le64(uint8_t *o, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		o[i] = (uint8_t)(v >> (8 * i));
-}
 
 int al_seal_key_id(const uint8_t S[AL_SEAL_SEED_LEN], const uint8_t *host, size_t host_len,
 		   uint64_t t0, uint64_t delta, uint8_t out[AL_SEAL_KID_LEN])
@@ -162,8 +157,8 @@ int al_seal_key_id(const uint8_t S[AL_SEAL_SEED_LEN], const uint8_t *host, size_
 	m[n++] = (uint8_t)host_len;
 	memcpy(m + n, host, host_len);
 	n += host_len;
-	put_le64(m + n, t0);
-	put_le64(m + n + 8, delta);
+	(void)al_put_le64(m + n, t0);
+	(void)al_put_le64(m + n + 8, delta);
 	n += 16;
 	r = al_hmac_sha256(S, AL_SEAL_SEED_LEN, m, n, mac);
 	if (r == 0)
@@ -313,7 +308,7 @@ int al_seal_mac(const uint8_t kmac[AL_HASH_LEN], const uint8_t prev[AL_HASH_LEN]
 	struct hmac h;
 	int r;
 
-	put_le64(s, seq);
+	(void)al_put_le64(s, seq);
 	r = hmac_init(&h, kmac, AL_HASH_LEN);
 	if (r == 0)
 		r = sh_update(&h.in, L_SEAL, sizeof(L_SEAL)); /* with its 0x00 */

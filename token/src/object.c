@@ -638,6 +638,20 @@ out_put:
 	return rv;
 }
 
+/* A token object about to change: the token's mutex and the store's lock
+ * taken (taking it brings the object up to date), and the object still
+ * there. *mu_held and *locked say what to release, whatever the answer. */
+static CK_RV lock_live(struct tok_token *t, struct tok_object *o, bool *mu_held, bool *locked)
+{
+	pthread_mutex_lock(&t->mu);
+	*mu_held = true;
+	CK_RV rv = tok_store_lock(t);
+	*locked = rv == CKR_OK;
+	if (rv == CKR_OK && atomic_load(&o->destroyed))
+		rv = CKR_OBJECT_HANDLE_INVALID;
+	return rv;
+}
+
 CK_RV C_DestroyObject(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE hObject)
 {
 	struct tok_session *s;
@@ -654,15 +668,8 @@ CK_RV C_DestroyObject(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE hObject)
 	rv = tok_obj_get(s, hObject, &o);
 	if (rv == CKR_OK && o->token_obj && !tok_session_rw(s))
 		rv = CKR_SESSION_READ_ONLY;
-	if (rv == CKR_OK && o->token_obj) {
-		/* Decided on the object as the store now has it. */
-		pthread_mutex_lock(&t->mu);
-		mu_held = true;
-		rv = tok_store_lock(t);
-		locked = rv == CKR_OK;
-		if (rv == CKR_OK && atomic_load(&o->destroyed))
-			rv = CKR_OBJECT_HANDLE_INVALID;
-	}
+	if (rv == CKR_OK && o->token_obj) /* decided on the object as the store now has it */
+		rv = lock_live(t, o, &mu_held, &locked);
 	if (rv == CKR_OK) {
 		pthread_mutex_lock(&o->mu);
 		if (!tok_attrs_bool(&o->attrs, CKA_DESTROYABLE, true))
@@ -840,17 +847,11 @@ CK_RV C_SetAttributeValue(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE hObject, CK_ATTR
 		rv = tok_attrs_from_template(&tmpl, pTemplate, ulCount);
 	if (rv == CKR_OK && o->token_obj && !tok_session_rw(s))
 		rv = CKR_SESSION_READ_ONLY;
-	if (rv == CKR_OK && o->token_obj) {
-		/* The whole read-modify-write, and its record, under the store's
-		 * lock, on the attributes the store has now: never from a stale
-		 * copy (a one-way attribute another process set stays set). */
-		pthread_mutex_lock(&t->mu);
-		mu_held = true;
-		rv = tok_store_lock(t);
-		locked = rv == CKR_OK;
-		if (rv == CKR_OK && atomic_load(&o->destroyed))
-			rv = CKR_OBJECT_HANDLE_INVALID;
-	}
+	/* The whole read-modify-write, and its record, under the store's lock,
+	 * on the attributes the store has now: never from a stale copy (a
+	 * one-way attribute another process set stays set). */
+	if (rv == CKR_OK && o->token_obj)
+		rv = lock_live(t, o, &mu_held, &locked);
 	if (rv != CKR_OK)
 		goto out;
 	pthread_mutex_lock(&o->mu);
