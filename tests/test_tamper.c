@@ -1455,6 +1455,36 @@ static void test_decoy_files(void **state)
 	fx_free(&one);
 }
 
+/* A damaged line stands for the records that really are in it: a line of
+ * garbage with five "seq": in it, where one record was, must not hide the
+ * four records deleted after it. */
+static void test_damage_hides_no_deletion(void **state)
+{
+	struct fx fx = fx_copy(&V1);
+	unsigned mid = fx.n / 2;
+	struct lines *l = lines_of(fx.files[mid]);
+	const size_t k = 10;
+	static const char junk[] = "xx\"seq\":1,\"seq\":2,\"seq\":3,\"seq\":4,\"seq\":5\n";
+	struct got g;
+
+	assert_true(l->n > k + 6);
+	size_t rest = l->off[k + 5];
+	uint8_t *out = malloc(l->size + sizeof(junk));
+	memcpy(out, l->buf, l->off[k]);
+	memcpy(out + l->off[k], junk, sizeof(junk) - 1);
+	memcpy(out + l->off[k] + sizeof(junk) - 1, l->buf + rest, l->size - rest);
+	put_file(fx.files[mid], out, l->off[k] + sizeof(junk) - 1 + l->size - rest);
+	free(out);
+	struct al_vresult res = verify_paths(fx.files, fx.n, &g, NULL);
+	want_finding("garbage line, then 4 records deleted", &g, AL_V_UNPARSEABLE, fx.files[mid], k + 1,
+		     l->seq[k]);
+	want_finding("garbage line, then 4 records deleted", &g, AL_V_DELETED, fx.files[mid], k + 2,
+		     l->seq[k + 5]);
+	al_vresult_free(&res);
+	lines_free(l);
+	fx_free(&fx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1469,6 +1499,7 @@ int main(void)
 		cmocka_unit_test(test_block_edges),
 		cmocka_unit_test(test_forged_recovery),
 		cmocka_unit_test(test_decoy_files),
+		cmocka_unit_test(test_damage_hides_no_deletion),
 	};
 	tu_filter();
 	return cmocka_run_group_tests(tests, setup, teardown);
