@@ -32,6 +32,13 @@ ARCH=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 PROXY=/usr/lib/$ARCH/p11-kit-proxy.so
 
 d=$(mktemp -d "${TMPDIR:-/var/tmp}/token-clients-ext.XXXXXX")
+# as root the clients run as nobody (below), who must reach this directory:
+# under a private TMPDIR (a package build's lies in a 0700 directory) it is
+# made under /var/tmp instead
+if [ "$(id -u)" = 0 ] && ! setpriv --reuid=65534 --regid=65534 --clear-groups -- test -x "$(dirname "$d")"; then
+	rmdir "$d"
+	d=$(mktemp -d /var/tmp/token-clients-ext.XXXXXX)
+fi
 cleanup() { if [ -n "${TOKEN_TEST_KEEP:-}" ]; then echo "token_clients_ext: kept $d" >&2; else rm -rf "$d"; fi; }
 trap cleanup EXIT
 fail() {
@@ -65,8 +72,7 @@ EOF
 AS=()
 if [ "$(id -u)" = 0 ]; then
 	chmod 0711 "$d"
-	# nobody may not reach the build tree (a package build's lies under a 0700
-	# directory): the clients load a copy of the module
+	# nor may nobody reach the build tree: the clients load a copy of the module
 	mkdir "$d/lib" && cp "$MOD" "$d/lib/" && chmod 0755 "$d/lib" && chmod 0644 "$d/lib/"* ||
 		fail "cannot copy the module"
 	MOD=$d/lib/$(basename "$MOD")
