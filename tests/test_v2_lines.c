@@ -34,20 +34,9 @@ static json_t *V;
 
 static int load(void **state)
 {
-	const char *p = getenv("AUDITLOG_V2_VECTORS");
-	json_error_t err;
-
 	(void)state;
-	if (!p) {
-		fprintf(stderr, "AUDITLOG_V2_VECTORS is not set\n");
-		return -1;
-	}
-	V = json_load_file(p, 0, &err);
-	if (!V) {
-		fprintf(stderr, "%s: %s (line %d)\n", p, err.text, err.line);
-		return -1;
-	}
-	return 0;
+	V = tu_json_file_env("AUDITLOG_V2_VECTORS");
+	return V ? 0 : -1;
 }
 
 static int unload(void **state)

@@ -461,3 +461,19 @@ unsigned tu_verify_stream(const char *path)
 		fail_msg("%s as a stream: %u finding(s) from the verification engine", path, v.bad);
 	return v.recovered;
 }
+
+json_t *tu_json_file_env(const char *var)
+{
+	const char *p = getenv(var);
+	json_error_t err;
+	json_t *j;
+
+	if (!p || !*p) {
+		fprintf(stderr, "%s is not set: run through ctest\n", var);
+		return NULL;
+	}
+	j = json_load_file(p, 0, &err);
+	if (!j)
+		fprintf(stderr, "%s: %s (line %d)\n", p, err.text, err.line);
+	return j;
+}

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "auditlog.h"
 #include "format.h"
@@ -82,6 +83,11 @@ unsigned tu_verify_dir(const char *dir);
 /* The same for one file fed to the engine as a stream, in pieces of 1 byte
  * to 8 KiB. */
 unsigned tu_verify_stream(const char *path);
+
+/* The JSON file the environment variable var names (ctest sets it: the
+ * known-answer vectors); NULL, having said why on stderr, when it is unset or
+ * cannot be read. */
+json_t *tu_json_file_env(const char *var);
 
 /* Open a log at path with a fresh config; cfg tweaks through the callback. */
 struct auditlog_config *tu_config(const char *path);
