@@ -1,5 +1,5 @@
 #!/bin/sh
-# Regenerate libaudit/src/p11names.c from p11-kit's pkcs11.h: every CKR_* and
+# Regenerate libaudit/src/format/p11names.c from p11-kit's pkcs11.h: every CKR_* and
 # CKM_* name with its value, sorted by value; for values with several names
 # (aliases), the last name in the header wins (p11-kit lists the newer name after the deprecated one: CKM_ECDSA_KEY_PAIR_GEN, then CKM_EC_KEY_PAIR_GEN). Run from the source root.
 set -eu
@@ -33,4 +33,4 @@ cc $(pkg-config --cflags p11-kit-1) -o "$tmp/p" "$tmp/p.c"
 		echo "const size_t al_${lp}_count = sizeof(al_${lp}_names) / sizeof(al_${lp}_names[0]);"
 		echo
 	done
-} >libaudit/src/p11names.c
+} >libaudit/src/format/p11names.c

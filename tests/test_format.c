@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The format layer (libaudit/src/format.c) against docs/format.md.
+ * The format layer (libaudit/src/format/format.c) against docs/format.md.
  *
  * This file carries its own model of the format, written from docs/format.md
  * alone: UTF-8 repair by maximal subparts, escaping, caps and cut, member
