@@ -408,7 +408,10 @@ static void test_bad_arguments(void **state)
 	assert_int_equal(auditlog_config_new(NULL), -EINVAL);
 	assert_int_equal(auditlog_config_set_path(cfg, ""), -EINVAL);
 	assert_int_equal(auditlog_config_set_path(cfg, "dir/"), -EINVAL);
-	assert_int_equal(auditlog_config_set_format_version(cfg, 2), -EINVAL);
+	assert_int_equal(auditlog_config_set_format_version(cfg, 3), -EINVAL);
+	assert_int_equal(auditlog_config_set_sealing(cfg, "", "k"), -EINVAL);
+	assert_int_equal(auditlog_config_set_sealing(cfg, "s", NULL), -EINVAL);
+	assert_int_equal(auditlog_config_set_checkpoint_interval(cfg, 0, 0), -EINVAL);
 	assert_int_equal(auditlog_config_set_queue_capacity(cfg, 0), -EINVAL);
 	assert_int_equal(auditlog_config_set_max_batch_bytes(cfg, 100), -EINVAL);
 	assert_int_equal(auditlog_config_set_full_policy(cfg, 7), -EINVAL);
@@ -417,6 +420,10 @@ static void test_bad_arguments(void **state)
 	assert_int_equal(auditlog_open(NULL, &log), -EINVAL);
 	assert_int_equal(auditlog_open(cfg, NULL), -EINVAL);
 	auditlog_config_free(NULL);
+	/* v2 needs its keys */
+	assert_int_equal(auditlog_config_set_format_version(cfg, 2), 0);
+	assert_int_equal(auditlog_open(cfg, &log), -EINVAL);
+	assert_int_equal(auditlog_config_set_format_version(cfg, 1), 0);
 
 	assert_int_equal(auditlog_open(cfg, &log), 0);
 	assert_int_equal(auditlog_record(NULL, &ev), -EINVAL);

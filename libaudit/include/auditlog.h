@@ -55,7 +55,9 @@ AUDITLOG_API void auditlog_config_free(struct auditlog_config *cfg);
 
 /* Path of the active log file (required). Its directory must exist. */
 AUDITLOG_API int auditlog_config_set_path(struct auditlog_config *cfg, const char *path);
-/* Format version to write: 1 (default) or 0. Never lower than the log's last record. */
+/* Format version to write: 1 (default), 0, or 2 (sealed and checkpointed,
+ * docs/format.md Part II: needs auditlog_config_set_sealing()). Never lower
+ * than the log's last record. */
 AUDITLOG_API int auditlog_config_set_format_version(struct auditlog_config *cfg, unsigned version);
 /* Queue slots (rounded up to a power of two, 64..1<<24; default 16384). */
 AUDITLOG_API int auditlog_config_set_queue_capacity(struct auditlog_config *cfg, size_t slots);
@@ -86,6 +88,19 @@ AUDITLOG_API int auditlog_config_set_future_tolerance_s(struct auditlog_config *
  * maximum. */
 #define AUDITLOG_ASYNC_COALESCE_MAX_US 1000000u
 AUDITLOG_API int auditlog_config_set_async_coalesce_us(struct auditlog_config *cfg, uint64_t us);
+
+/* Format v2, in-process sealing (for single-user deployments: the writing
+ * process holds the keys; docs/format.md 17, 22): the sealing state file
+ * (made by auditlog-keygen, advanced by the writer as epochs pass) and the
+ * checkpoint signing key file. Both paths are copied. auditlog_open() with
+ * format version 2 and no sealing answers -EINVAL. */
+AUDITLOG_API int auditlog_config_set_sealing(struct auditlog_config *cfg, const char *state_path,
+					    const char *signing_key_path);
+/* v2: a signed checkpoint record every `records` records or `ms` milliseconds,
+ * whichever comes first (0 turns one off, not both; default 100000 and 1000),
+ * and always at close. */
+AUDITLOG_API int auditlog_config_set_checkpoint_interval(struct auditlog_config *cfg,
+							 uint64_t records, uint64_t ms);
 
 /* ---- events ---------------------------------------------------------------
  * An event is a parameter block the caller fills and keeps ownership of; the

@@ -41,6 +41,12 @@ struct al_io_hooks {
 
 int auditlog__config_set_io_hooks(struct auditlog_config *cfg, const struct al_io_hooks *h);
 
+/* TEMPORARY test seam for the producer's v2 work while the writer's sealing
+ * is built (issue 12): format version 2 without a sealing state, so lines
+ * carry no seal and do not verify as v2 requires. Removed once sealing lands;
+ * never set outside tests. */
+int auditlog__config_set_v2_unsealed(struct auditlog_config *cfg, bool on);
+
 /* The tail window auditlog_open() may read: inflight x max_batch + 8 KiB. */
 uint64_t auditlog__tail_bound(const struct auditlog_config *cfg);
 

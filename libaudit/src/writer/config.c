@@ -20,6 +20,8 @@ AUDITLOG_API int auditlog_config_new(struct auditlog_config **ret_cfg)
 	c->max_batch_bytes = 1u << 20;
 	c->backend = AUDITLOG_BACKEND_AUTO;
 	c->future_tolerance_s = 600;
+	c->ckpt_records = 100000;
+	c->ckpt_ms = 1000;
 	*ret_cfg = c;
 	return 0;
 }
@@ -29,6 +31,8 @@ AUDITLOG_API void auditlog_config_free(struct auditlog_config *cfg)
 	if (!cfg)
 		return;
 	free(cfg->path);
+	free(cfg->seal_state_path);
+	free(cfg->signing_key_path);
 	free(cfg);
 }
 
@@ -48,7 +52,7 @@ AUDITLOG_API int auditlog_config_set_path(struct auditlog_config *cfg, const cha
 
 AUDITLOG_API int auditlog_config_set_format_version(struct auditlog_config *cfg, unsigned version)
 {
-	if (!cfg || version > 1)
+	if (!cfg || version > 2)
 		return -EINVAL;
 	cfg->version = version;
 	return 0;
@@ -129,6 +133,46 @@ AUDITLOG_API int auditlog_config_set_async_coalesce_us(struct auditlog_config *c
 	if (!cfg || us > AUDITLOG_ASYNC_COALESCE_MAX_US)
 		return -EINVAL;
 	cfg->async_coalesce_us = us;
+	return 0;
+}
+
+AUDITLOG_API int auditlog_config_set_sealing(struct auditlog_config *cfg, const char *state_path,
+					    const char *signing_key_path)
+{
+	char *s, *k;
+
+	if (!cfg || !state_path || !*state_path || !signing_key_path || !*signing_key_path)
+		return -EINVAL;
+	s = strdup(state_path);
+	k = strdup(signing_key_path);
+	if (!s || !k) {
+		free(s);
+		free(k);
+		return -ENOMEM;
+	}
+	free(cfg->seal_state_path);
+	free(cfg->signing_key_path);
+	cfg->seal_state_path = s;
+	cfg->signing_key_path = k;
+	return 0;
+}
+
+AUDITLOG_API int auditlog_config_set_checkpoint_interval(struct auditlog_config *cfg,
+							 uint64_t records, uint64_t ms)
+{
+	if (!cfg || (records == 0 && ms == 0) || records > AL_INT_MAX ||
+	    ms > UINT64_C(1) << 32)
+		return -EINVAL;
+	cfg->ckpt_records = records;
+	cfg->ckpt_ms = ms;
+	return 0;
+}
+
+int auditlog__config_set_v2_unsealed(struct auditlog_config *cfg, bool on)
+{
+	if (!cfg)
+		return -EINVAL;
+	cfg->v2_unsealed = on;
 	return 0;
 }
 

@@ -29,6 +29,12 @@ struct auditlog_config {
 	enum auditlog_backend backend;
 	uint64_t future_tolerance_s;
 	uint64_t async_coalesce_us; /* 0: off */
+	/* v2, in-process sealing (docs/format.md 17, 19, 20) */
+	char *seal_state_path;      /* the sealing state file (owned) */
+	char *signing_key_path;     /* the checkpoint signing key file (owned) */
+	uint64_t ckpt_records;      /* a checkpoint every this many records (0: never by count) */
+	uint64_t ckpt_ms;           /* ... or this many milliseconds (0: never by time) */
+	bool v2_unsealed;           /* test seam only: v2 lines without sealing (internal.h) */
 	struct al_io_hooks hooks;
 	bool has_hooks;
 };

@@ -1254,6 +1254,8 @@ static void log_free(struct auditlog *l)
 	free(l->dir);
 	free(l->base);
 	free(l->cfg.path);
+	free(l->cfg.seal_state_path);
+	free(l->cfg.signing_key_path);
 	pthread_mutex_destroy(&l->head_lock);
 	free(l);
 }
@@ -1265,6 +1267,8 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 
 	if (!cfg || !cfg->path || !ret_log)
 		return -EINVAL;
+	if (cfg->version == 2 && !cfg->v2_unsealed)
+		return cfg->seal_state_path ? -EOPNOTSUPP /* issue 12: being built */ : -EINVAL;
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
@@ -1272,12 +1276,15 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 	pthread_mutex_init(&l->head_lock, NULL);
 	l->cfg = *cfg;
 	l->cfg.path = strdup(cfg->path);
+	l->cfg.seal_state_path = cfg->seal_state_path ? strdup(cfg->seal_state_path) : NULL;
+	l->cfg.signing_key_path = cfg->signing_key_path ? strdup(cfg->signing_key_path) : NULL;
 	l->mask = cfg->queue_slots - 1;
 	l->slots = calloc(cfg->queue_slots, sizeof(struct slot));
 	l->work = malloc(AL_HASH_LEN + AL_BODY_MAX);
 	l->dec = malloc(DEC_CAP);
 	l->pdec = malloc(AL_LINE_MAX);
-	if (!l->cfg.path || !l->slots || !l->work || !l->dec || !l->pdec) {
+	if (!l->cfg.path || !l->slots || !l->work || !l->dec || !l->pdec ||
+	    (cfg->seal_state_path && (!l->cfg.seal_state_path || !l->cfg.signing_key_path))) {
 		r = -ENOMEM;
 		goto err;
 	}
