@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* --version and usage errors for every command (cli.h). */
+/* --version, usage errors and numbers for every command (cli.h). */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -83,4 +84,23 @@ int cli_bad_option(const char *prog, const char *optstring, const struct option 
 		return cli_usage_error(prog, "unknown option '-%c'", optopt);
 	}
 	return cli_usage_error(prog, "bad option '%s'", arg ? arg : "?");
+}
+
+int cli_parse_udec(const char *s, size_t n, uint64_t max, uint64_t *ret)
+{
+	uint64_t v = 0;
+
+	if (n == 0)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		unsigned d = (unsigned)(s[i] - '0');
+		if (d > max || v > (max - d) / 10)
+			return -ERANGE;
+		v = v * 10 + d;
+	}
+	*ret = v;
+	return 0;
 }

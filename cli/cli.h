@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What every command shares (auditlog-verify, softtoken-util, the benchmarks):
- * --version, and the one line a usage error gets.
+ * --version, the one line a usage error gets, and how a number is read.
  */
 #ifndef AUDITLOG_CLI_H
 #define AUDITLOG_CLI_H
 
 #include <getopt.h>
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 
 /* The project version, CMake's project(VERSION): "0.1.0". */
 extern const char cli_project_version[];
@@ -25,5 +27,11 @@ __attribute__((format(printf, 2, 0))) int cli_usage_verror(const char *prog, con
  * line, through cli_usage_error(). optstring and longopts are those given to
  * getopt_long(). Returns 2. */
 int cli_bad_option(const char *prog, const char *optstring, const struct option *longopts, char **argv);
+
+/* A number as a person types it: decimal digits and nothing else (no sign,
+ * space, base prefix or trailing junk; leading zeros are digits), at most
+ * max. 0, or -EINVAL (not digits, or empty) or -ERANGE (above max); *ret is
+ * written only on success. */
+int cli_parse_udec(const char *s, size_t n, uint64_t max, uint64_t *ret);
 
 #endif
