@@ -145,12 +145,12 @@ fail() { echo "package-test: FAIL: $*" >&2; exit 1; }
 proxy=/usr/lib/$arch/p11-kit-proxy.so
 
 echo "-- what the packages installed"
-for c in auditlog-verify softtoken-util; do
+for c in auditlog-verify auditlog-keygen softtoken-util; do
 	out=$($c --version)
 	[ "$out" = "$c (auditlog) $version" ] || fail "$c --version says '$out', the package is $version"
 	echo "$out"
 done
-for m in man1/auditlog-verify.1 man1/softtoken-util.1 man5/softtoken.conf.5 man3/libauditlog.3; do
+for m in man1/auditlog-verify.1 man1/auditlog-keygen.1 man1/softtoken-util.1 man5/softtoken.conf.5 man3/libauditlog.3; do
 	[ -f /usr/share/man/$m.gz ] || fail "no manual page $m"
 done
 [ -f /usr/lib/$arch/pkcs11/libsofttoken.so ] || fail "no /usr/lib/$arch/pkcs11/libsofttoken.so"
@@ -208,6 +208,18 @@ runuser -u demo -- sh -eu -c '
 	fi
 	echo "a wrong PIN is refused (and recorded)"
 ' sh "$proxy" || fail "the demo as user demo"
+
+echo "-- the installed auditlog-keygen makes a host's v2 keys (docs/keys.md)"
+[ -f /usr/share/doc/auditlog-tools/keys.md ] || fail "no /usr/share/doc/auditlog-tools/keys.md"
+runuser -u demo -- sh -eu -c '
+	cd "$HOME"
+	mkdir -m 0700 keys
+	auditlog-keygen --host demo --delta 1 --dir keys --verify-key - >verify-key
+	[ "$(stat -c "%a %n" keys/* | tr "\n" " ")" = "644 keys/pubkey 600 keys/sealing-state 600 keys/signing-key " ]
+	head -n 1 verify-key | grep -qx "auditlog-verification-key 2"
+	if auditlog-keygen --host demo --dir keys --verify-key verify-key.2 2>/dev/null; then exit 1; fi
+	[ ! -e verify-key.2 ]
+' || fail "auditlog-keygen as user demo"
 
 echo "-- the trail, verified by the installed auditlog-verify"
 ls -l /var/log/softtoken
