@@ -180,9 +180,19 @@ static uint64_t clock_ns(clockid_t id)
 	return (uint64_t)ts.tv_sec * NS + (uint64_t)ts.tv_nsec;
 }
 
+static volatile sig_atomic_t interrupted; /* the signal that asks the run to stop */
+
+static void on_stop(int sig)
+{
+	interrupted = sig;
+}
+
+/* 0, or -errno; -EINTR once a signal asked the run to stop. */
 static int write_all(int fd, const char *p, size_t n)
 {
 	while (n > 0) {
+		if (interrupted)
+			return -EINTR;
 		ssize_t w = write(fd, p, n);
 		if (w < 0 && errno == EINTR)
 			continue;
@@ -298,6 +308,8 @@ static int write_files(struct out_file *f)
 		int r;
 		if (f[i].fd < 0)
 			continue;
+		if (interrupted)
+			goto stopped;
 		/* exactly the mode, whatever the umask */
 		if ((r = fchmod(f[i].fd, f[i].mode)) < 0 || (r = write_all(f[i].fd, f[i].buf, f[i].len)) < 0 ||
 		    (r = fsync(f[i].fd)) < 0) {
@@ -316,11 +328,15 @@ static int write_files(struct out_file *f)
 			return 1;
 		}
 	}
+	if (interrupted)
+		goto stopped;
 	if (sync_dirs(f)) {
 		fprintf(stderr, PROG ": nothing was left behind\n");
 		remove_created(f);
 		return 1;
 	}
+	if (interrupted)
+		goto stopped;
 	for (unsigned i = 0; i < F_N; i++) {
 		if (f[i].fd >= 0 && close(f[i].fd) < 0) {
 			f[i].fd = -1;
@@ -332,6 +348,10 @@ static int write_files(struct out_file *f)
 		f[i].fd = -1;
 	}
 	return 0;
+stopped:
+	fprintf(stderr, PROG ": interrupted (%s); nothing was left behind\n", strsignal(interrupted));
+	remove_created(f);
+	return 1;
 }
 
 /* "<origin>+<8 hex>+<b64(0x01 || pub)>" (docs/format.md 20.2), or with the
@@ -660,7 +680,16 @@ int main(int argc, char **argv)
 		f[i].len = (size_t)n[i];
 	}
 
-	signal(SIGPIPE, SIG_IGN); /* a closed stdout is an error to clean up after, not a death */
+	/* A closed stdout is an error to clean up after, not a death; so is a
+	 * signal that would end the run (no SA_RESTART: a write blocked on a
+	 * full pipe returns), so that no file outlives an interrupted run. */
+	struct sigaction sa = {.sa_handler = on_stop};
+	sigemptyset(&sa.sa_mask);
+	signal(SIGPIPE, SIG_IGN);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGQUIT, &sa, NULL);
 	if ((ret = write_files(f)))
 		goto out;
 	print_summary(strcmp(f[F_VKEY].path, "-") ? stdout : stderr, &p, max_jump, now.epoch, f, pub);

@@ -104,6 +104,38 @@ empty "$d/f"
 empty "$d/f"
 "$KEYGEN" --host f --dir "$d/f" >&- 2>"$d/err" || fail "--dir with stdout closed: exit $?"
 check "$d/f"
+# a signal while the key waits on a full pipe (or at any point of the run)
+# ends it with exit 1 and removes what it made
+mkdir "$d/i"
+python3 - "$KEYGEN" "$d/i" <<'PYEOF' || fail "interrupted run"
+import os, signal, subprocess, sys, time
+keygen, out = sys.argv[1], sys.argv[2]
+r, w = os.pipe()
+os.set_blocking(w, False)
+try:
+    while True:
+        os.write(w, b"x" * 4096)  # (atomic: all or EAGAIN) until the pipe is full
+except BlockingIOError:
+    pass
+os.set_blocking(w, True)
+p = subprocess.Popen([keygen, "--host", "i", "--dir", out, "--verify-key", "-"], stdout=w,
+                     stderr=subprocess.PIPE)
+os.close(w)
+deadline = time.time() + 20  # the three files first, then the key to the full pipe
+while len(os.listdir(out)) < 3 and time.time() < deadline:
+    time.sleep(0.01)
+time.sleep(0.3)
+if p.poll() is not None:
+    sys.exit("keygen did not wait on the full pipe: exit %s" % p.returncode)
+p.send_signal(signal.SIGTERM)
+rc = p.wait(20)
+err = p.stderr.read().decode()
+if rc != 1 or "nothing was left behind" not in err:
+    sys.exit("SIGTERM: exit %d, not 1: %s" % (rc, err))
+if os.listdir(out):
+    sys.exit("SIGTERM: left %s" % os.listdir(out))
+os.close(r)
+PYEOF
 # the summary lost (stdout full) does not undo the files
 mkdir "$d/g"
 "$KEYGEN" --host g --dir "$d/g" >/dev/full 2>"$d/err" || fail "summary to /dev/full: exit $?"
