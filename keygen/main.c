@@ -571,8 +571,8 @@ int main(int argc, char **argv)
 	if (t0_arg && cli_parse_udec(t0_arg, strlen(t0_arg), UINT64_MAX, &t0) < 0)
 		return refuse("--t0", t0_arg, "wants ns since 1970-01-01T00:00:00Z, in decimal digits only");
 	if (t0 > W)
-		return refuse("--t0", t0_arg ? t0_arg : "now", "is in the future: the sealing state starts at epoch 0, which "
-					      "must have begun");
+		return refuse("--t0", t0_arg ? t0_arg : "now",
+			      "is in the future: the sealing state starts at epoch 0, which must have begun");
 	if (W - t0 > b) {
 		char why[200];
 		snprintf(why, sizeof(why), "is before this boot began (%" PRIu64 " s ago): the state's "

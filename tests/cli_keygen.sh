@@ -26,6 +26,10 @@ check() {
 # empty DIR: nothing was written there
 empty() { [ -z "$(ls -A "$1")" ] || fail "$1 is not empty: $(ls -A "$1")"; }
 
+expect 0 "$KEYGEN" --help
+grep -q '^usage: auditlog-keygen ' "$d/out" || fail "--help: $(cat "$d/out")"
+[ -s "$d/err" ] && fail "--help wrote to stderr"
+
 # --dir with the defaults: Δ 10 s, max-jump the epochs of 366 days, t0 now
 mkdir "$d/a"
 lo=$(now_ns)

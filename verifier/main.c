@@ -326,30 +326,6 @@ static bool same_listing(char **args, int nargs, char **paths, unsigned n)
 	return same;
 }
 
-/* An unsigned decimal, strictly: s[0..n) is one or more ASCII digits and
- * nothing else (no sign, space, base prefix or trailing junk; leading zeros
- * are digits), at most max. 0, or -EINVAL (not digits) or -ERANGE (above
- * max). Every number the CLI reads, from arguments or the environment,
- * goes through here. */
-static int parse_udec(const char *s, size_t n, uint64_t max, uint64_t *ret)
-{
-	uint64_t v = 0;
-
-	if (n == 0)
-		return -EINVAL;
-	for (size_t i = 0; i < n; i++)
-		if (s[i] < '0' || s[i] > '9')
-			return -EINVAL;
-	for (size_t i = 0; i < n; i++) {
-		unsigned d = (unsigned)(s[i] - '0');
-		if (v > (max - d) / 10)
-			return -ERANGE;
-		v = v * 10 + d;
-	}
-	*ret = v;
-	return 0;
-}
-
 /* Say on one line why the value of `what` (an option or a variable) is
  * refused; the exit status for it. */
 static int refuse(const char *what, const char *val, const char *why)
@@ -366,7 +342,7 @@ static int parse_num(const char *what, const char *val, uint64_t max, const char
 {
 	char why[160];
 
-	if (parse_udec(val, strlen(val), max, ret) == 0)
+	if (cli_parse_udec(val, strlen(val), max, ret) == 0)
 		return 0;
 	snprintf(why, sizeof(why), "wants %s from 0 to %" PRIu64 ", in decimal digits only", wants, max);
 	return refuse(what, val, why);
@@ -391,7 +367,7 @@ static const char *parse_anchor(const char *s, bool chain_ok, struct al_vanchor 
 	}
 	/* A seq is a JSON integer the writer keeps at most 2^53-1 (docs/format.md):
 	 * a larger one is a typo, not a head that could be found. */
-	if (parse_udec(seq, (size_t)(c1 - seq), AL_INT_MAX, &a.seq) < 0)
+	if (cli_parse_udec(seq, (size_t)(c1 - seq), AL_INT_MAX, &a.seq) < 0)
 		return "the seq is not decimal digits from 0 to 9007199254740991 (2^53-1: no record has a "
 		       "larger one)";
 	if (strlen(c1 + 1) != 2 * AL_HASH_LEN || al_unhex((const uint8_t *)c1 + 1, 2 * AL_HASH_LEN, a.hash) < 0)
