@@ -4,10 +4,12 @@
 # modes whatever the umask, never overwriting (and nothing left behind when a
 # later file exists or the verification key cannot be written), --verify-key -
 # on standard output only, refused values (exit 2, nothing written), the
-# default host, and --note-key. Args: auditlog-keygen check_keys.py
+# default host, and --note-key; the library's readers and epoch schedule
+# load what it wrote (keygen_load). Args: auditlog-keygen check_keys.py keygen_load
 set -u
 KEYGEN=$1
 CHECK=$2
+LOAD=$3
 d=$(mktemp -d "${TMPDIR:-/var/tmp}/auditlog-keygen.XXXXXX")
 trap 'rm -rf "$d"' EXIT
 fail() { echo "cli_keygen: $*" >&2; exit 1; }
@@ -55,6 +57,8 @@ check "$d/b" --host 1.2.3.4 --delta 1000000000 --max-jump 5 --t0 "$t0"
 e=$(sed -n 's/^epoch 0 in the state; the epoch now is \([0-9]*\)$/\1/p' "$d/out")
 [ "${e:-0}" -ge 3 ] || fail "t0 3 s ago at Δ 1 s: the epoch now is '$e', not >= 3"
 [ "$(stat -c %a "$d/b1/pubkey")" = 644 ] || fail "pubkey mode $(stat -c %a "$d/b1/pubkey")"
+"$LOAD" "$d/a" || fail "keygen_load $d/a"
+"$LOAD" "$d/b" || fail "keygen_load $d/b (t0 3 s ago, Δ 1 s)"
 
 # fractions of a second; a Δ past 366 days still allows a jump of 1
 mkdir "$d/c" "$d/c2"
