@@ -476,9 +476,6 @@ static void child_coalescing(struct auditlog *log)
 					if (j % 16)
 						ack(j);
 			from = i + 1;
-			struct auditlog_stats st;
-			if (auditlog_get_stats(log, &st, sizeof(st)) == 0)
-				atomic_store(&shm->coalesced, st.coalesced_batches);
 			continue;
 		}
 		if (i % 16) {
@@ -486,6 +483,11 @@ static void child_coalescing(struct auditlog *log)
 		} else if (auditlog_record_sync(log, &ev) == 0) {
 			ack(i);
 		}
+		/* after every record, not only at the flushes: on a loaded machine a
+		 * round may lose power before its first flush */
+		struct auditlog_stats st;
+		if (auditlog_get_stats(log, &st, sizeof(st)) == 0)
+			atomic_store(&shm->coalesced, st.coalesced_batches);
 		struct timespec ts = {0, 20000};
 		nanosleep(&ts, NULL);
 	}
