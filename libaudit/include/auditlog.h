@@ -155,7 +155,9 @@ struct auditlog_event {
  */
 AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlog **ret_log);
 
-/* Enqueue an event and return; it is written by the next batch. Never drops:
+/* Enqueue an event and return; it is written by the next batch. On a v2 log
+ * the calling thread decodes and hashes the event first (see
+ * auditlog_record_fields()). Never drops:
  * a full queue blocks or returns -EAGAIN as configured. -EINVAL for a bad
  * event (no action, outcome out of range, slot/session above 2^53-1),
  * -ENOMEM when a long string could not be copied, and once the log has failed
@@ -210,7 +212,7 @@ struct auditlog_field {
  *                in v2 records: auditlog_config_set_format_version())
  * otherwise as auditlog_record() (-EAGAIN, -ENOMEM, the log's error). On a v2
  * log the calling thread decodes and hashes the event (auditlog_record()
- * too): some microseconds of its CPU and about 20 KiB of its stack.
+ * too; the worker only chains it), using about 20 KiB of its stack.
  * Thread-safe. */
 AUDITLOG_API int auditlog_record_fields(struct auditlog *log, const struct auditlog_event *ev,
 					const struct auditlog_field *fields, size_t n);
