@@ -197,7 +197,7 @@ static void test_refusals(void **state)
 	struct auditlog *log = open_log(path, 2, 0);
 	struct auditlog_event ev = tu_event("login", 1);
 	struct auditlog_field f[AUDITLOG_FIELDS_MAX + 1];
-	char k32[33], k33[34], k131[132], keys[17][8], big[260];
+	char k32[33], k33[34], k131[132], keys[17][16], big[260];
 	unsigned ok = 0;
 
 	(void)state;
@@ -240,8 +240,8 @@ static void test_refusals(void **state)
 	snprintf(k_dot33, sizeof(k_dot33), "a.%s", k33);
 	expect_key(log, k_dot33, -EINVAL, &ok);
 	/* 16 fields pass, 17 do not */
-	for (int i = 0; i < 17; i++) {
-		snprintf(keys[i], sizeof(keys[i]), "k%02d", i);
+	for (unsigned i = 0; i < 17; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "k%02u", i);
 		f[i] = fint(keys[i], (uint64_t)i);
 	}
 	expect(log, f, 16, 0, &ok);
