@@ -16,6 +16,7 @@
  *   or le16 length and the decoded bytes (v2.caller_len bytes in all).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "log.h"
@@ -26,6 +27,10 @@ _Static_assert(AL_CALLER_MAX <= UINT8_MAX && AL_CALLER_KEY_MAX <= UINT8_MAX &&
 		       AL_CALLER_STR_CAP <= UINT16_MAX && AL_CALLER_MAX * (4 + AL_CALLER_KEY_MAX + AL_CALLER_STR_CAP) <= UINT16_MAX,
 	       "caller fields fit the slot's lengths");
 _Static_assert(AUDITLOG_FIELDS_MAX == AL_CALLER_MAX, "the API's limit is the format's");
+/* The worker's hot reads stay where v0/v1's are: the slot's first two cache
+ * lines hold its fixed fields, the v2 lengths (a union with v1's numbers)
+ * and D_n, the first bytes of an inline slot. */
+_Static_assert(offsetof(struct slot, inl) + AL_HASH_LEN <= 128, "D_n in the second cache line");
 
 /* The caller's fields (any order) checked as far as the format layer cannot
  * (a key, its kind, NUL-terminated key length, integer range, no duplicate
