@@ -24,7 +24,8 @@
 #include "p11names.h"
 
 _Static_assert(AL_CALLER_MAX <= UINT8_MAX && AL_CALLER_KEY_MAX <= UINT8_MAX &&
-		       AL_CALLER_STR_CAP <= UINT16_MAX && AL_CALLER_MAX * (4 + AL_CALLER_KEY_MAX + AL_CALLER_STR_CAP) <= UINT16_MAX,
+		       AL_CALLER_STR_CAP <= UINT16_MAX &&
+		       AL_CALLER_MAX * (4 + AL_CALLER_KEY_MAX + AL_CALLER_STR_CAP) <= UINT16_MAX,
 	       "caller fields fit the slot's lengths");
 _Static_assert(AUDITLOG_FIELDS_MAX == AL_CALLER_MAX, "the API's limit is the format's");
 /* The worker's hot reads stay where v0/v1's are: the slot's first two cache
