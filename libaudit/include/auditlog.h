@@ -155,7 +155,9 @@ struct auditlog_event {
  */
 AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlog **ret_log);
 
-/* Enqueue an event and return; it is written by the next batch. Never drops:
+/* Enqueue an event and return; it is written by the next batch. On a v2 log
+ * the calling thread decodes and hashes the event first (see
+ * auditlog_record_fields()). Never drops:
  * a full queue blocks or returns -EAGAIN as configured. -EINVAL for a bad
  * event (no action, outcome out of range, slot/session above 2^53-1),
  * -ENOMEM when a long string could not be copied, and once the log has failed
@@ -167,6 +169,57 @@ AUDITLOG_API int auditlog_record(struct auditlog *log, const struct auditlog_eve
  * errno means the event was not made durable by this call (docs/durability.md
  * says what happens to it). Thread-safe. */
 AUDITLOG_API int auditlog_record_sync(struct auditlog *log, const struct auditlog_event *ev);
+
+/* ---- caller-defined fields (format v2) -------------------------------------
+ * Up to AUDITLOG_FIELDS_MAX (key, value) pairs an application adds to an
+ * event, written after its fixed members (docs/format.md 14): e.g.
+ *   struct auditlog_field f[] = {
+ *       {.key = "user.name", .kind = AUDITLOG_FIELD_STR, .str = name, .str_len = n},
+ *       {.key = "attempt", .kind = AUDITLOG_FIELD_INT, .u = 3},
+ *   };
+ * The array may be in any order (the line has them sorted by key, bytewise)
+ * and stays the caller's: everything is copied before the call returns.
+ */
+
+#define AUDITLOG_FIELD_STR 1u /* .str / .str_len: a string */
+#define AUDITLOG_FIELD_INT 2u /* .u: an integer, 0 .. 2^53-1 */
+#define AUDITLOG_FIELDS_MAX 16u
+
+struct auditlog_field {
+	/* NUL-terminated, matching [a-z][a-z0-9_]{0,31}(\.[a-z][a-z0-9_]{0,31}){0,3}
+	 * and none of the member names docs/format.md defines (14.1 lists them:
+	 * "actor", "detail", "session", "seq", ...). */
+	const char *key;
+	uint32_t kind;     /* AUDITLOG_FIELD_STR or AUDITLOG_FIELD_INT */
+	const char *str;   /* STR: any bytes, as an event's strings: (str, str_len), need
+			    * not be UTF-8 nor NUL-terminated; repaired, escaped, and cut
+			    * with the marker when over 256 escaped bytes; empty (NULL or
+			    * length 0) means the field is left out of the line */
+	size_t str_len;
+	uint64_t u;        /* INT: the value. The member of the other kind is ignored. */
+};
+
+/* auditlog_record() with caller-defined fields, n entries of `fields` (n = 0:
+ * exactly auditlog_record(); fields may then be NULL). The whole call is
+ * refused, and nothing queued, when anything is wrong:
+ *   -EINVAL      as auditlog_record(), or fields NULL with n > 0, n above
+ *                AUDITLOG_FIELDS_MAX, a NULL key, an unknown kind, a key that
+ *                breaks the pattern or is a member name, two entries with the
+ *                same key (even when one is empty), an integer above 2^53-1,
+ *                str NULL with str_len > 0
+ *   -E2BIG       the fields written as JSON (each ,"key":value) exceed 2048 bytes
+ *   -EOPNOTSUPP  n > 0 on a log that writes format v0 or v1 (fields exist only
+ *                in v2 records: auditlog_config_set_format_version())
+ * otherwise as auditlog_record() (-EAGAIN, -ENOMEM, the log's error). On a v2
+ * log the calling thread decodes and hashes the event (auditlog_record()
+ * too; the worker only chains it), using about 20 KiB of its stack.
+ * Thread-safe. */
+AUDITLOG_API int auditlog_record_fields(struct auditlog *log, const struct auditlog_event *ev,
+					const struct auditlog_field *fields, size_t n);
+
+/* The same, then wait as auditlog_record_sync() does. Thread-safe. */
+AUDITLOG_API int auditlog_record_fields_sync(struct auditlog *log, const struct auditlog_event *ev,
+					     const struct auditlog_field *fields, size_t n);
 
 /* Wait until everything enqueued before this call is durable. Thread-safe. */
 AUDITLOG_API int auditlog_flush(struct auditlog *log);

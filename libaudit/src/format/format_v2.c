@@ -27,14 +27,21 @@ void al_sha256(const void *p, size_t n, uint8_t out[AL_HASH_LEN])
 #endif
 }
 
-/* Every member key docs/format.md defines, any type and version (14.1). */
-static const char *const reserved[] = {
-	"seq", "v", "type", "hash", "action", "outcome", "rv", "slot", "session", "mechanism",
-	"key_label", "key_id", "actor", "detail", "file_id", "chain_id", "reason", "prev_name",
-	"prev_seq", "prev_hash", "prev_size", "pad", "last_seq", "damage_offset",
-	"damage_length", "damage_sha256", "kind", "epoch", "seal_key", "prev_seal",
-	"prev_kind", "mac", "size", "first_seq", "range", "note", "expected", "wall",
+/* Every member key docs/format.md defines, any type and version (14.1),
+ * with its length: producers check every caller key, so no strlen here. */
+#define R(k) { k, sizeof(k) - 1 }
+static const struct {
+	const char *k;
+	uint8_t n;
+} reserved[] = {
+	R("seq"), R("v"), R("type"), R("hash"), R("action"), R("outcome"), R("rv"), R("slot"),
+	R("session"), R("mechanism"), R("key_label"), R("key_id"), R("actor"), R("detail"),
+	R("file_id"), R("chain_id"), R("reason"), R("prev_name"), R("prev_seq"), R("prev_hash"),
+	R("prev_size"), R("pad"), R("last_seq"), R("damage_offset"), R("damage_length"),
+	R("damage_sha256"), R("kind"), R("epoch"), R("seal_key"), R("prev_seal"), R("prev_kind"),
+	R("mac"), R("size"), R("first_seq"), R("range"), R("note"), R("expected"), R("wall"),
 };
+#undef R
 
 bool al_v2_caller_key_ok(const uint8_t *key, size_t n)
 {
@@ -60,7 +67,7 @@ bool al_v2_caller_key_ok(const uint8_t *key, size_t n)
 		i++;
 	}
 	for (size_t r = 0; r < sizeof(reserved) / sizeof(reserved[0]); r++)
-		if (strlen(reserved[r]) == n && memcmp(reserved[r], key, n) == 0)
+		if (reserved[r].n == n && memcmp(reserved[r].k, key, n) == 0)
 			return false;
 	return true;
 }

@@ -7,6 +7,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -15,7 +16,13 @@
 
 #include "auditlog.h"
 #include "format.h"
+#include "format_v2.h"
 #include "internal.h"
+
+#define al_v2_prepare auditlog__al_v2_prepare
+#define al_v2_pack auditlog__al_v2_pack
+#define al_v2_slot_record auditlog__al_v2_slot_record
+#define al_chain_append_digest auditlog__al_chain_append_digest
 
 struct auditlog_config {
 	char *path;
@@ -44,6 +51,19 @@ struct auditlog_config {
 /* Raw-byte budget copied from the caller per string: cap + 1 is enough for
  * the cut to come out exactly as on the whole string (see al_decode_field). */
 enum { S_ACTION, S_KEY_LABEL, S_KEY_ID, S_ACTOR, S_DETAIL, S__MAX };
+static const uint8_t al_slot_field[S__MAX] = {
+	[S_ACTION] = AL_F_ACTION,   [S_KEY_LABEL] = AL_F_KEY_LABEL, [S_KEY_ID] = AL_F_KEY_ID,
+	[S_ACTOR] = AL_F_ACTOR,     [S_DETAIL] = AL_F_DETAIL,
+};
+static const char *const al_outcome_word[] = {"success", "failure", "unknown"};
+static const uint8_t al_outcome_len[] = {7, 7, 7};
+
+/* A PKCS#11 number the library has no name for: "0x%08llx" (docs/format.md 2.2). */
+#define AL_P11_UNNAMED_LEN 24
+static inline size_t al_p11_unnamed(char buf[AL_P11_UNNAMED_LEN], uint64_t v)
+{
+	return (size_t)snprintf(buf, AL_P11_UNNAMED_LEN, "0x%08llx", (unsigned long long)v);
+}
 
 struct waiter {
 	_Atomic uint32_t done; /* futex word: 0 pending, 1 released */
@@ -57,18 +77,64 @@ struct waiter {
 #define SLOT_BARRIER 2 /* auditlog_flush(): no record, only a waiter */
 #define SLOT_INLINE 176
 
+/* A v2 event's slot (producer.c): what the worker needs besides len[]. */
+struct slot_v2 {
+	uint8_t rv_len, mech_len; /* the decoded rv and mechanism names (0: absent) */
+	uint8_t ncaller;          /* caller-defined fields, sorted */
+	uint8_t plain;            /* bit i: string S_i needs no escaping */
+	uint16_t caller_len;      /* bytes of their encoding */
+};
+
+/* An event slot of a v0/v1 log holds the caller's raw strings (cut to
+ * copy_cap) for the worker to decode; one of a v2 log holds what its
+ * producer decoded and the body digest (producer.c). l->cfg.version says
+ * which: it is fixed for the life of the handle. */
 struct slot {
 	_Atomic uint64_t seq; /* Vyukov sequence */
 	uint8_t kind;
 	uint8_t outcome;
-	uint16_t len[S__MAX];
+	uint16_t len[S__MAX]; /* v0/v1: raw bytes; v2: decoded bytes */
 	uint32_t flags;
 	uint64_t ts_ns;
-	uint64_t rv, mechanism, slot, session;
+	union {
+		struct {
+			uint64_t rv, mechanism; /* v0/v1: named by the worker */
+		};
+		struct slot_v2 v2;
+	};
+	uint64_t slot, session;
 	struct waiter *waiter;
 	uint8_t *heap; /* strings, when they do not fit inline */
 	uint8_t inl[SLOT_INLINE];
 };
+
+/* ---- the v2 producer (producer.c) ----------------------------------------- */
+
+/* A v2 event made ready by its producer, before any slot is reserved: lives
+ * on the calling thread's stack. */
+struct al_v2_prep {
+	uint8_t digest[AL_HASH_LEN];
+	struct al_record rec; /* decoded; strings point into the event, dec or cdec */
+	struct al_v2_field caller[AL_CALLER_MAX]; /* sorted, empty strings dropped */
+	size_t ncaller;
+	size_t caller_len;
+	size_t data_len; /* the slot bytes al_v2_pack writes */
+	char rvbuf[AL_P11_UNNAMED_LEN], mechbuf[AL_P11_UNNAMED_LEN];
+	uint8_t dec[128 + 512 + 256 + 128 + 4096 + 64 + 64]; /* the decoded caps of 2.2 */
+	uint8_t cdec[AL_CALLER_MAX][AL_CALLER_STR_CAP];
+};
+
+/* Check, decode and digest an event checked by check_event() and its caller
+ * fields (any order): 0, -EINVAL or -E2BIG (docs/format.md 14.2). */
+int al_v2_prepare(const struct auditlog_event *ev, const struct auditlog_field *fields, size_t n,
+		  struct al_v2_prep *p);
+/* Write p's data_len bytes at d (the slot's inl or heap), and the lengths
+ * the slot carries into len and v2. */
+void al_v2_pack(const struct al_v2_prep *p, uint8_t *d, uint16_t len[S__MAX], struct slot_v2 *v2);
+/* The worker's side: the decoded record of a packed slot (strings point into
+ * it; caller filled, s->v2.ncaller entries). Returns D_n (in the slot). */
+const uint8_t *al_v2_slot_record(const struct slot *s, struct al_record *r,
+				 struct al_v2_field caller[AL_CALLER_MAX]);
 
 /* ---- batches ------------------------------------------------------------ */
 
@@ -228,6 +294,9 @@ uint64_t al_now_ns(void);
 /* Append the next record of the chain (raw strings; ts_ns is clamped to stay
  * non-decreasing) to out, advancing l->tail. Returns the line length. */
 long al_chain_append(struct auditlog *l, struct al_record *raw, uint64_t ts_ns, uint8_t *out);
+/* Same for a decoded v2 record whose body digest its producer computed. */
+long al_chain_append_digest(struct auditlog *l, struct al_record *dec, const uint8_t *digest,
+			    uint64_t ts_ns, uint8_t *out);
 /* Same for a record whose strings are already decoded (a re-parsed line). */
 long al_chain_append_decoded(struct auditlog *l, struct al_record *dec, uint64_t ts_ns,
 			     uint8_t *out);

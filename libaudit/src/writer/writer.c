@@ -32,10 +32,6 @@ static const uint8_t zero_hash[AL_HASH_LEN];
 static const size_t copy_cap[S__MAX] = {
 	[S_ACTION] = 129, [S_KEY_LABEL] = 513, [S_KEY_ID] = 129, [S_ACTOR] = 129, [S_DETAIL] = 4097,
 };
-static const uint8_t slot_field[S__MAX] = {
-	[S_ACTION] = AL_F_ACTION,   [S_KEY_LABEL] = AL_F_KEY_LABEL, [S_KEY_ID] = AL_F_KEY_ID,
-	[S_ACTOR] = AL_F_ACTOR,     [S_DETAIL] = AL_F_DETAIL,
-};
 
 _Static_assert(sizeof(struct slot) == 256, "a queue slot is four cache lines");
 
@@ -106,15 +102,18 @@ static void wake_worker(struct auditlog *l)
 
 /* ---- record formatting ---------------------------------------------------- */
 
-static long append_common(struct auditlog *l, struct al_record *dec, uint64_t ts_ns, uint8_t *out)
+/* digest: a v2 record's D_n computed by its producer, or NULL */
+static long append_common(struct auditlog *l, struct al_record *dec, uint64_t ts_ns,
+			  const uint8_t *digest, uint8_t *out)
 {
+	const uint8_t *prev = l->tail.empty ? zero_hash : l->tail.hash;
 	struct al_emit_out eo;
 	long n;
 
 	dec->version = (uint8_t)l->cfg.version;
 	dec->f[AL_F_SEQ].u = l->tail.empty ? 0 : l->tail.seq + 1;
 	dec->present |= AL_BIT(AL_F_TIMESTAMP) | AL_BIT(AL_F_SEQ);
-	n = al_emit(dec, l->tail.empty ? zero_hash : l->tail.hash, out, l->work, &eo);
+	n = digest ? al_emit_digest(dec, digest, prev, out, &eo) : al_emit(dec, prev, out, l->work, &eo);
 	if (n < 0)
 		return n;
 	l->tail.seq = dec->f[AL_F_SEQ].u;
@@ -146,7 +145,20 @@ long al_chain_append(struct auditlog *l, struct al_record *raw, uint64_t ts_ns, 
 	r = al_record_decode(raw, raw, l->dec, DEC_CAP); /* in place */
 	if (r < 0)
 		return r;
-	return append_common(l, raw, ts_ns, out);
+	return append_common(l, raw, ts_ns, NULL, out);
+}
+
+long al_chain_append_digest(struct auditlog *l, struct al_record *dec, const uint8_t *digest,
+			    uint64_t ts_ns, uint8_t *out)
+{
+	char ts[AL_TS_LEN];
+
+	ts_ns = clamp_ts(l, ts_ns);
+	al_format_ts_cached(&l->ts_cache, ts_ns, ts);
+	dec->f[AL_F_TIMESTAMP].p = (const uint8_t *)ts;
+	dec->f[AL_F_TIMESTAMP].n = AL_TS_LEN;
+	dec->plain |= AL_BIT(AL_F_TIMESTAMP); /* digits and punctuation */
+	return append_common(l, dec, ts_ns, digest, out);
 }
 
 long al_chain_append_decoded(struct auditlog *l, struct al_record *dec, uint64_t ts_ns,
@@ -158,7 +170,7 @@ long al_chain_append_decoded(struct auditlog *l, struct al_record *dec, uint64_t
 	al_format_ts_cached(&l->ts_cache, ts_ns, ts);
 	dec->f[AL_F_TIMESTAMP].p = (const uint8_t *)ts;
 	dec->f[AL_F_TIMESTAMP].n = AL_TS_LEN;
-	return append_common(l, dec, ts_ns, out);
+	return append_common(l, dec, ts_ns, NULL, out);
 }
 
 long al_format_header(struct auditlog *l, uint8_t *out)
@@ -214,9 +226,6 @@ long al_format_header(struct auditlog *l, uint8_t *out)
 	return n;
 }
 
-static const char *const outcome_word[] = {"success", "failure", "unknown"};
-static const uint8_t outcome_len[] = {7, 7, 7};
-
 static void put_p11(struct al_record *r, int f, const struct al_p11name *tab, size_t n,
 		    uint64_t v, char *buf, struct p11cache *c)
 {
@@ -231,33 +240,46 @@ static void put_p11(struct al_record *r, int f, const struct al_p11name *tab, si
 		r->f[f].n = c->len;
 	} else {
 		r->f[f].p = (const uint8_t *)buf;
-		r->f[f].n = (size_t)snprintf(buf, 24, "0x%08llx", (unsigned long long)v);
+		r->f[f].n = al_p11_unnamed(buf, v);
 	}
 	r->present |= AL_BIT(f);
 }
 
+/* v2: the producer decoded the strings and computed D_n (producer.c) */
+static __attribute__((noinline)) long format_slot_v2(struct auditlog *l, const struct slot *s,
+						     uint8_t *out)
+{
+	struct al_record r;
+	struct al_v2_field caller[AL_CALLER_MAX];
+	const uint8_t *digest = al_v2_slot_record(s, &r, caller);
+
+	return al_chain_append_digest(l, &r, digest, s->ts_ns, out);
+}
+
 static long format_slot(struct auditlog *l, const struct slot *s, uint8_t *out)
 {
+	if (l->cfg.version == AL_V2)
+		return format_slot_v2(l, s, out);
 	/* Not zeroed as a whole: every reader of f[] is gated by `present`. */
 	struct al_record r;
 	r.type = AL_T_EVENT;
 	r.version = 0;
 	r.present = 0;
 	r.plain = 0;
-	char rvbuf[24], mechbuf[24];
+	char rvbuf[AL_P11_UNNAMED_LEN], mechbuf[AL_P11_UNNAMED_LEN];
 	const uint8_t *p = s->heap ? s->heap : s->inl;
 
 	for (int i = 0; i < S__MAX; i++) {
 		if (s->len[i]) {
-			r.present |= AL_BIT(slot_field[i]);
-			r.f[slot_field[i]].p = p;
-			r.f[slot_field[i]].n = s->len[i];
+			r.present |= AL_BIT(al_slot_field[i]);
+			r.f[al_slot_field[i]].p = p;
+			r.f[al_slot_field[i]].n = s->len[i];
 			p += s->len[i];
 		}
 	}
 	r.present |= AL_BIT(AL_F_OUTCOME);
-	r.f[AL_F_OUTCOME].p = (const uint8_t *)outcome_word[s->outcome];
-	r.f[AL_F_OUTCOME].n = outcome_len[s->outcome];
+	r.f[AL_F_OUTCOME].p = (const uint8_t *)al_outcome_word[s->outcome];
+	r.f[AL_F_OUTCOME].n = al_outcome_len[s->outcome];
 	if (s->flags & AUDITLOG_EV_RV)
 		put_p11(&r, AL_F_RV, al_ckr_names, al_ckr_count, s->rv, rvbuf, &l->rv_cache);
 	if (s->flags & AUDITLOG_EV_MECHANISM)
@@ -309,41 +331,15 @@ static void wait_for_space(struct auditlog *l, uint64_t pos)
 	atomic_fetch_sub(&l->full_waiters, 1);
 }
 
-static int enqueue(struct auditlog *l, const struct auditlog_event *ev, uint8_t kind,
-		   struct waiter *w)
+/* Reserve the next slot (Vyukov's bounded ring): waits or answers -EAGAIN
+ * when the queue is full, as configured. heap (the caller's, may be NULL) is
+ * freed when it fails. */
+static inline __attribute__((always_inline)) int reserve(struct auditlog *l, uint8_t *heap,
+							 struct slot **ret_s, uint64_t *ret_pos)
 {
-	const uint8_t *src[S__MAX] = {0};
-	uint16_t len[S__MAX] = {0};
-	size_t total = 0;
-	uint8_t *heap = NULL;
-	struct slot *s;
-	uint64_t pos;
+	struct slot *s = NULL;
+	uint64_t pos = 0;
 	int r;
-
-	r = atomic_load_explicit(&l->error, memory_order_relaxed);
-	if (r)
-		return r;
-	if (kind == SLOT_EVENT) {
-		r = check_event(ev);
-		if (r < 0)
-			return r;
-		const void *p[S__MAX] = {ev->action, ev->key_label, ev->key_id, ev->actor,
-					 ev->detail};
-		size_t n[S__MAX] = {ev->action_len, ev->key_label_len, ev->key_id_len,
-				    ev->actor_len, ev->detail_len};
-		for (int i = 0; i < S__MAX; i++) {
-			if (!p[i])
-				continue;
-			src[i] = p[i];
-			len[i] = (uint16_t)(n[i] < copy_cap[i] ? n[i] : copy_cap[i]);
-			total += len[i];
-		}
-		if (total > SLOT_INLINE) {
-			heap = malloc(total);
-			if (!heap)
-				return -ENOMEM;
-		}
-	}
 
 	pos = atomic_load_explicit(&l->enq_pos, memory_order_relaxed);
 	for (;;) {
@@ -371,15 +367,142 @@ static int enqueue(struct auditlog *l, const struct auditlog_event *ev, uint8_t 
 			pos = atomic_load_explicit(&l->enq_pos, memory_order_relaxed);
 		}
 	}
+	*ret_s = s;
+	*ret_pos = pos;
+	return 0;
+}
 
+/* Hand the filled slot to the worker, and wake it when it sleeps. (GCC's
+ * -Wtsan flags the fence below once inlined: ThreadSanitizer does not model
+ * fences, here as in worker_main, where it stays silent.) */
+#if defined(__SANITIZE_THREAD__)
+#pragma GCC diagnostic ignored "-Wtsan"
+#endif
+static inline __attribute__((always_inline)) void publish(struct auditlog *l, struct slot *s,
+							  uint64_t pos, struct waiter *w)
+{
+	if (w) /* before the slot is published: a coalescing worker sees it first */
+		atomic_fetch_add_explicit(&l->sync_enq, 1, memory_order_relaxed);
+	atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+
+	/* Dekker with the worker: publish, then look whether it sleeps. A worker
+	 * holding a coalescing batch is woken only by a waiter or a full batch. */
+	atomic_thread_fence(memory_order_seq_cst);
+	uint32_t sl = atomic_load_explicit(&l->worker_sleeping, memory_order_relaxed);
+	if (sl && (sl == SLEEP_ANY || w ||
+		   pos + 1 >= atomic_load_explicit(&l->hold_wake_pos, memory_order_relaxed)) &&
+	    atomic_exchange(&l->worker_sleeping, 0))
+		wake_worker(l);
+}
+
+/* The producer's timestamp: the worker clamps it to stay non-decreasing. */
+static inline uint64_t producer_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * A v2 event: everything is checked, decoded and hashed here, on the calling
+ * thread and before a slot is reserved, so that an error queues nothing and
+ * the worker only adds the chain step (producer.c). Long values are packed
+ * on the heap before the reservation too; only short copies happen while the
+ * slot is held.
+ */
+static __attribute__((noinline)) int enqueue_v2(struct auditlog *l, const struct auditlog_event *ev,
+						const struct auditlog_field *fields, size_t n,
+						struct waiter *w)
+{
+	struct al_v2_prep p;
+	uint16_t len[S__MAX];
+	struct slot_v2 v2;
+	uint8_t *heap = NULL;
+	struct slot *s = NULL;
+	uint64_t pos = 0;
+	int r;
+
+	r = al_v2_prepare(ev, fields, n, &p);
+	if (r < 0)
+		return r;
+	if (p.data_len > SLOT_INLINE) {
+		heap = malloc(p.data_len);
+		if (!heap)
+			return -ENOMEM;
+		al_v2_pack(&p, heap, len, &v2);
+	}
+	r = reserve(l, heap, &s, &pos);
+	if (r < 0)
+		return r;
+	s->kind = SLOT_EVENT;
+	s->waiter = w;
+	s->heap = heap;
+	s->ts_ns = producer_now_ns();
+	s->flags = ev->flags;
+	s->outcome = (uint8_t)ev->outcome;
+	s->slot = ev->slot;
+	s->session = ev->session;
+	if (heap) {
+		memcpy(s->len, len, sizeof(len));
+		s->v2 = v2;
+	} else {
+		al_v2_pack(&p, s->inl, s->len, &s->v2);
+	}
+	publish(l, s, pos, w);
+	return 0;
+}
+
+/* fields/nfields: caller-defined fields, only on a v2 log (checked by the caller) */
+static int enqueue(struct auditlog *l, const struct auditlog_event *ev,
+		   const struct auditlog_field *fields, size_t nfields, uint8_t kind,
+		   struct waiter *w)
+{
+	const uint8_t *src[S__MAX] = {0};
+	uint16_t len[S__MAX] = {0};
+	size_t total = 0;
+	uint8_t *heap = NULL;
+	struct slot *s = NULL;
+	uint64_t pos = 0;
+	int r;
+
+	r = atomic_load_explicit(&l->error, memory_order_relaxed);
+	if (r)
+		return r;
+	if (kind == SLOT_EVENT) {
+		r = check_event(ev);
+		if (r < 0)
+			return r;
+		if (l->cfg.version == AL_V2)
+			return enqueue_v2(l, ev, fields, nfields, w);
+		assert(nfields == 0);
+		const void *p[S__MAX] = {ev->action, ev->key_label, ev->key_id, ev->actor,
+					 ev->detail};
+		size_t n[S__MAX] = {ev->action_len, ev->key_label_len, ev->key_id_len,
+				    ev->actor_len, ev->detail_len};
+		for (int i = 0; i < S__MAX; i++) {
+			if (!p[i])
+				continue;
+			src[i] = p[i];
+			len[i] = (uint16_t)(n[i] < copy_cap[i] ? n[i] : copy_cap[i]);
+			total += len[i];
+		}
+		if (total > SLOT_INLINE) {
+			heap = malloc(total);
+			if (!heap)
+				return -ENOMEM;
+		}
+	}
+
+	r = reserve(l, heap, &s, &pos);
+	if (r < 0)
+		return r;
 	s->kind = kind;
 	s->waiter = w;
 	s->heap = heap;
 	if (kind == SLOT_EVENT) {
 		uint8_t *d = heap ? heap : s->inl;
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		s->ts_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+		s->ts_ns = producer_now_ns();
 		s->flags = ev->flags;
 		s->outcome = (uint8_t)ev->outcome;
 		s->rv = ev->rv;
@@ -394,18 +517,7 @@ static int enqueue(struct auditlog *l, const struct auditlog_event *ev, uint8_t 
 			}
 		}
 	}
-	if (w) /* before the slot is published: a coalescing worker sees it first */
-		atomic_fetch_add_explicit(&l->sync_enq, 1, memory_order_relaxed);
-	atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
-
-	/* Dekker with the worker: publish, then look whether it sleeps. A worker
-	 * holding a coalescing batch is woken only by a waiter or a full batch. */
-	atomic_thread_fence(memory_order_seq_cst);
-	uint32_t sl = atomic_load_explicit(&l->worker_sleeping, memory_order_relaxed);
-	if (sl && (sl == SLEEP_ANY || w ||
-		   pos + 1 >= atomic_load_explicit(&l->hold_wake_pos, memory_order_relaxed)) &&
-	    atomic_exchange(&l->worker_sleeping, 0))
-		wake_worker(l);
+	publish(l, s, pos, w);
 	return 0;
 }
 
@@ -1334,7 +1446,7 @@ AUDITLOG_API int auditlog_record(struct auditlog *log, const struct auditlog_eve
 {
 	if (!log)
 		return -EINVAL;
-	return enqueue(log, ev, SLOT_EVENT, NULL);
+	return enqueue(log, ev, NULL, 0, SLOT_EVENT, NULL);
 }
 
 AUDITLOG_API int auditlog_record_sync(struct auditlog *log, const struct auditlog_event *ev)
@@ -1344,7 +1456,41 @@ AUDITLOG_API int auditlog_record_sync(struct auditlog *log, const struct auditlo
 
 	if (!log)
 		return -EINVAL;
-	r = enqueue(log, ev, SLOT_EVENT, &w);
+	r = enqueue(log, ev, NULL, 0, SLOT_EVENT, &w);
+	if (r < 0)
+		return r;
+	return waiter_wait(log, &w);
+}
+
+/* n > 0 needs a v2 log; n = 0 is auditlog_record() whatever fields is */
+static int check_fields(struct auditlog *log, const struct auditlog_field *fields, size_t n)
+{
+	if (!log || (n && !fields))
+		return -EINVAL;
+	if (n && log->cfg.version < AL_V2)
+		return -EOPNOTSUPP;
+	return 0;
+}
+
+AUDITLOG_API int auditlog_record_fields(struct auditlog *log, const struct auditlog_event *ev,
+					const struct auditlog_field *fields, size_t n)
+{
+	int r = check_fields(log, fields, n);
+
+	if (r < 0)
+		return r;
+	return enqueue(log, ev, fields, n, SLOT_EVENT, NULL);
+}
+
+AUDITLOG_API int auditlog_record_fields_sync(struct auditlog *log, const struct auditlog_event *ev,
+					     const struct auditlog_field *fields, size_t n)
+{
+	struct waiter w = {0};
+	int r = check_fields(log, fields, n);
+
+	if (r < 0)
+		return r;
+	r = enqueue(log, ev, fields, n, SLOT_EVENT, &w);
 	if (r < 0)
 		return r;
 	return waiter_wait(log, &w);
@@ -1358,7 +1504,7 @@ AUDITLOG_API int auditlog_flush(struct auditlog *log)
 	if (!log)
 		return -EINVAL;
 	atomic_fetch_add(&log->barriers, 1);
-	r = enqueue(log, NULL, SLOT_BARRIER, &w);
+	r = enqueue(log, NULL, NULL, 0, SLOT_BARRIER, &w);
 	if (r < 0) {
 		atomic_fetch_sub(&log->barriers, 1);
 		return r;
