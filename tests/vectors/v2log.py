@@ -64,8 +64,9 @@ class Holder:
     `sign` = the checkpoint signing key. What it lacks is taken from `orig`
     (the honest log's record at the same seq), or zeros."""
 
-    def __init__(self, keys, seal_from=0, sign=True, orig=None):
+    def __init__(self, keys, seal_from=0, sign=True, orig=None, sign_keys=None):
         self.keys, self.seal_from, self.sign, self.orig = keys, seal_from, sign, orig
+        self.sign_keys = sign_keys or keys  # whose signing key (another: a forger's)
 
 
 class Log:
@@ -148,9 +149,9 @@ class Log:
         self.lines.append(line)
         self.recs.append({"type": rtype, "seq": seq, "ts": ts, "hash": hsh, "v": version,
                           "members": members, "line": line})
-        if version == 2:
-            if self.first_seq is None:
-                self.first_seq = seq
+        if version == 2 and self.first_seq is None:
+            self.first_seq = seq
+        if self.first_seq is not None:  # (a v1 record after: a downgrade, as a leaf)
             self.cr, self.sz = V.range_append(self.cr, self.sz, hsh)
         self.prev, self.seq = hsh, seq + 1
         self.since_tree += len(line)
@@ -169,7 +170,7 @@ class Log:
     def note_for(self, text):
         """20.2: the signed note, or what the holder cannot sign: the honest one"""
         if self.h.sign:
-            seed = self.h.keys.sign_seed
+            seed = self.h.sign_keys.sign_seed
             pub = V.ed_pub(seed)
             kid = V.H(self.origin + b"\n\x01" + pub)[:4]
             return (text + b"\n" + "\u2014 ".encode() + self.origin + b" " +

@@ -1032,6 +1032,8 @@ static void accept(struct walk *w, const struct al_parsed *p, const uint8_t h[AL
 	}
 	if (v2)
 		v2_record(w, p, h, seq, lineno, off, clean);
+	else if (!clean && !w->side)
+		v2_break(w); /* (a v1 line in a v2 chain: a downgrade) */
 	w->absorbed = 0;
 	if (w->moved && seq >= w->moved_seq)
 		moved_inserted(w);
