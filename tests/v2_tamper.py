@@ -147,6 +147,11 @@ def case_edit_recompute(h):
     expect("edit-recompute", {"audit.log": att}, VK, {"bad-seal": len(seals)}, first_seq=("bad-seal", seals[0]))
     expect("edit-recompute", {"audit.log": att}, PK, dict(TAIL, **{"bad-checkpoint": len(ckpts)}),
            first_seq=("bad-checkpoint", ckpts[0]))
+    # the same, the tree records left as they were: no key needed to see it
+    att2 = replay(h, Holder(KA, seal_from=None, sign=False, orig=h), edit_action(target), stale_trees=True)
+    trees = [r["seq"] for r in att2.recs if r["type"] == "tree" and r["seq"] > target]
+    expect("edit-stale-trees", {"audit.log": att2}, [], {"bad-checkpoint": None},
+           first_seq=("bad-checkpoint", trees[0]))
     # --emit: nothing the failed seals cover reaches the pipeline
     d = os.path.join(TMP, "edit-recompute")
     p = subprocess.run([VERIFY, "--emit", "--verify-key", d + "/vkey", d + "/audit.log"], capture_output=True)

@@ -16,7 +16,11 @@ signing key, or neither), so the MACs and signatures an attacker cannot make
 stay those of the honest log.
 
 Use as a module (tests/v2_tamper.py), or:
-    v2log.py DIR [RECORDS]   an honest log DIR/audit.log with its key files
+    v2log.py DIR [RECORDS [PER_BATCH [CKPT]]]
+        an honest log DIR/audit.log of about RECORDS records (batches of
+        PER_BATCH events, default 64; a checkpoint every CKPT records, default
+        100000), its key files DIR/vkey and DIR/pubkey, and DIR/witness (its
+        checkpoints' notes)
 """
 import hashlib
 import os
@@ -249,9 +253,10 @@ class Log:
             f.write(self.text())
 
 
-def replay(log, holder, edit=None, upto=None):
+def replay(log, holder, edit=None, upto=None, stale_trees=False):
     """The log's script again, as `holder` writes it; edit(i, op) returns the
-    op to use (or None to drop it); upto: the number of ops replayed."""
+    op to use (or None to drop it); upto: the number of ops replayed;
+    stale_trees: tree records keep the original's members (not recomputed)."""
     out = Log(log.k, holder=holder, max_batch_bytes=log.max_batch_bytes,
               ckpt_records=log.ckpt_records)
     out.chain_id, out.file_id, out.origin = log.chain_id, log.file_id, log.origin
@@ -262,6 +267,10 @@ def replay(log, holder, edit=None, upto=None):
         _, rtype, ns, fields, caller, epoch, version = op
         if rtype == "seal":   # the fields' chain and key as written
             out.add(rtype, ns, fields, epoch=epoch, version=version)
+        elif rtype == "tree" and stale_trees:
+            m = log.recs[i]["members"]
+            out.add("tree", ns, [("size", m["size"]), ("first_seq", m["first_seq"]),
+                                 ("range", m["range"])])
         elif rtype in ("tree", "checkpoint"):  # what the new chain gives
             if rtype == "tree":
                 out.tree(ns)
@@ -293,16 +302,17 @@ def honest(keys=None, label=b"a", lives=2, per_batch=3, batches=6, start_epoch=1
 
 
 def main():
-    if len(sys.argv) not in (2, 3):
+    if not 2 <= len(sys.argv) <= 5:
         sys.stderr.write(__doc__)
         return 2
     d = sys.argv[1]
-    n = int(sys.argv[2]) if len(sys.argv) == 3 else 100
+    n = int(sys.argv[2]) if len(sys.argv) > 2 else 100
+    per = int(sys.argv[3]) if len(sys.argv) > 3 else 64
+    ckpt = int(sys.argv[4]) if len(sys.argv) > 4 else 100000
     keys = Keys(b"host a")
-    log = Log(keys, b"a", max_batch_bytes=1 << 20, ckpt_records=100000)
+    log = Log(keys, b"a", max_batch_bytes=1 << 20, ckpt_records=ckpt)
     ns = T0 + DELTA
     log.open(ns)
-    per = 64
     while log.seq < n:
         times = [ns + i * 1000 for i in range(per)]
         log.batch(times)
@@ -313,6 +323,8 @@ def main():
         f.write(keys.vkey_text())
     with open(os.path.join(d, "pubkey"), "wb") as f:
         f.write(keys.pubkey_text())
+    with open(os.path.join(d, "witness"), "wb") as f:
+        f.write(b"".join(log.notes))
     return 0
 
 
