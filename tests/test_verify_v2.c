@@ -179,6 +179,14 @@ static void test_honest(void **state)
 		assert_int_equal(s.pending, 2);
 		assert_int_equal(g.records, s.records - 2);
 
+		/* the public key alone: lines go out at the next checkpoint's check */
+		run_one(mode, 2, &s, &g);
+		assert_int_equal(s.integrity_findings, 0);
+		assert_int_equal(s.seals_checked, 0);
+		assert_int_equal(s.checkpoints_checked, s.checkpoints);
+		assert_int_equal(s.pending, 2);
+		assert_int_equal(g.records, s.records - 2);
+
 		/* the verification key alone: lines go out at their seal's check */
 		run_one(mode, 1, &s, &g);
 		assert_int_equal(s.integrity_findings, 0);
