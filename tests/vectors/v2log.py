@@ -74,7 +74,7 @@ class Holder:
 
 
 class Log:
-    def __init__(self, keys, label=b"a", holder=None, max_batch_bytes=4096, ckpt_records=16):
+    def __init__(self, keys, label=b"a", holder=None, max_batch_bytes=4096, ckpt_records=16, out=None):
         self.k = keys
         self.h = holder or Holder(keys)
         self.chain_id = hashlib.sha256(b"v2log chain " + label).hexdigest()[:32].encode()
@@ -88,13 +88,14 @@ class Log:
         self.notes = []                # checkpoint notes written, in order
         self.since_tree = 0            # bytes since the last tree or checkpoint
         self.since_ckpt = 0            # records since the last checkpoint
-        self.pending = []              # records of the batch being formed
+        self.out = out                 # a file: lines go there, no script or records kept
 
     # ---- one record ---------------------------------------------------------
 
     def add(self, rtype, ns, fields, caller=(), epoch=None, version=2):
         """fields: (key, raw value) in line order. Returns the line."""
-        self.ops.append(("add", rtype, ns, list(fields), list(caller), epoch, version))
+        if self.out is None:
+            self.ops.append(("add", rtype, ns, list(fields), list(caller), epoch, version))
         ns = max(ns, self.last_ns)
         self.last_ns = ns
         ts = V.ts_text(ns)
@@ -150,9 +151,12 @@ class Log:
         return o.recs[seq]["members"].get(key)
 
     def _put(self, rtype, seq, ts, line, hsh, version, members):
-        self.lines.append(line)
-        self.recs.append({"type": rtype, "seq": seq, "ts": ts, "hash": hsh, "v": version,
-                          "members": members, "line": line})
+        if self.out is not None:
+            self.out.write(line)
+        else:
+            self.lines.append(line)
+            self.recs.append({"type": rtype, "seq": seq, "ts": ts, "hash": hsh, "v": version,
+                              "members": members, "line": line})
         if version == 2 and self.first_seq is None:
             self.first_seq = seq
         if self.first_seq is not None:  # (a v1 record after: a downgrade, as a leaf)
@@ -212,7 +216,7 @@ class Log:
     # ---- a writer's life (issue 12 decisions 1-5) -------------------------
 
     def open(self, ns):
-        if not self.lines:
+        if self.seq == 0:
             self.add("header", ns, [("file_id", self.file_id), ("chain_id", self.chain_id),
                                     ("reason", b"new")])
             self.tree(ns)
@@ -221,6 +225,17 @@ class Log:
     def event(self, ns, action=b"login", outcome=b"success", caller=((b"user.name", b"alice"),)):
         return self.add("event", ns, [("action", action), ("outcome", outcome),
                                       ("actor", b"sshd")], caller=caller)
+
+    def token_event(self, ns, i):
+        """the shape of the benchmarks' events (a token's C_Sign and the like)"""
+        k = i % 4
+        return self.add("event", ns, [
+            ("action", [b"C_Sign", b"C_Verify", b"C_Encrypt", b"C_Decrypt"][k]),
+            ("outcome", b"success"), ("rv", b"CKR_OK"), ("slot", 0), ("session", 1 + i % 4),
+            ("mechanism", [b"CKM_ECDSA", b"CKM_ECDSA", b"CKM_AES_GCM", b"CKM_AES_GCM"][k]),
+            ("key_label", [b"payments-signing-key", b"release-code-signing-rsa3072",
+                           b"customer-data-aes256-gcm", b"tls-frontend-ecdsa-p256"][k]),
+            ("key_id", bytes([0x7b, 0x42, 0x10, 0xd3, 0x88, 0x05, 0, k])), ("actor", b"user")])
 
     def batch(self, times, **kw):
         """events at the given times, split at epoch boundaries; tree and
@@ -310,15 +325,25 @@ def main():
     per = int(sys.argv[3]) if len(sys.argv) > 3 else 64
     ckpt = int(sys.argv[4]) if len(sys.argv) > 4 else 100000
     keys = Keys(b"host a")
-    log = Log(keys, b"a", max_batch_bytes=1 << 20, ckpt_records=ckpt)
+    out = open(os.path.join(d, "audit.log"), "wb")
+    log = Log(keys, b"a", max_batch_bytes=1 << 20, ckpt_records=ckpt, out=out)
     ns = T0 + DELTA
     log.open(ns)
-    while log.seq < n:
-        times = [ns + i * 1000 for i in range(per)]
-        log.batch(times)
-        ns = times[-1] + DELTA // 8
+    i = 0
+    while log.seq < n:  # batches of token-shaped events, 8 batches an epoch
+        e = keys.epoch(ns)
+        for j in range(per):
+            log.token_event(ns + j * 1000, i)
+            i += 1
+        ns += per * 1000
+        if log.since_ckpt >= log.ckpt_records:
+            log.checkpoint(ns)
+        elif log.since_tree > log.max_batch_bytes // 2:
+            log.tree(ns)
+        log.seal("batch", ns, e)
+        ns += DELTA // 8
     log.close(ns)
-    log.write(os.path.join(d, "audit.log"))
+    out.close()
     with open(os.path.join(d, "vkey"), "wb") as f:
         f.write(keys.vkey_text())
     with open(os.path.join(d, "pubkey"), "wb") as f:
