@@ -193,6 +193,7 @@ def case_cut_gap(h):
     expect("cut-gap", {"audit.log": att}, [], {"gap": 1}, rc=0, first_seq=("gap", opened))
     expect("cut-gap", {"audit.log": att}, ["--strict"], {"gap": 1}, rc=1)
     expect("cut-gap", {"audit.log": att}, VK, {"gap": 1}, rc=0)
+    expect("cut-gap", {"audit.log": att}, PK, dict(TAIL, gap=1), rc=0)
     # the same, the open naming an earlier seal than the last one there
     att = replay(h, Holder(KA), upto=cut + 1)
     att.seal("open", att.last_ns + DELTA, prev=(h.recs[seals[0]]["seq"], "batch"))
