@@ -322,11 +322,36 @@ def case_unsealed(h):
     expect("unsealed", {"audit.log": att}, [], {"unsealed": 1}, first_seq=("unsealed", att.seq - 2))
 
 
+def case_recovery(h):
+    """v2 crash repair (docs/format.md 19.5): damage right after a seal,
+    named by the recovery record, is recovered; after any other record the
+    recovery record is inserted"""
+    import hashlib
+    for after_seal in (True, False):
+        kinds = [i for i, op in enumerate(h.ops) if op[1] == "seal" and op[3][0][1] == b"batch"]
+        cut = kinds[2] if after_seal else kinds[2] - 1
+        att = replay(h, Holder(KA), upto=cut + 1)
+        off = len(att.text())
+        damage = b'{"@timestamp":"2026-12-01T00:00:' + bytes(40) + b"\n"
+        att.lines.append(damage)
+        last = att.seq - 1
+        att.add("recovery", att.last_ns, [("last_seq", last), ("damage_offset", off),
+                                          ("damage_length", len(damage)),
+                                          ("damage_sha256", hashlib.sha256(damage).hexdigest().encode())])
+        att.batch([att.last_ns + 10])
+        att.close(att.last_ns + 20)
+        if after_seal:
+            expect("recovery-after-seal", {"audit.log": att}, ALL, dict(TAIL, recovered=1), rc=0)
+        else:
+            expect("recovery-after-event", {"audit.log": att}, [], {"unparseable": 1, "inserted": 1},
+                   first_seq=("inserted", last + 1))
+
+
 CASES = {
     "honest": case_honest, "edit": case_edit_recompute, "window": case_honest_window,
     "gap": case_cut_gap, "replay": case_replay_epoch, "downgrade": case_downgrade,
     "splice": case_splice, "signer": case_other_signer, "witness": case_witness,
-    "backdated": case_backdated, "unsealed": case_unsealed,
+    "backdated": case_backdated, "unsealed": case_unsealed, "recovery": case_recovery,
 }
 
 
