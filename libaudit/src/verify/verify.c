@@ -835,7 +835,7 @@ static void v2_seal(struct walk *w, const struct al_parsed *p, const struct al_v
 				  *ps = member(m, n, AL_TAG_PREV_SEAL), *pk = member(m, n, AL_TAG_PREV_KIND);
 	const uint8_t *ts = p->rec.f[AL_F_TIMESTAMP].p;
 	uint32_t epoch = ep ? (uint32_t)ep->u : 0;
-	bool open = kind && kind->n == 4 && memcmp(kind->p, "open", 4) == 0, bad = false;
+	bool is_open = kind && kind->n == 4 && memcmp(kind->p, "open", 4) == 0, bad = false;
 	char kname[8] = "";
 
 	if (kind && kind->n < sizeof(kname))
@@ -886,14 +886,14 @@ static void v2_seal(struct walk *w, const struct al_parsed *p, const struct al_v
 			       "the seal's epoch %" PRIu32 " is below the epoch %" PRIu32 " of the seal before it (seq %"
 			       PRIu64 ")", epoch, v->seal_epoch, v->seal_seq);
 			bad = true;
-		} else if (open && v->have_seal &&
+		} else if (is_open && v->have_seal &&
 			   (!ps || ps->u != v->seal_seq || !pk || pk->n != strlen(v->seal_kind) ||
 			    memcmp(pk->p, v->seal_kind, pk->n) != 0)) {
 			report(c, AL_V_BAD_SEAL, path, lineno, off, true, seq,
 			       "an open seal that does not name the chain's previous seal (seq %" PRIu64 ", %s)",
 			       v->seal_seq, v->seal_kind);
 			bad = true;
-		} else if (open && !v->have_seal && ps) {
+		} else if (is_open && !v->have_seal && ps) {
 			report(c, AL_V_BAD_SEAL, path, lineno, off, true, seq,
 			       "an open seal that names a previous seal (seq %" PRIu64 "), but the chain has none",
 			       ps->u);
@@ -901,8 +901,8 @@ static void v2_seal(struct walk *w, const struct al_parsed *p, const struct al_v
 		} else if (v->have_seal && epoch > v->seal_epoch + 1u && strcmp(v->seal_kind, "close") != 0) {
 			report(c, AL_V_GAP, path, lineno, off, true, seq,
 			       "%s seal of epoch %" PRIu32 " after a %s seal of epoch %" PRIu32 " (seq %" PRIu64 "): "
-			       "%s", open ? "an open" : "a", epoch, v->seal_kind, v->seal_epoch, v->seal_seq,
-			       open ? "an unclean restart (a crash, or the tail cut at a seal)"
+			       "%s", is_open ? "an open" : "a", epoch, v->seal_kind, v->seal_epoch, v->seal_seq,
+			       is_open ? "an unclean restart (a crash, or the tail cut at a seal)"
 				    : "epochs without a seal while the log was open");
 		}
 	}
