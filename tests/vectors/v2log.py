@@ -89,6 +89,7 @@ class Log:
         self.since_tree = 0            # bytes since the last tree or checkpoint
         self.since_ckpt = 0            # records since the last checkpoint
         self.out = out                 # a file: lines go there, no script or records kept
+        self.splits = []               # line indexes where a rotated file starts
 
     # ---- one record ---------------------------------------------------------
 
@@ -259,6 +260,38 @@ class Log:
     def close(self, ns):
         self.checkpoint(ns)
         self.seal("close", ns)
+
+    def rotate(self, ns):
+        """6: the next file starts here: its header (reason rotate, prev_*
+        naming the file before), a tree (decision 2), the batch's seal"""
+        start = self.splits[-1] if self.splits else 0
+        prev_name = self.file_name(len(self.splits))
+        prev_size = len(b"".join(self.lines[start:]))
+        self.splits.append(len(self.lines))
+        self.add("header", ns, [("file_id", hashlib.sha256(self.file_id + b"%d" % self.seq).hexdigest()[:32]
+                                 .encode()), ("chain_id", self.chain_id), ("reason", b"rotate"),
+                                ("prev_name", prev_name.encode()), ("prev_seq", self.seq - 1),
+                                ("prev_hash", self.prev.hex().encode()), ("prev_size", prev_size)])
+        self.tree(ns)
+        self.seal("batch", ns)
+
+    def file_name(self, k):
+        """the name file k (0: the first) has once the next one exists"""
+        start = ([0] + self.splits)[k]
+        rec = self.recs[start]
+        t = rec["ts"].decode().replace("-", "").replace(":", "")
+        return "audit.log.%s-%d" % (t, rec["seq"])
+
+    def write_dir(self, d):
+        """the files: rotated ones under their rotated names, the last as audit.log"""
+        bounds = [0] + self.splits + [len(self.lines)]
+        names = []
+        for k in range(len(bounds) - 1):
+            name = "audit.log" if k == len(bounds) - 2 else self.file_name(k)
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(b"".join(self.lines[bounds[k]:bounds[k + 1]]))
+            names.append(name)
+        return names
 
     def text(self):
         return b"".join(self.lines)
