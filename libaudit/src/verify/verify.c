@@ -146,6 +146,7 @@ struct vctx {
 	/* v2: one key walk per verification key (holds its seed: wiped); the
 	 * earliest t0 of them as a timestamp (records from then on must be v2) */
 	struct al_seal_walk *swalk;
+	struct al_seal_kmac *skmac; /* and the MAC key of its last epoch */
 	bool has_t0;
 	char t0_ts[AL_TS_LEN];
 	bool gate; /* --emit with keys: v2 lines wait for their proofs */
@@ -857,8 +858,8 @@ static void v2_seal(struct walk *w, const struct al_parsed *p, const struct al_v
 			bad = true;
 		} else {
 			uint32_t got = 0;
-			int r = al_v2_seal_check(&c->swalk[k], c->o->vkeys[k].p.key_id, cid->p, w->prev, seq,
-						 (const char *)ts, m, n, &got);
+			int r = al_v2_seal_check_cached(&c->swalk[k], &c->skmac[k], c->o->vkeys[k].p.key_id, cid->p,
+							w->prev, seq, (const char *)ts, m, n, &got);
 			if (r != 0) {
 				report(c, AL_V_BAD_SEAL, path, lineno, off, true, seq,
 				       "the seal's MAC does not verify with key %.16s (epoch %" PRIu32
@@ -2549,7 +2550,8 @@ static int v2_setup(struct vctx *c)
 	if (o->n_vkeys) {
 		uint64_t t0 = UINT64_MAX;
 		c->swalk = calloc(o->n_vkeys, sizeof(*c->swalk));
-		if (!c->swalk)
+		c->skmac = calloc(o->n_vkeys, sizeof(*c->skmac));
+		if (!c->swalk || !c->skmac)
 			return -ENOMEM;
 		for (unsigned k = 0; k < o->n_vkeys; k++) {
 			al_seal_walk_init(&c->swalk[k], o->vkeys[k].seed);
@@ -2584,8 +2586,12 @@ static void v2_done(struct vctx *c)
 {
 	for (unsigned k = 0; c->swalk && k < c->o->n_vkeys; k++)
 		al_seal_walk_wipe(&c->swalk[k]);
+	if (c->skmac)
+		OPENSSL_cleanse(c->skmac, c->o->n_vkeys * sizeof(*c->skmac));
 	free(c->swalk);
+	free(c->skmac);
 	c->swalk = NULL;
+	c->skmac = NULL;
 }
 
 /* After the walk: witnessed notes the chains never reached. */
