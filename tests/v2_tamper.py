@@ -130,6 +130,10 @@ def case_honest(h):
     j = expect("honest", {"audit.log": h}, [], {})
     if j["seals_checked"] or j["checkpoints_checked"] or j["seal_macs_verified"]:
         FAILED.append("honest: unchecked summary")
+    # --from a record inside the chain: the seals and the tree are taken up
+    # again from the next seal and tree record, unchecked up to there
+    r = h.recs[30]
+    expect("honest-from", {"audit.log": h}, ALL + w + ["--from", "%d:%s" % (r["seq"], r["hash"].hex())], TAIL)
     # two hosts, each with its keys: both intact
     b = v2log.honest(KB, b"b", start_epoch=40)
     expect("two-hosts", {"a.log": h, "b.log": b},
@@ -376,12 +380,35 @@ def case_recovery(h):
                    first_seq=("inserted", last + 1))
 
 
+def case_usage(h):
+    """key and witness files that are not their format: exit 2, one line"""
+    d = os.path.join(TMP, "usage")
+    os.makedirs(d)
+    h.write(os.path.join(d, "audit.log"))
+    bad_kid = KA.vkey_text().replace(b"key-id " + KA.kid.hex().encode(),
+                                     b"key-id " + bytes(8).hex().encode())
+    files(d, vkey=KA.vkey_text(), pubkey=KA.pubkey_text(), badkid=bad_kid, note=h.notes[0][:-1])
+    for opts, why in [(["--verify-key", "pubkey"], b"not a verification key file"),
+                      (["--verify-key", "badkid"], b"its key-id is not the one"),
+                      (["--verify-key", "vkey", "--verify-key", "vkey"], b"same key id"),
+                      (["--pubkey", "vkey"], b"not a checkpoint public key file"),
+                      (["--witness", "note"], b"not a witness file"),
+                      (["--witness", "missing"], b"No such file")]:
+        p = subprocess.run([VERIFY] + [o if o.startswith("--") else os.path.join(d, o) for o in opts] +
+                           [os.path.join(d, "audit.log")], capture_output=True)
+        ok = p.returncode == 2 and why in p.stderr and p.stderr.count(b"\n") == 1 and not p.stdout
+        print("%s usage %s: exit %d, %s" % ("ok  " if ok else "FAIL", " ".join(opts), p.returncode,
+                                            p.stderr.decode().strip()))
+        if not ok:
+            FAILED.append("usage " + " ".join(opts))
+
+
 CASES = {
     "honest": case_honest, "edit": case_edit_recompute, "window": case_honest_window,
     "gap": case_cut_gap, "replay": case_replay_epoch, "downgrade": case_downgrade,
     "splice": case_splice, "signer": case_other_signer, "witness": case_witness,
     "backdated": case_backdated, "unsealed": case_unsealed, "recovery": case_recovery,
-    "rotated": case_rotated,
+    "rotated": case_rotated, "usage": case_usage,
 }
 
 
