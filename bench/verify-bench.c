@@ -10,13 +10,17 @@
  *   sha256sum coreutils over the file: one hash, no parsing
  *
  *   verify-bench [--dir DIR] [--events N] [--runs N] [--keep] [--log FILE]
+ *                [--verify-key FILE --pubkey FILE]
  *
  * Writes a log of N events (default 3,300,000: > 1 GiB) with the library into
  * a new directory under DIR (default /var/tmp; tmpfs and ramfs are refused),
  * or takes FILE (a log kept by an earlier run), then times each contender
  * --runs times (default 3) on the file, warm in the page cache, and prints
  * the median. The two engine arms alternate within each run. Timings are
- * never asserted anywhere.
+ * never asserted anywhere. With the v2 keys of a given v2 log (one made by
+ * tests/vectors/v2log.py, or by the writer), two more arms alternate on one
+ * core: the engine without keys (seal and tree structure only) and with both
+ * keys (every seal MAC and checkpoint signature).
  * Exit 0 the run completed, 1 a failure, 2 bad arguments or a refused DIR.
  */
 #include <errno.h>
@@ -37,6 +41,7 @@
 
 #include <auditlog.h>
 #include <jansson.h>
+#include <openssl/crypto.h>
 #include <openssl/sha.h>
 
 #include "cli.h"
@@ -116,6 +121,20 @@ out:
 			r = c;
 	}
 	auditlog_config_free(cfg);
+	return r;
+}
+
+/* A key file's bytes (at most 4 KiB) parsed: 0 or -errno. */
+static int read_key(const char *path, bool verify, struct al_vkey *vk, struct al_ckey *ck)
+{
+	uint8_t buf[4096];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf));
+	int r = n < 0 ? -errno : verify ? al_vkey_parse(buf, (size_t)n, vk) : al_ckey_parse(buf, (size_t)n, false, ck);
+
+	if (fd >= 0)
+		close(fd);
+	OPENSSL_cleanse(buf, sizeof(buf));
 	return r;
 }
 
@@ -203,9 +222,10 @@ int main(int argc, char **argv)
 		{"runs", required_argument, NULL, 'r'}, {"keep", no_argument, NULL, 'k'},
 		{"log", required_argument, NULL, 'l'},  {"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
+		{"verify-key", required_argument, NULL, 'K'}, {"pubkey", required_argument, NULL, 'P'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *base = "/var/tmp", *given = NULL;
+	const char *base = "/var/tmp", *given = NULL, *vkey_path = NULL, *pub_path = NULL;
 	unsigned long events = 3300000, runs = 3;
 	bool keep = false;
 	int c, r;
@@ -217,6 +237,8 @@ int main(int argc, char **argv)
 		case 'd': base = optarg; break;
 		case 'k': keep = true; break;
 		case 'l': given = optarg; break;
+		case 'K': vkey_path = optarg; break;
+		case 'P': pub_path = optarg; break;
 		case 'n':
 		case 'r': {
 			errno = 0;
@@ -230,11 +252,23 @@ int main(int argc, char **argv)
 		}
 		case 'h':
 			printf("usage: verify-bench [--dir DIR] [--events N] [--runs N] [--keep] [--log FILE]\n"
+			       "                    [--verify-key FILE --pubkey FILE]   (a v2 log's keys, with --log)\n"
 			       "       verify-bench --version\n");
 			return 0;
 		case 'V': return cli_version("verify-bench");
 		default: return cli_bad_option("verify-bench", "h", opts, argv);
 		}
+	}
+	struct al_vkey vk;
+	struct al_ckey ck;
+	bool v2 = vkey_path || pub_path;
+	if (v2 && (!vkey_path || !pub_path || !given)) {
+		fprintf(stderr, "verify-bench: --verify-key and --pubkey go together, with --log\n");
+		return 2;
+	}
+	if (v2 && ((r = read_key(vkey_path, true, &vk, NULL)) < 0 || (r = read_key(pub_path, false, NULL, &ck)) < 0)) {
+		fprintf(stderr, "verify-bench: a key file: %s\n", strerror(-r));
+		return 2;
 	}
 	struct statfs sf;
 	if (statfs(given ? given : base, &sf) < 0 || sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC) {
@@ -292,16 +326,68 @@ int main(int argc, char **argv)
 			records = res.records;
 		/* (the workers take files of two blocks and more) */
 		bool big = (uint64_t)st.st_size >= 2ull * AL_VBLOCK;
-		if (r < 0 || bad || res.records != records || (par && workers > 1 && big && res.taken < records / 2)) {
+		/* (a v2 file is the walk's alone: its seals and tree, verify.c) */
+		bool v1 = res.chains && res.chain[0].max_version < 2;
+		if (r < 0 || bad || res.records != records ||
+		    (par && workers > 1 && big && v1 && res.taken < records / 2)) {
 			fprintf(stderr, "verify-bench: the engine did not verify the log clean%s\n",
 				par ? " with its workers" : "");
 			return 1;
 		}
 		al_vresult_free(&res);
 	}
-	printf("log: %" PRIu64 " records, %lld bytes (%.1f bytes a line)%s%.1f s; one file, v1; warm page "
+	printf("log: %" PRIu64 " records, %lld bytes (%.1f bytes a line)%s%.1f s; one file, %s; warm page "
 	       "cache\n", records, (long long)st.st_size, (double)st.st_size / (double)records,
-	       given ? ", given; runs took " : ", written in ", now() - t0);
+	       given ? ", given; runs took " : ", written in ", now() - t0, v2 ? "v2" : "v1");
+
+	/* v2: without keys and with both, alternating, one core */
+	double tk[100], tkc[100], tu[100], tuc[100];
+	uint64_t seals = 0, ckpts = 0;
+	for (unsigned long i = 0; v2 && i < 2 * runs; i++) {
+		bool keys = (i % 2) ^ ((i / 2) % 2);
+		struct al_vopts o = {.threads = 1};
+		struct al_vresult res;
+		if (keys) {
+			o.vkeys = &vk;
+			o.n_vkeys = 1;
+			o.pubkeys = &ck;
+			o.n_pubkeys = 1;
+		}
+		double a = now(), ac = cpu_now();
+		r = al_verify_files(paths, 1, &o, &res);
+		double t = now() - a, tcpu = cpu_now() - ac;
+		*(keys ? &tk[i / 2] : &tu[i / 2]) = t;
+		*(keys ? &tkc[i / 2] : &tuc[i / 2]) = tcpu;
+		uint64_t bad = 0;
+		for (int k = 0; k < AL_V__MAX; k++)
+			bad += al_vclass_is_integrity((enum al_vclass)k, false) ? res.findings[k] : 0;
+		if (r < 0 || bad || res.records != records || (keys && (res.seals_checked != res.seals || !res.seals ||
+									res.checkpoints_checked != res.checkpoints))) {
+			fprintf(stderr, "verify-bench: the engine did not verify the v2 log clean%s\n",
+				keys ? " with its keys" : "");
+			return 1;
+		}
+		seals = res.seals;
+		ckpts = res.checkpoints;
+		al_vresult_free(&res);
+	}
+	if (v2) {
+		double mu = median(tu, (int)runs), muc = median(tuc, (int)runs), mk = median(tk, (int)runs),
+		       mkc = median(tkc, (int)runs);
+		printf("\nv2, one core: %" PRIu64 " seals, %" PRIu64 " checkpoints\n", seals, ckpts);
+		printf("%-34s %10s %14s %10s %8s\n", "contender (median of runs)", "seconds", "records/s", "MB/s",
+		       "ratio");
+		row("engine, no keys (structure)", mu, records, mb, mu);
+		row("  same, CPU time", muc, records, mb, mu);
+		row("engine, both keys (MACs, sigs)", mk, records, mb, mu);
+		row("  same, CPU time", mkc, records, mb, mu);
+		printf("(ratio: no-keys time / contender time)\nruns (sorted):");
+		runs_of(" no keys", tu, runs);
+		runs_of("; both keys", tk, runs);
+		printf("\ntarget: the verifier with both keys >= 1,000,000 records/s per core: %s\n\n",
+		       records / mkc >= 1e6 ? "met" : "NOT met");
+		OPENSSL_cleanse(&vk, sizeof(vk));
+	}
 
 	for (unsigned long i = 0; i < runs; i++) {
 		uint64_t lines = 0;

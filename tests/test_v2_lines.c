@@ -27,6 +27,7 @@
 
 #include "format.h"
 #include "format_v2.h"
+#include "merkle.h"
 #include "tu.h"
 #include "verify.h"
 
@@ -829,6 +830,7 @@ struct wlog {
 	FILE *f;
 	uint8_t prev[AL_HASH_LEN];
 	uint64_t seq;
+	struct al_merkle_range tree; /* of the v2 records (docs/format.md 18) */
 };
 
 static void put_rec(struct wlog *w, struct al_record *r)
@@ -845,6 +847,8 @@ static void put_rec(struct wlog *w, struct al_record *r)
 	assert_true(n > 0);
 	assert_int_equal(fwrite(line, 1, (size_t)n, w->f), (size_t)n);
 	memcpy(w->prev, eo.hash, AL_HASH_LEN);
+	if (r->version == 2)
+		assert_int_equal(al_merkle_range_append(&w->tree, eo.hash), 0);
 	free(ts);
 }
 
@@ -867,14 +871,17 @@ static void put_event(struct wlog *w, uint8_t v, bool caller)
 	put_rec(w, &r);
 }
 
-/* header v1, events v1, then v2 (events, a seal, a tree); downgrade: a v1
- * event after them */
+/* header v1, events v1, then a v2 batch (events, a tree, an event, its
+ * seal: the tree and seal rules of docs/format.md 19-20 hold); downgrade: a
+ * v1 event after them */
 static void write_mixed(const char *path, bool downgrade)
 {
 	struct wlog w = {.f = fopen(path, "we")};
 	struct al_record r = {.version = 1, .type = AL_T_HEADER};
+	char range[65] = {0};
 
 	assert_non_null(w.f);
+	al_merkle_range_init(&w.tree);
 	r.present = AL_BIT(AL_F_FILE_ID) | AL_BIT(AL_F_CHAIN_ID) | AL_BIT(AL_F_REASON);
 	r.f[AL_F_FILE_ID] = STR("0123456789abcdef0123456789abcdef");
 	r.f[AL_F_CHAIN_ID] = STR("fa7446a3494477e7c87c8c4e4f8e9e2f");
@@ -884,6 +891,15 @@ static void write_mixed(const char *path, bool downgrade)
 		put_event(&w, 1, false);
 	put_event(&w, 2, true);
 	put_event(&w, 2, false);
+	r = (struct al_record){.version = 2, .type = AL_T_TREE};
+	r.present = AL_BIT(AL_F_SIZE) | AL_BIT(AL_F_FIRST_SEQ) | AL_BIT(AL_F_RANGE);
+	r.f[AL_F_SIZE].u = 2; /* records 4 and 5: one subtree */
+	r.f[AL_F_FIRST_SEQ].u = 4;
+	assert_int_equal(w.tree.size, 2);
+	al_hex(w.tree.h[0], AL_HASH_LEN, range);
+	r.f[AL_F_RANGE] = (struct al_val){(const uint8_t *)range, 64, 0};
+	put_rec(&w, &r);
+	put_event(&w, 2, true);
 	r = (struct al_record){.version = 2, .type = AL_T_SEAL};
 	r.present = AL_BIT(AL_F_KIND) | AL_BIT(AL_F_EPOCH) | AL_BIT(AL_F_SEAL_KEY) |
 		    AL_BIT(AL_F_CHAIN_ID) | AL_BIT(AL_F_MAC);
@@ -893,14 +909,6 @@ static void write_mixed(const char *path, bool downgrade)
 	r.f[AL_F_CHAIN_ID] = STR("fa7446a3494477e7c87c8c4e4f8e9e2f");
 	r.f[AL_F_MAC] = STR("732acb021b619e07f9c6b27353503848fc33ce315663418b60c2e419c0500902");
 	put_rec(&w, &r);
-	r = (struct al_record){.version = 2, .type = AL_T_TREE};
-	r.present = AL_BIT(AL_F_SIZE) | AL_BIT(AL_F_FIRST_SEQ) | AL_BIT(AL_F_RANGE);
-	r.f[AL_F_SIZE].u = 3;
-	r.f[AL_F_FIRST_SEQ].u = 4;
-	r.f[AL_F_RANGE] = STR("569280039ea4dc0665d2f8130f3303047470a8c440226da110d6b07b2a9bd603"
-			      "12a09485a56f64c8d7899f16452f24f7a46e6ec1fb8888e24e5fa01a4c48b7b0");
-	put_rec(&w, &r);
-	put_event(&w, 2, true);
 	if (downgrade)
 		put_event(&w, 1, false);
 	assert_int_equal(fclose(w.f), 0);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <openssl/crypto.h>
 
 #include "cli.h"
 #include "verify.h"
@@ -43,9 +44,16 @@ static const char usage[] =
 	"  --follow               then keep verifying the log as it grows, across\n"
 	"                         rotations, until SIGINT or SIGTERM (with --emit: a\n"
 	"                         pipeline gets each verified line as it is written)\n"
+	"  --verify-key FILE      a v2 verification key (the auditor's secret): check every\n"
+	"                         seal's MAC, and that records after its t0 are v2\n"
+	"                         (repeatable: one per host key)\n"
+	"  --pubkey FILE          a v2 checkpoint public key: check every checkpoint's\n"
+	"                         signature (repeatable: one per host)\n"
+	"  --witness FILE         checkpoints kept elsewhere (signed notes, concatenated):\n"
+	"                         the chains must still hold them (repeatable)\n"
 	"  --one-chain            the inputs must hold one chain (another is a finding)\n"
 	"  --min-version N        report records below format version N\n"
-	"  --strict               count repaired crash damage as a finding\n"
+	"  --strict               count repaired crash damage and v2 seal gaps as findings\n"
 	"  -j, --jobs N           check large files with N threads (default 0: one per\n"
 	"                         CPU; 1: this thread alone); the findings do not change\n"
 	"  -h, --help             this text\n"
@@ -376,6 +384,99 @@ static const char *parse_anchor(const char *s, bool chain_ok, struct al_vanchor 
 	return NULL;
 }
 
+/* The bytes of a key or witness file (at most max bytes): 0, or 2 with a
+ * message. *ret is freed (and cleansed) by the caller. */
+static int read_small(const char *what, const char *path, size_t max, uint8_t **ret, size_t *ret_len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	struct stat st;
+	uint8_t *buf = NULL;
+	size_t n = 0;
+
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
+		int e = fd < 0 ? errno : !S_ISREG(st.st_mode) ? EINVAL : EFBIG;
+		if (fd >= 0)
+			close(fd);
+		return refuse(what, path, strerror(e));
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	while (buf && n < (size_t)st.st_size) {
+		ssize_t k = read(fd, buf + n, (size_t)st.st_size - n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		n += (size_t)k;
+	}
+	close(fd);
+	if (!buf || n != (size_t)st.st_size) {
+		free(buf);
+		return refuse(what, path, strerror(buf ? EIO : ENOMEM));
+	}
+	*ret = buf;
+	*ret_len = n;
+	return 0;
+}
+
+static struct al_vkey *vkeys;
+static struct al_ckey *pubkeys;
+static struct al_vwnote *witness;
+static unsigned n_vkeys, n_pubkeys, n_witness;
+
+static int add_key(int opt, const char *path)
+{
+	uint8_t *buf = NULL;
+	size_t n = 0;
+	int r, ret;
+	const char *what = opt == 'K' ? "--verify-key" : opt == 'P' ? "--pubkey" : "--witness";
+
+	if ((ret = read_small(what, path, opt == 'W' ? (64u << 20) : 4096, &buf, &n)))
+		return ret;
+	if (opt == 'K') {
+		struct al_vkey k, *nk = malloc((n_vkeys + 1) * sizeof(*nk));
+		r = nk ? al_vkey_parse(buf, n, &k) : -ENOMEM;
+		for (unsigned i = 0; r == 0 && i < n_vkeys; i++)
+			if (memcmp(vkeys[i].p.key_id, k.p.key_id, sizeof(k.p.key_id)) == 0)
+				r = -EEXIST;
+		if (r == 0) {
+			if (n_vkeys)
+				memcpy(nk, vkeys, n_vkeys * sizeof(*nk));
+			nk[n_vkeys] = k;
+			if (vkeys)
+				OPENSSL_cleanse(vkeys, n_vkeys * sizeof(*vkeys));
+			free(vkeys);
+			vkeys = nk;
+			n_vkeys++;
+		} else {
+			free(nk);
+		}
+		OPENSSL_cleanse(&k, sizeof(k));
+	} else if (opt == 'P') {
+		struct al_ckey k, *nk = realloc(pubkeys, (n_pubkeys + 1) * sizeof(*nk));
+		if (nk)
+			pubkeys = nk;
+		r = nk ? al_ckey_parse(buf, n, false, &k) : -ENOMEM;
+		for (unsigned i = 0; r == 0 && i < n_pubkeys; i++)
+			if (pubkeys[i].host_len == k.host_len && memcmp(pubkeys[i].host, k.host, k.host_len) == 0)
+				r = -EEXIST;
+		if (r == 0)
+			pubkeys[n_pubkeys++] = k;
+	} else {
+		r = al_witness_parse(buf, n, path, &witness, &n_witness);
+	}
+	OPENSSL_cleanse(buf, n);
+	free(buf);
+	if (r == 0)
+		return 0;
+	return refuse(what, path,
+		      r == -EBADMSG ? "its key-id is not the one its seed and parameters give" :
+		      r == -EEXIST ? (opt == 'K' ? "a second key with the same key id" : "a second key of the same host") :
+		      r == -ENOMEM ? strerror(ENOMEM) :
+		      opt == 'K' ? "not a verification key file (docs/format.md 17.1)" :
+		      opt == 'P' ? "not a checkpoint public key file (docs/format.md 17.3)" :
+				   "not a witness file (signed checkpoint notes, docs/format.md 20.5)");
+}
+
 /* The --expect-head anchors. At file scope so that they stay reachable
  * whichever way main() returns (no leak report under ASan). */
 static struct al_vanchor *anchors;
@@ -443,6 +544,9 @@ int main(int argc, char **argv)
 		{"from", required_argument, NULL, 'f'},
 		{"one-chain", no_argument, NULL, 'O'},   {"strict", no_argument, NULL, 's'},     {"help", no_argument, NULL, 'h'},
 		{"follow", no_argument, NULL, 'F'},
+		{"verify-key", required_argument, NULL, 'K'},
+		{"pubkey", required_argument, NULL, 'P'},
+		{"witness", required_argument, NULL, 'W'},
 		{NULL, 0, NULL, 0},
 	};
 	opterr = 0; /* a bad option gets one line: cli_bad_option */
@@ -460,6 +564,12 @@ int main(int argc, char **argv)
 		case 's': rep.strict = true; break;
 		case 'O': o.one_chain = true; break;
 		case 'F': o.follow = true; break;
+		case 'K':
+		case 'P':
+		case 'W':
+			if ((ret = add_key(c, optarg)))
+				goto out;
+			break;
 		case 'e':
 			if ((ret = add_anchor(optarg, &anchors, &n_anchors)))
 				goto out;
@@ -503,6 +613,12 @@ int main(int argc, char **argv)
 	o.anchors = anchors;
 	o.n_anchors = n_anchors;
 	o.has_expect_head = n_anchors > 0; /* (the summary's "checked against a head") */
+	o.vkeys = vkeys;
+	o.n_vkeys = n_vkeys;
+	o.pubkeys = pubkeys;
+	o.n_pubkeys = n_pubkeys;
+	o.witness = witness;
+	o.n_witness = n_witness;
 	/* knobs for tests, as strict as the options: the progress bar's
 	 * threshold (AUDITLOG_VERIFY_PROGRESS_MIN, bytes; default 64 MiB) and the
 	 * workers' block size (AUDITLOG_VERIFY_BLOCK, bytes: a small log in many
@@ -637,6 +753,11 @@ verify:
 				"last_seq", (json_int_t)ch->last_seq, "head_hash", hex,
 				"first_timestamp", ch->first_ts, "last_timestamp", ch->last_ts,
 				"min_version", ch->min_version, "max_version", ch->max_version));
+			json_t *jc = json_array_get(chains, json_array_size(chains) - 1);
+			json_object_set_new(jc, "seals", json_integer((json_int_t)ch->seals));
+			json_object_set_new(jc, "checkpoints", json_integer((json_int_t)ch->checkpoints));
+			json_object_set_new(jc, "unsigned_tail", json_integer((json_int_t)ch->unsigned_tail));
+			json_object_set_new(jc, "tree_size", json_integer((json_int_t)ch->tree_size));
 		}
 		for (int k = 0; k < AL_V__MAX; k++)
 			json_object_set_new(counts, al_vclass_name((enum al_vclass)k),
@@ -645,6 +766,16 @@ verify:
 		json_object_set_new(j, "counts", counts);
 		json_object_set_new(j, "findings", rep.findings);
 		json_object_set_new(j, "expect_head_checked", json_boolean(o.has_expect_head));
+		/* v2: what was and was not checked */
+		json_object_set_new(j, "seals", json_integer((json_int_t)res.seals));
+		json_object_set_new(j, "seals_checked", json_boolean(n_vkeys > 0));
+		json_object_set_new(j, "seal_macs_verified", json_integer((json_int_t)res.seals_checked));
+		json_object_set_new(j, "checkpoints", json_integer((json_int_t)res.checkpoints));
+		json_object_set_new(j, "checkpoints_checked", json_boolean(n_pubkeys > 0));
+		json_object_set_new(j, "checkpoint_signatures_verified",
+				    json_integer((json_int_t)res.checkpoints_checked));
+		json_object_set_new(j, "unsigned_tail", json_integer((json_int_t)res.unsigned_tail));
+		json_object_set_new(j, "witnessed", json_integer((json_int_t)n_witness));
 		json_object_set_new(j, "note", json_string(threat_note));
 		json_dumpf(j, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
 		putchar('\n');
@@ -668,7 +799,24 @@ verify:
 					fprintf(rep.out, " %s %" PRIu64, al_vclass_name((enum al_vclass)k), res.findings[k]);
 			fputc('\n', rep.out);
 		}
-		if (!o.has_expect_head)
+		if (res.seals || res.checkpoints || n_vkeys || n_pubkeys || n_witness) {
+			fprintf(rep.out, "v2: %" PRIu64 " seal(s), ", res.seals);
+			if (n_vkeys)
+				fprintf(rep.out, "%" PRIu64 " MAC(s) verified", res.seals_checked);
+			else
+				fprintf(rep.out, "MACs not checked (no --verify-key)");
+			fprintf(rep.out, "; %" PRIu64 " checkpoint(s), ", res.checkpoints);
+			if (n_pubkeys)
+				fprintf(rep.out, "%" PRIu64 " signature(s) verified, unsigned tail %" PRIu64 " record(s)",
+					res.checkpoints_checked, res.unsigned_tail);
+			else
+				fprintf(rep.out, "signatures not checked (no --pubkey)");
+			fprintf(rep.out, "; %u witnessed checkpoint(s)\n", n_witness);
+			if (rep.emit && res.pending)
+				fprintf(rep.out, "v2: %" PRIu64 " verified line(s) not emitted: no seal or checkpoint "
+					"covers them\n", res.pending);
+		}
+		if (!o.has_expect_head && !n_vkeys && !n_pubkeys && !n_witness)
 			fprintf(rep.out, "note: %s\n", threat_note);
 	}
 	al_vresult_free(&res);
@@ -678,5 +826,10 @@ out:
 		free(paths[i]);
 	free(paths);
 	free(anchors);
+	if (vkeys)
+		OPENSSL_cleanse(vkeys, n_vkeys * sizeof(*vkeys));
+	free(vkeys);
+	free(pubkeys);
+	al_witness_free(witness, n_witness);
 	return ret;
 }

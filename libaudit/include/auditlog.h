@@ -298,7 +298,17 @@ enum auditlog_vclass {
 	AUDITLOG_V_RECOVERED = 11,  /* crash damage a recovery record names (informational) */
 	AUDITLOG_V_UNANCHORED = 12, /* expected heads were given, none for this chain */
 	AUDITLOG_V_EXTRA_CHAIN = 13,/* more than one chain where one was demanded */
-	AUDITLOG_V__COUNT = 14
+	/* v2 (docs/format.md 23) */
+	AUDITLOG_V_BAD_SEAL = 14,   /* a seal's MAC, epoch, chain id or open link is wrong */
+	AUDITLOG_V_GAP = 15,        /* seals more than one epoch apart (integrity only if strict) */
+	AUDITLOG_V_UNSEALED = 16,   /* complete records after a chain's last seal */
+	AUDITLOG_V_UNKNOWN_KEY = 17,/* a seal by a key id no verification key given has */
+	AUDITLOG_V_CLOCK = 18,      /* a timestamp far outside its seal's epoch (a notice) */
+	AUDITLOG_V_UNSIGNED_TAIL = 19, /* records after the last checkpoint (a notice) */
+	AUDITLOG_V_BAD_CHECKPOINT = 20, /* a checkpoint or tree record that is not the chain's */
+	AUDITLOG_V_MISSING_CHAIN = 21,  /* a witnessed chain absent from the inputs */
+	AUDITLOG_V_REWRITTEN = 22,  /* a witnessed checkpoint the chain no longer holds */
+	AUDITLOG_V__COUNT = 23
 };
 
 /* One finding, passed to the on_finding callback (valid during the call). */
@@ -318,6 +328,12 @@ struct auditlog_vsummary {
 	uint64_t files, chains, records, bytes;
 	uint64_t findings[32];       /* per enum auditlog_vclass */
 	uint64_t integrity_findings; /* findings that make the verdict "not intact" */
+	/* v2: seals and checkpoints met; of them, the MACs checked (with a
+	 * verification key) and the signatures checked (with a public key);
+	 * records after the chains' last checkpoints (with a public key); lines
+	 * on_record never got because no proof covered them (keys given) */
+	uint64_t seals, checkpoints, seals_checked, checkpoints_checked, unsigned_tail, pending;
+	uint32_t have_verify_key, have_pubkey; /* 1 when one was given */
 };
 
 /* One chain of the inputs. Fields are only ever appended. */
@@ -329,6 +345,9 @@ struct auditlog_vchain {
 	uint8_t head_hash[32];         /* the hash of last_seq's record */
 	char first_ts[31], last_ts[31]; /* RFC 3339 */
 	uint32_t min_version, max_version;
+	uint64_t seals, checkpoints;   /* v2 records of those types */
+	uint64_t unsigned_tail;        /* with a public key: records after the last checkpoint */
+	uint64_t tree_size;            /* leaves of the chain's Merkle tree the walk reached */
 };
 
 struct auditlog_verifier; /* opaque */
@@ -382,7 +401,11 @@ AUDITLOG_API int auditlog_verifier_set_from(struct auditlog_verifier *v, uint64_
 AUDITLOG_API int auditlog_verifier_set_on_finding(struct auditlog_verifier *v,
 						  void (*cb)(void *ctx, const struct auditlog_finding *f),
 						  void *ctx);
-/* Each line that verified, in chain order, without its newline. */
+/* Each line that verified, in chain order, without its newline. With v2 keys
+ * given, a v2 line is passed on only once the proofs those keys check cover
+ * it: the seal after it verified (a verification key) and a checkpoint after
+ * it verified (a public key); lines a failed proof covers, and those after
+ * the last proof, are never passed on (the summary's `pending`). */
 AUDITLOG_API int auditlog_verifier_set_on_record(struct auditlog_verifier *v,
 						 void (*cb)(void *ctx, const char *line, size_t len),
 						 void *ctx);
@@ -391,6 +414,36 @@ AUDITLOG_API int auditlog_verifier_set_on_record(struct auditlog_verifier *v,
  * findings, and the records passed to on_record (in order, by the calling
  * thread), are the same with any number. Not used on a stream. */
 AUDITLOG_API int auditlog_verifier_set_threads(struct auditlog_verifier *v, unsigned threads);
+/* v2 keys (docs/format.md 17), as the bytes of their files (the caller reads
+ * them; a key is never a command-line argument). Each may be given several
+ * times, once per key id or host; they must come before the first feed.
+ *
+ * A verification key file (17.1, the auditor's secret): every seal of its key
+ * id is checked (MAC, epoch sequence, chain id, the open seal's link); a seal
+ * by a key id none has is AUDITLOG_V_UNKNOWN_KEY; a timestamp more than one
+ * epoch outside its seal's epoch is AUDITLOG_V_CLOCK (a notice); every record
+ * dated at or after the earliest t0 of the keys given must be v2
+ * (AUDITLOG_V_VERSION). Without one, seals are checked for structure only.
+ * 0, -EINVAL (not such a file, or a second key with the same key id),
+ * -EBADMSG (its key id does not match its seed and parameters), -ENOMEM,
+ * -EBUSY. The key is wiped when the verifier is freed. */
+AUDITLOG_API int auditlog_verifier_add_verify_key(struct auditlog_verifier *v, const void *buf, size_t len);
+/* A checkpoint public key file (17.3, "auditlog-checkpoint-key 2"): every
+ * checkpoint of a chain of its host must carry a valid signature of it and
+ * be exactly the chain's tree (AUDITLOG_V_BAD_CHECKPOINT otherwise); records
+ * after a chain's last checkpoint are AUDITLOG_V_UNSIGNED_TAIL (a notice,
+ * with their count). 0, -EINVAL (not such a file, or a second key of the
+ * same host), -ENOMEM, -EBUSY. */
+AUDITLOG_API int auditlog_verifier_add_pubkey(struct auditlog_verifier *v, const void *buf, size_t len);
+/* A witness file (docs/format.md 20.5: signed checkpoint notes kept outside
+ * the log, concatenated). For each note, the chain its origin names must hold
+ * a tree of that size with that root (AUDITLOG_V_REWRITTEN otherwise), reach
+ * that size (AUDITLOG_V_TRUNCATED) and be among the inputs
+ * (AUDITLOG_V_MISSING_CHAIN); with a public key of the origin's host, a note
+ * it did not sign is AUDITLOG_V_BAD_CHECKPOINT and not compared. Findings
+ * name the file "witness N" (N: the call's rank, from 1). 0, -EINVAL (not
+ * that format: nothing of it is kept), -ENOMEM, -EBUSY. */
+AUDITLOG_API int auditlog_verifier_add_witness(struct auditlog_verifier *v, const void *buf, size_t len);
 /* Verify everything added. Returns 0 when it ran (the verdict is in the
  * summary: intact when integrity_findings is 0), or -errno when an input
  * could not be read. size = sizeof(struct auditlog_vsummary) of the caller.

@@ -35,6 +35,8 @@
 #define al_vstream_feed auditlog__al_vstream_feed
 #define al_vstream_free auditlog__al_vstream_free
 #define al_vstream_new auditlog__al_vstream_new
+#define al_witness_parse auditlog__al_witness_parse
+#define al_witness_free auditlog__al_witness_free
 #define al_pread_full auditlog__al_pread_full
 #define al_vpool_cpus auditlog__al_vpool_cpus
 #define al_vpool_free auditlog__al_vpool_free

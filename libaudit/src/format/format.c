@@ -653,6 +653,13 @@ static size_t v2_members(const struct al_record *r, const struct tdesc *t, struc
 	return k;
 }
 
+size_t al_v2_record_members(const struct al_record *r, struct al_v2_member m[AL_V2_MEMBERS_MAX])
+{
+	const struct tdesc *t = type_desc(r->type);
+
+	return t ? v2_members(r, t, m) : 0;
+}
+
 /* The rules a v2 record's members and caller fields must meet beyond v1's:
  * the new types' members (format_v2.c), caller fields in events only. */
 static int check_v2(const struct al_record *r, const struct tdesc *t)

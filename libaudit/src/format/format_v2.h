@@ -29,6 +29,7 @@
 #define al_v2_member_ok auditlog__al_v2_member_ok
 #define al_v2_caller_key_cmp auditlog__al_v2_caller_key_cmp
 #define al_v2_seal_members auditlog__al_v2_seal_members
+#define al_v2_record_members auditlog__al_v2_record_members
 
 #define AL_V2 2u
 
@@ -69,6 +70,13 @@ struct al_v2_member {
 };
 
 /* struct al_v2_field, one caller-defined field (section 14): format.h. */
+
+/* The members of a parsed or decoded record in line order, as al_v2_body,
+ * al_v2_check_members, al_v2_seal_check and al_v2_tree_check take them
+ * (without @timestamp, seq, v, type, hash; caller fields not included).
+ * Returns their count (0 for an unknown type). format.c. */
+#define AL_V2_MEMBERS_MAX 11u
+size_t al_v2_record_members(const struct al_record *r, struct al_v2_member m[AL_V2_MEMBERS_MAX]);
 
 /* SHA-256 of n bytes (the fast path of chain.c's step). */
 void al_sha256(const void *p, size_t n, uint8_t out[AL_HASH_LEN]);

@@ -47,6 +47,14 @@ int al_v2_seal_check(struct al_seal_walk *w, const uint8_t key_id[AL_SEAL_KID_LE
 		     const char ts[AL_TS_LEN], const struct al_v2_member *m, size_t n,
 		     uint32_t *ret_epoch)
 {
+	return al_v2_seal_check_cached(w, NULL, key_id, chain_id, prev, seq, ts, m, n, ret_epoch);
+}
+
+int al_v2_seal_check_cached(struct al_seal_walk *w, struct al_seal_kmac *cache,
+			    const uint8_t key_id[AL_SEAL_KID_LEN], const uint8_t chain_id[32],
+			    const uint8_t prev[AL_HASH_LEN], uint64_t seq, const char ts[AL_TS_LEN],
+			    const struct al_v2_member *m, size_t n, uint32_t *ret_epoch)
+{
 	const struct al_v2_member *mac = NULL, *kid = NULL, *chain = NULL, *ep = NULL;
 	uint8_t body[256], want[AL_HASH_LEN], K[AL_SEAL_SEED_LEN], kmac[AL_HASH_LEN];
 	char kid_hex[2 * AL_SEAL_KID_LEN];
@@ -73,9 +81,19 @@ int al_v2_seal_check(struct al_seal_walk *w, const uint8_t key_id[AL_SEAL_KID_LE
 	bn = seal_sbody(m, n, body, sizeof(body));
 	if (bn < 0 || al_unhex(mac->p, 64, want) != 0)
 		return -EINVAL;
-	r = al_seal_walk_key(w, (uint32_t)ep->u, K);
-	if (r == 0)
-		r = al_seal_mac_key(K, kmac);
+	if (cache && cache->have && cache->epoch == (uint32_t)ep->u) {
+		memcpy(kmac, cache->kmac, AL_HASH_LEN);
+		r = 0;
+	} else {
+		r = al_seal_walk_key(w, (uint32_t)ep->u, K);
+		if (r == 0)
+			r = al_seal_mac_key(K, kmac);
+		if (r == 0 && cache) {
+			memcpy(cache->kmac, kmac, AL_HASH_LEN);
+			cache->epoch = (uint32_t)ep->u;
+			cache->have = true;
+		}
+	}
 	if (r == 0)
 		r = al_seal_mac_check(kmac, prev, seq, ts, body, (size_t)bn, want) ? 0 : -EBADMSG;
 	OPENSSL_cleanse(K, sizeof(K));

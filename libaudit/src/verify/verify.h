@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "format.h"
+#include "keyfile.h"
 
 /* docs/format.md section 11 has the decision table. */
 enum al_vclass {
@@ -35,6 +36,16 @@ enum al_vclass {
 	AL_V_RECOVERED,    /* crash damage named by a recovery record (informational) */
 	AL_V_UNANCHORED,   /* anchors were given, but none is bound to this chain */
 	AL_V_EXTRA_CHAIN,  /* --one-chain: the inputs hold another chain */
+	/* v2 (docs/format.md 23) */
+	AL_V_BAD_SEAL,       /* a seal's MAC, epoch, chain id or open link is wrong */
+	AL_V_GAP,            /* seals more than one epoch apart (not integrity unless strict) */
+	AL_V_UNSEALED,       /* complete records after a chain's last seal */
+	AL_V_UNKNOWN_KEY,    /* a seal names a key id the verifier was not given */
+	AL_V_CLOCK,          /* a timestamp far outside its seal's epoch (a notice) */
+	AL_V_UNSIGNED_TAIL,  /* records after the last checkpoint (a count, a notice) */
+	AL_V_BAD_CHECKPOINT, /* a checkpoint or tree record that is not the chain's */
+	AL_V_MISSING_CHAIN,  /* a witnessed chain absent from the inputs */
+	AL_V_REWRITTEN,      /* a witnessed checkpoint the chain no longer holds */
 	AL_V__MAX
 };
 
@@ -62,8 +73,40 @@ struct al_vanchor {
 	uint8_t hash[AL_HASH_LEN];
 };
 
+/* A witnessed checkpoint (docs/format.md 20.5): one signed note of a
+ * witness file, with what its text says. */
+struct al_vwnote {
+	const char *src;   /* the witness file's name, for findings */
+	unsigned index;    /* 1-based: the note's place in it */
+	uint8_t origin[AL_ORIGIN_MAX];
+	size_t olen;
+	uint8_t host[AL_SEAL_HOST_MAX];
+	size_t host_len;
+	char chain_id[33];
+	uint64_t size;
+	uint8_t root[AL_HASH_LEN];
+	uint8_t *note; /* its bytes (owned by the list) */
+	size_t len;
+	/* the walk's */
+	bool met, skipped;
+};
+
+/* Parse a witness file (concatenated C2SP signed notes whose text is a
+ * tlog checkpoint with an origin <host>/auditlog/<chain id>) and append its
+ * notes to *list. 0, -EINVAL (not that format), -ENOMEM. */
+int al_witness_parse(const uint8_t *buf, size_t n, const char *src, struct al_vwnote **list, unsigned *count);
+void al_witness_free(struct al_vwnote *list, unsigned count);
+
 struct al_vopts {
 	unsigned min_version;
+	/* v2 (docs/format.md 19-23): verification keys (seals, one per key id),
+	 * checkpoint public keys (one per host) and witnessed checkpoints. */
+	const struct al_vkey *vkeys;
+	unsigned n_vkeys;
+	const struct al_ckey *pubkeys;
+	unsigned n_pubkeys;
+	struct al_vwnote *witness; /* the walk marks them (met, skipped) */
+	unsigned n_witness;
 	/* --from SEQ:HASH: a record verified before (a daily job's checkpoint).
 	 * Files wholly before it are not read; records before it are not
 	 * checked; the record itself must carry this hash. */
@@ -112,6 +155,10 @@ struct al_vchain {
 	uint8_t head_hash[AL_HASH_LEN];
 	char first_ts[AL_TS_LEN + 1], last_ts[AL_TS_LEN + 1];
 	unsigned min_version, max_version;
+	/* v2: seals and checkpoints met (their MACs / signatures checked when
+	 * the keys were given), records after the last checkpoint, the tree */
+	uint64_t seals, checkpoints, unsigned_tail;
+	uint64_t tree_size;
 };
 
 struct al_vresult {
@@ -119,6 +166,8 @@ struct al_vresult {
 	uint64_t records, bytes;
 	uint64_t findings[AL_V__MAX];
 	uint64_t taken; /* records the workers checked (the rest: the walk itself) */
+	/* v2: seals and checkpoints met; of them, MACs and signatures checked */
+	uint64_t seals, checkpoints, seals_checked, checkpoints_checked, unsigned_tail, pending;
 	struct al_vchain *chain; /* chains[] in the order found; freed by al_vresult_free */
 };
 

@@ -3,8 +3,11 @@
  * a handle over verify.c's al_verify_files, or its al_vstream_* for bytes fed
  * to it. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <openssl/crypto.h>
 
 #include "auditlog.h"
 #include "verify.h"
@@ -25,6 +28,15 @@ SAME(AUDITLOG_V_TRUNCATED, AL_V_TRUNCATED);
 SAME(AUDITLOG_V_RECOVERED, AL_V_RECOVERED);
 SAME(AUDITLOG_V_UNANCHORED, AL_V_UNANCHORED);
 SAME(AUDITLOG_V_EXTRA_CHAIN, AL_V_EXTRA_CHAIN);
+SAME(AUDITLOG_V_BAD_SEAL, AL_V_BAD_SEAL);
+SAME(AUDITLOG_V_GAP, AL_V_GAP);
+SAME(AUDITLOG_V_UNSEALED, AL_V_UNSEALED);
+SAME(AUDITLOG_V_UNKNOWN_KEY, AL_V_UNKNOWN_KEY);
+SAME(AUDITLOG_V_CLOCK, AL_V_CLOCK);
+SAME(AUDITLOG_V_UNSIGNED_TAIL, AL_V_UNSIGNED_TAIL);
+SAME(AUDITLOG_V_BAD_CHECKPOINT, AL_V_BAD_CHECKPOINT);
+SAME(AUDITLOG_V_MISSING_CHAIN, AL_V_MISSING_CHAIN);
+SAME(AUDITLOG_V_REWRITTEN, AL_V_REWRITTEN);
 SAME(AUDITLOG_V__COUNT, AL_V__MAX);
 
 struct auditlog_verifier {
@@ -41,6 +53,11 @@ struct auditlog_verifier {
 	struct al_vstream *stream; /* made at the first feed */
 	struct al_vanchor *anchors; /* add_expect_head: o.anchors points here */
 	unsigned n_anchors;
+	struct al_vkey *vkeys;   /* o.vkeys points here; wiped at free */
+	struct al_ckey *pubkeys; /* o.pubkeys */
+	struct al_vwnote *witness; /* o.witness */
+	char **wnames;           /* "witness N", for findings */
+	unsigned n_wfiles;
 };
 
 AUDITLOG_API int auditlog_verifier_new(struct auditlog_verifier **ret_v)
@@ -67,6 +84,14 @@ AUDITLOG_API void auditlog_verifier_free(struct auditlog_verifier *v)
 	al_vresult_free(&v->res);
 	free(v->stream_name);
 	free(v->anchors);
+	if (v->vkeys)
+		OPENSSL_cleanse(v->vkeys, v->o.n_vkeys * sizeof(*v->vkeys));
+	free(v->vkeys);
+	free(v->pubkeys);
+	al_witness_free(v->witness, v->o.n_witness);
+	for (unsigned i = 0; i < v->n_wfiles; i++)
+		free(v->wnames[i]);
+	free(v->wnames);
 	free(v);
 }
 
@@ -193,6 +218,89 @@ AUDITLOG_API int auditlog_verifier_set_from(struct auditlog_verifier *v, uint64_
 	return 0;
 }
 
+AUDITLOG_API int auditlog_verifier_add_verify_key(struct auditlog_verifier *v, const void *buf, size_t len)
+{
+	int r = settable(v, !buf);
+	struct al_vkey k;
+
+	if (r)
+		return r;
+	r = al_vkey_parse(buf, len, &k);
+	if (r < 0)
+		return r;
+	for (unsigned i = 0; i < v->o.n_vkeys && r == 0; i++)
+		if (memcmp(v->vkeys[i].p.key_id, k.p.key_id, AL_SEAL_KID_LEN) == 0)
+			r = -EINVAL; /* one key per key id */
+	if (r == 0) {
+		/* grown by hand so the old copy is wiped, not left on the heap */
+		struct al_vkey *nk = calloc(v->o.n_vkeys + 1, sizeof(*nk));
+		if (!nk) {
+			r = -ENOMEM;
+		} else {
+			if (v->o.n_vkeys) {
+				memcpy(nk, v->vkeys, v->o.n_vkeys * sizeof(*nk));
+				OPENSSL_cleanse(v->vkeys, v->o.n_vkeys * sizeof(*nk));
+			}
+			free(v->vkeys);
+			nk[v->o.n_vkeys] = k;
+			v->vkeys = nk;
+			v->o.vkeys = nk;
+			v->o.n_vkeys++;
+		}
+	}
+	OPENSSL_cleanse(&k, sizeof(k));
+	return r;
+}
+
+AUDITLOG_API int auditlog_verifier_add_pubkey(struct auditlog_verifier *v, const void *buf, size_t len)
+{
+	int r = settable(v, !buf);
+	struct al_ckey k;
+
+	if (r)
+		return r;
+	r = al_ckey_parse(buf, len, false, &k);
+	if (r < 0)
+		return r;
+	for (unsigned i = 0; i < v->o.n_pubkeys; i++)
+		if (v->pubkeys[i].host_len == k.host_len && memcmp(v->pubkeys[i].host, k.host, k.host_len) == 0)
+			return -EINVAL; /* one key per host */
+	struct al_ckey *nk = realloc(v->pubkeys, (v->o.n_pubkeys + 1) * sizeof(*nk));
+	if (!nk)
+		return -ENOMEM;
+	nk[v->o.n_pubkeys] = k;
+	v->pubkeys = nk;
+	v->o.pubkeys = nk;
+	v->o.n_pubkeys++;
+	return 0;
+}
+
+AUDITLOG_API int auditlog_verifier_add_witness(struct auditlog_verifier *v, const void *buf, size_t len)
+{
+	int r = settable(v, !buf);
+	char name[32], *dup, **names;
+
+	if (r)
+		return r;
+	/* each name its own allocation: the notes point at it */
+	snprintf(name, sizeof(name), "witness %u", v->n_wfiles + 1);
+	dup = strdup(name);
+	names = dup ? realloc(v->wnames, (v->n_wfiles + 1) * sizeof(*names)) : NULL;
+	if (!names) {
+		free(dup);
+		return -ENOMEM;
+	}
+	v->wnames = names;
+	r = al_witness_parse(buf, len, dup, &v->witness, &v->o.n_witness);
+	if (r < 0) {
+		free(dup);
+		return r;
+	}
+	names[v->n_wfiles++] = dup;
+	v->o.witness = v->witness;
+	return 0;
+}
+
 AUDITLOG_API int auditlog_verifier_set_threads(struct auditlog_verifier *v, unsigned threads)
 {
 	int r = settable(v, threads > 1024);
@@ -299,6 +407,14 @@ AUDITLOG_API int auditlog_verifier_run(struct auditlog_verifier *v, struct audit
 		return r;
 	s.files = v->res.files;
 	s.chains = v->res.chains;
+	s.seals = v->res.seals;
+	s.checkpoints = v->res.checkpoints;
+	s.seals_checked = v->res.seals_checked;
+	s.checkpoints_checked = v->res.checkpoints_checked;
+	s.unsigned_tail = v->res.unsigned_tail;
+	s.pending = v->res.pending;
+	s.have_verify_key = v->o.n_vkeys > 0;
+	s.have_pubkey = v->o.n_pubkeys > 0;
 	s.records = v->res.records;
 	s.bytes = v->res.bytes;
 	for (int c = 0; c < AL_V__MAX; c++) {
@@ -332,6 +448,10 @@ AUDITLOG_API int auditlog_verifier_chain(struct auditlog_verifier *v, unsigned i
 	memcpy(c.last_ts, ch->last_ts, sizeof(c.last_ts));
 	c.min_version = ch->min_version;
 	c.max_version = ch->max_version;
+	c.seals = ch->seals;
+	c.checkpoints = ch->checkpoints;
+	c.unsigned_tail = ch->unsigned_tail;
+	c.tree_size = ch->tree_size;
 	memcpy(ret, &c, size);
 	return 0;
 }
