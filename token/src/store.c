@@ -36,8 +36,6 @@
 
 #include <jansson.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include "core.h"
 
@@ -314,32 +312,10 @@ static CK_RV errno_rv(int r)
 	return r == -ENOMEM ? CKR_HOST_MEMORY : r == -ENOSPC ? CKR_DEVICE_MEMORY : CKR_DEVICE_ERROR;
 }
 
-/* ---- AES-256-GCM with the master key or a PIN-derived key ------------------ */
-
-static bool gcm(bool enc, const uint8_t key[32], const uint8_t nonce[12], const uint8_t *aad,
-		size_t aad_len, const uint8_t *in, size_t len, uint8_t *out, uint8_t tag[16])
-{
-	EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
-	int n, ok = 0;
-
-	if (!c)
-		return false;
-	if (EVP_CipherInit_ex(c, EVP_aes_256_gcm(), NULL, key, nonce, enc) != 1 ||
-	    EVP_CipherUpdate(c, NULL, &n, aad, (int)aad_len) != 1 ||
-	    (len && EVP_CipherUpdate(c, out, &n, in, (int)len) != 1))
-		goto out;
-	if (!enc && EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, 16, tag) != 1)
-		goto out;
-	if (EVP_CipherFinal_ex(c, out + len, &n) != 1)
-		goto out;
-	if (enc && EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, 16, tag) != 1)
-		goto out;
-	ok = 1;
-out:
-	EVP_CIPHER_CTX_free(c);
-	return ok;
-}
-
+/* ---- AES-256-GCM with the master key or a PIN-derived key ------------------
+ * tok_store_gcm, tok_store_pbkdf2, tok_store_hmac: the engine's private
+ * library context (keys.c), so an application's default context, its
+ * providers or properties cannot divert or break the store. */
 /* ---- PINs ------------------------------------------------------------------ */
 
 static const char aad_mk[] = "softtoken master key v1";
@@ -348,17 +324,14 @@ static bool pin_keys(const struct tok_pin *rec, const uint8_t *pin, size_t len, 
 		     uint8_t check[32])
 {
 	uint8_t p[32];
-	unsigned n = 32;
 	bool ok;
 
 	/* The PKCS#11 entry points bound the length (TOK_MIN_PIN..TOK_MAX_PIN)
 	 * first; never let a CK_ULONG become OpenSSL's int (or its strlen). */
 	if (len < TOK_MIN_PIN || len > TOK_MAX_PIN)
 		return false;
-	ok = PKCS5_PBKDF2_HMAC((const char *)pin, (int)len, rec->salt, sizeof(rec->salt),
-				    (int)rec->iterations, EVP_sha256(), sizeof(p), p) == 1 &&
-		  HMAC(EVP_sha256(), p, sizeof(p), (const uint8_t *)"kek", 3, kek, &n) &&
-		  HMAC(EVP_sha256(), p, sizeof(p), (const uint8_t *)"check", 5, check, &n);
+	ok = tok_store_pbkdf2(pin, len, rec->salt, sizeof(rec->salt), rec->iterations, p) &&
+	     tok_store_hmac(p, "kek", kek) && tok_store_hmac(p, "check", check);
 
 	OPENSSL_cleanse(p, sizeof(p));
 	return ok;
@@ -377,7 +350,7 @@ CK_RV tok_pin_make(struct tok_pin *rec, const uint8_t *pin, size_t len, const ui
 		return CKR_DEVICE_ERROR;
 	if (!pin_keys(&r, pin, len, kek, r.check))
 		goto out;
-	if (!gcm(true, kek, r.nonce, (const uint8_t *)aad_mk, sizeof(aad_mk) - 1, mk, 32,
+	if (!tok_store_gcm(true, kek, r.nonce, (const uint8_t *)aad_mk, sizeof(aad_mk) - 1, mk, 32,
 		 r.wrapped_mk, r.wrapped_mk + 32))
 		goto out;
 	*rec = r;
@@ -402,7 +375,7 @@ CK_RV tok_pin_check(const struct tok_pin *rec, const uint8_t *pin, size_t len, u
 		goto out;
 	memcpy(tag, rec->wrapped_mk + 32, 16);
 	/* The check matched: a tag failure now means the record is corrupt. */
-	if (!gcm(false, kek, rec->nonce, (const uint8_t *)aad_mk, sizeof(aad_mk) - 1,
+	if (!tok_store_gcm(false, kek, rec->nonce, (const uint8_t *)aad_mk, sizeof(aad_mk) - 1,
 		 rec->wrapped_mk, 32, mk, tag)) {
 		rv = CKR_GENERAL_ERROR;
 		goto out;
@@ -770,7 +743,7 @@ CK_RV tok_store_save_object(struct tok_token *t, struct tok_object *o)
 	if (enc) {
 		uint8_t *nonce = file + hdr;
 		if (tok_random(nonce, 12) != CKR_OK ||
-		    !gcm(true, t->mk, nonce, file, hdr, plain, len, file + hdr + 12, file + hdr + 12 + len)) {
+		    !tok_store_gcm(true, t->mk, nonce, file, hdr, plain, len, file + hdr + 12, file + hdr + 12 + len)) {
 			rv = CKR_DEVICE_ERROR;
 			goto out;
 		}
@@ -892,7 +865,7 @@ static CK_RV refresh_one(struct tok_token *t, const char *uuid)
 			rv = CKR_HOST_MEMORY;
 			goto out;
 		}
-		if (!gcm(false, t->mk, buf + hdr, buf, hdr, buf + hdr + 12, plen, plain,
+		if (!tok_store_gcm(false, t->mk, buf + hdr, buf, hdr, buf + hdr + 12, plen, plain,
 			 buf + len - 16))
 			goto corrupt;
 		rv = parse_attrs(plain, plen, &attrs);
