@@ -778,6 +778,27 @@ static void test_group_shared(void **state)
 		finish(&c);
 		free(tj);
 	}
+	/* A shared directory of another group inside the shared slot
+	 * directory: refused. */
+	assert_int_equal(chown(objs, uid_a, 0), 0);
+	assert_int_equal(chmod(objs, 02770), 0);
+	spawn_as(&c, uid_a, gid_s);
+	assert_int_equal(CMD(&c, NULL, 0, "init"), CKR_GENERAL_ERROR);
+	finish(&c);
+	assert_int_equal(chown(objs, uid_a, gid_s), 0);
+	assert_int_equal(chmod(objs, 02770), 0);
+	/* A world-writable chain file: refused, not written. */
+	{
+		char *c1 = tu_path(audit, "softtoken-0.log"); /* the first name tried */
+		uint64_t size1 = tu_file_size(c1);
+		assert_int_equal(chmod(c1, 0666), 0);
+		spawn_as(&c, uid_b, gid_s);
+		assert_int_equal(CMD(&c, NULL, 0, "init"), CKR_GENERAL_ERROR);
+		finish(&c);
+		assert_int_equal(tu_file_size(c1), size1);
+		assert_int_equal(chmod(c1, 0660), 0);
+		free(c1);
+	}
 	/* A slot directory not 2770 is held private: another user's is refused. */
 	assert_int_equal(chmod(slot, 0770), 0);
 	spawn_as(&c, uid_b, gid_s);
