@@ -799,6 +799,38 @@ static void test_group_shared(void **state)
 		assert_int_equal(chmod(c1, 0660), 0);
 		free(c1);
 	}
+	/* Rotation: libauditlog makes the new active file 0600; the token
+	 * makes it the group's (0660) at its next check of the trail. */
+	{
+		FILE *fp = fopen(conf, "a");
+		unsigned n0 = 0, n = 0;
+		assert_non_null(fp);
+		fprintf(fp, "audit_rotate_bytes = 4096\n");
+		fclose(fp);
+		n0 = tu_count_files(audit);
+		start_as(&c, uid_a);
+		for (int i = 0; i < 20; i++) /* ~5 KiB of durable records */
+			assert_int_equal(CMD(&c, NULL, 0, "login u %s", USER_PIN), CKR_PIN_LOCKED);
+		/* ~25 KiB of queued records (C_OpenSession) at once: several
+		 * rotations between two checks of the trail. */
+		for (int i = 0; i < 100; i++)
+			send_cmd(&c, "open");
+		for (int i = 0; i < 100; i++)
+			assert_int_equal(reply(&c, NULL, 0), CKR_OK);
+		assert_int_equal(CMD(&c, NULL, 0, "fini"), CKR_OK);
+		finish(&c);
+		d = opendir(audit);
+		assert_non_null(d);
+		while ((de = readdir(d)))
+			if (de->d_name[0] != '.') {
+				assert_mode(audit, de->d_name, 0660, 0);
+				n++;
+			}
+		closedir(d);
+		assert_true(n > n0); /* it did rotate */
+		assert_int_equal(verify_as(uid_b, audit), 0);
+		write_conf(1000);
+	}
 	/* A slot directory not 2770 is held private: another user's is refused. */
 	assert_int_equal(chmod(slot, 0770), 0);
 	spawn_as(&c, uid_b, gid_s);

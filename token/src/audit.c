@@ -9,6 +9,7 @@
  * take it continues that file's chain. auditlog-verify checks the whole
  * directory.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -67,6 +68,43 @@ static void share_active(void)
 	if (tok_g.audit_share.shared && tok_g.audit_fd >= 0 && fstat(tok_g.audit_fd, &st) == 0 &&
 	    st.st_uid == geteuid() && (st.st_mode & 07777) != 0660)
 		(void)fchmod(tok_g.audit_fd, 0660);
+}
+
+/* After rotations, in a shared audit_dir: our chain's rotated files
+ * (<name>.<UTC time>-<seq>) that are still 0600 (made active by a rotation
+ * and rotated away again before a check saw them) become 0660 too. One
+ * directory scan per check that saw a rotation (rare). */
+static void share_rotated(void)
+{
+	const char *base = strrchr(tok_g.log_path, '/');
+	size_t bl;
+	struct dirent *de;
+	DIR *d;
+
+	if (!tok_g.audit_share.shared || !base)
+		return;
+	base++;
+	bl = strlen(base);
+	d = opendir(tok_g.cfg.audit_dir);
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		struct stat st;
+		int fd;
+		if (strncmp(de->d_name, base, bl) != 0 || de->d_name[bl] != '.')
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+		    st.st_uid != geteuid() || (st.st_mode & 07777) == 0660)
+			continue;
+		fd = openat(dirfd(d), de->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+		if (fd >= 0) {
+			if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+			    st.st_nlink == 1 && !(st.st_mode & S_IWOTH))
+				(void)fchmod(fd, 0660);
+			close(fd);
+		}
+	}
+	closedir(d);
 }
 
 CK_RV tok_audit_open(char *err, size_t errlen)
@@ -206,6 +244,7 @@ static bool trail_unlinked(void)
 		tok_g.audit_fd = fd;
 		tok_g.audit_rotations = st.rotations;
 		share_active();
+		share_rotated();
 	}
 	gone = fstat(tok_g.audit_fd, &sb) < 0 || sb.st_nlink == 0;
 	pthread_mutex_unlock(&tok_g.audit_mu);
