@@ -77,6 +77,11 @@ static int become(uid_t uid, gid_t gid)
 	return setgroups(1, &gid) == 0 && setgid(gid) == 0 && setuid(uid) == 0 ? 0 : -1;
 }
 
+/* The helpers run as another user, so that a failed test can end them
+ * before their user is deleted (userdel refuses a user with processes). */
+static pid_t as_user[64];
+static unsigned nas_user;
+
 /* A helper process, as uid/gid when uid is not 0. */
 static void spawn_as(struct proc *p, uid_t uid, gid_t gid)
 {
@@ -96,6 +101,8 @@ static void spawn_as(struct proc *p, uid_t uid, gid_t gid)
 	}
 	close(in[0]);
 	close(out[1]);
+	if (uid && nas_user < sizeof(as_user) / sizeof(as_user[0]))
+		as_user[nas_user++] = p->pid;
 	p->in = fdopen(in[1], "w");
 	p->out = fdopen(out[0], "r");
 	assert_non_null(p->in);
@@ -562,6 +569,14 @@ static int setup_group(void **state)
 static int teardown_group(void **state)
 {
 	(void)state;
+	/* Helpers a failed assertion left running (finish() reaped the rest:
+	 * waitpid then answers ECHILD). Only our own children. */
+	for (unsigned i = 0; i < nas_user; i++)
+		if (waitpid(as_user[i], NULL, WNOHANG) == 0) {
+			kill(as_user[i], SIGKILL);
+			(void)waitpid(as_user[i], NULL, 0);
+		}
+	nas_user = 0;
 	if (gdir)
 		tu_rmtree(gdir);
 	free(gdir);
