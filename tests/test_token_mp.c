@@ -787,6 +787,25 @@ static void test_group_shared(void **state)
 		assert_int_equal(CMD(&c, NULL, 0, "init"), CKR_GENERAL_ERROR);
 		finish(&c);
 		assert_int_equal(chmod(tj, 0660), 0);
+		/* A second link, and a symlink in its place: refused. */
+		{
+			char *ln = tu_path(slot, "token.json.link"), *real = tu_path(slot, "token.json.real");
+			assert_int_equal(link(tj, ln), 0);
+			spawn_as(&c, uid_b, gid_s);
+			assert_int_equal(CMD(&c, NULL, 0, "init"), CKR_GENERAL_ERROR);
+			finish(&c);
+			assert_int_equal(unlink(ln), 0);
+			assert_int_equal(rename(tj, real), 0);
+			assert_int_equal(symlink("token.json.real", tj), 0);
+			assert_int_equal(lchown(tj, uid_a, gid_s), 0);
+			spawn_as(&c, uid_b, gid_s);
+			assert_int_equal(CMD(&c, NULL, 0, "init"), CKR_GENERAL_ERROR);
+			finish(&c);
+			assert_int_equal(unlink(tj), 0);
+			assert_int_equal(rename(real, tj), 0);
+			free(ln);
+			free(real);
+		}
 		spawn_as(&c, uid_b, gid_s);
 		assert_int_equal(CMD(&c, NULL, 0, "init"), CKR_OK);
 		assert_int_equal(CMD(&c, NULL, 0, "fini"), CKR_OK);
