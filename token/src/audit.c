@@ -5,9 +5,9 @@
  *
  * Chain naming: each process that loads the module writes its own chain in
  * audit_dir, in the first of softtoken-0.log, softtoken-1.log, ... whose lock
- * it can take. A process that exits releases its file; the next process to
- * take it continues that file's chain. auditlog-verify checks the whole
- * directory.
+ * it can take and that it may open (EACCES: the next name). A process that
+ * exits releases its file; the next process to take it continues that
+ * file's chain. auditlog-verify checks the whole directory.
  */
 #include <dirent.h>
 #include <errno.h>

@@ -22,6 +22,11 @@
  * generations. A process that saw generation g reloads only what the
  * journal names after g; one that fell further behind rescans the store. A
  * C_InitToken starts a new epoch: every process drops its login and objects.
+ *
+ * A directory of mode exactly 02770 is shared by its group (docs/token.md "A
+ * token shared by a group"): what the store creates there is 0660 / 02770
+ * (fchmod, whatever the umask), and a file of another user is used only in
+ * that group and mode 0660. Any other directory is private, as before.
  */
 #include <dirent.h>
 #include <errno.h>
