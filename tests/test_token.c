@@ -1002,7 +1002,7 @@ static char *first_object_file(void)
 
 /* The store's own checks (docs/token.md "Storage"): a plaintext file of a
  * key class, token.json through a symlink, a world-writable token_dir, a
- * symlink at the predictable temporary name. */
+ * symlink at the predictable temporary name, a world-writable store file. */
 static void test_store_checks(void **state)
 {
 	char *tj = tu_path(token_dir, "slot0/token.json"), *elsewhere = tu_path(dir, "token.json.real");
@@ -1048,6 +1048,11 @@ static void test_store_checks(void **state)
 	assert_int_equal(f->C_Initialize(NULL), CKR_GENERAL_ERROR);
 	assert_int_equal(unlink(tj), 0);
 	assert_int_equal(rename(elsewhere, tj), 0);
+
+	/* A world-writable token.json, also in a private directory: refused. */
+	assert_int_equal(chmod(tj, 0666), 0);
+	assert_int_equal(f->C_Initialize(NULL), CKR_GENERAL_ERROR);
+	assert_int_equal(chmod(tj, 0600), 0);
 
 	/* A world-writable token_dir: refused. */
 	assert_int_equal(chmod(token_dir, 0777), 0);

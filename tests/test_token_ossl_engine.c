@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include <openssl/engine.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <p11-kit/pkcs11.h>
 
@@ -273,6 +274,87 @@ static void test_random(void **state)
 	assert_memory_not_equal(a, b, sizeof(a));
 }
 
+/* The store's own crypto (PBKDF2 and AES-GCM of the PIN records, AES-GCM of
+ * sealed objects) in a process whose default library context can fetch
+ * nothing: the application asked for FIPS algorithms ("fips=yes", as a
+ * FIPS-minded application does) and no FIPS provider is installed, beside
+ * the ENGINE set as default. Login, a PIN change, a private key and a
+ * secret key made on the token, and both read back after C_Finalize and
+ * C_Initialize: all through the token's private library context. */
+static void test_store(void **state)
+{
+	static const char pin2[] = "4321-new";
+	CK_MECHANISM gen = { CKM_EC_KEY_PAIR_GEN, NULL, 0 }, m = { CKM_ECDSA_SHA256, NULL, 0 };
+	CK_OBJECT_CLASS sk = CKO_SECRET_KEY, pk = CKO_PRIVATE_KEY;
+	CK_KEY_TYPE aes = CKK_AES;
+	uint8_t value[32], back[32];
+	CK_ATTRIBUTE pt[] = { { CKA_EC_PARAMS, (void *)p256, sizeof(p256) }, { CKA_VERIFY, &yes, 1 },
+			      { CKA_TOKEN, &yes, 1 }, { CKA_LABEL, "stored", 6 } };
+	CK_ATTRIBUTE kt[] = { { CKA_SIGN, &yes, 1 }, { CKA_TOKEN, &yes, 1 }, { CKA_LABEL, "stored", 6 } };
+	CK_ATTRIBUTE st[] = { { CKA_CLASS, &sk, sizeof(sk) }, { CKA_KEY_TYPE, &aes, sizeof(aes) },
+			      { CKA_TOKEN, &yes, 1 }, { CKA_SENSITIVE, &no, 1 }, { CKA_EXTRACTABLE, &yes, 1 },
+			      { CKA_VALUE, value, sizeof(value) }, { CKA_LABEL, "stored", 6 } };
+	CK_ATTRIBUTE fp[] = { { CKA_CLASS, &pk, sizeof(pk) }, { CKA_LABEL, "stored", 6 } };
+	CK_ATTRIBUTE fs[] = { { CKA_CLASS, &sk, sizeof(sk) }, { CKA_LABEL, "stored", 6 } };
+	CK_ATTRIBUTE get = { CKA_VALUE, back, sizeof(back) };
+	CK_OBJECT_HANDLE pub, priv, sec, h;
+	CK_ULONG n = 0;
+	EVP_CIPHER *c;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(value); i++)
+		value[i] = (uint8_t)(0xa5 ^ i);
+	assert_int_equal(EVP_set_default_properties(NULL, "fips=yes"), 1);
+	c = EVP_CIPHER_fetch(NULL, "AES-256-GCM", NULL);
+	if (c) {
+		EVP_CIPHER_free(c);
+		fail_msg("the default context still fetches AES-256-GCM: the test would prove nothing");
+	}
+	ERR_clear_error();
+	CK(p11->C_Logout(sess));
+	CK(p11->C_Login(sess, CKU_USER, (CK_UTF8CHAR_PTR)PIN, 4));
+	CK(p11->C_SetPIN(sess, (CK_UTF8CHAR_PTR)PIN, 4, (CK_UTF8CHAR_PTR)pin2, sizeof(pin2) - 1));
+	CK(p11->C_GenerateKeyPair(sess, &gen, pt, 4, kt, 3, &pub, &priv));
+	CK(p11->C_CreateObject(sess, st, 7, &sec));
+	CK(p11->C_CloseSession(sess));
+	CK(p11->C_Finalize(NULL));
+
+	CK(p11->C_Initialize(NULL));
+	CK(p11->C_OpenSession(0, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &sess));
+	assert_int_equal(p11->C_Login(sess, CKU_USER, (CK_UTF8CHAR_PTR)PIN, 4), CKR_PIN_INCORRECT);
+	CK(p11->C_Login(sess, CKU_USER, (CK_UTF8CHAR_PTR)pin2, sizeof(pin2) - 1));
+	CK(p11->C_FindObjectsInit(sess, fp, 2));
+	CK(p11->C_FindObjects(sess, &h, 1, &n));
+	CK(p11->C_FindObjectsFinal(sess));
+	assert_int_equal(n, 1);
+	/* The public key was made with it: the private one read back signs. */
+	CK(p11->C_FindObjectsInit(sess, pt + 3, 1));
+	{
+		CK_OBJECT_HANDLE hs[4];
+		CK_OBJECT_CLASS cls;
+		CK_ATTRIBUTE ca = { CKA_CLASS, &cls, sizeof(cls) };
+		CK(p11->C_FindObjects(sess, hs, 4, &n));
+		CK(p11->C_FindObjectsFinal(sess));
+		assert_int_equal(n, 3);
+		pub = CK_INVALID_HANDLE;
+		for (CK_ULONG i = 0; i < n; i++) {
+			CK(p11->C_GetAttributeValue(sess, hs[i], &ca, 1));
+			if (cls == CKO_PUBLIC_KEY)
+				pub = hs[i];
+		}
+		assert_int_not_equal(pub, CK_INVALID_HANDLE);
+	}
+	sign_verify(&m, h, pub);
+	CK(p11->C_FindObjectsInit(sess, fs, 2));
+	CK(p11->C_FindObjects(sess, &h, 1, &n));
+	CK(p11->C_FindObjectsFinal(sess));
+	assert_int_equal(n, 1);
+	CK(p11->C_GetAttributeValue(sess, h, &get, 1));
+	assert_int_equal(get.ulValueLen, sizeof(value));
+	assert_memory_equal(back, value, sizeof(value));
+	assert_int_equal(EVP_set_default_properties(NULL, ""), 1);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -281,6 +363,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_rsa),
 		cmocka_unit_test(test_wrap_private),
 		cmocka_unit_test(test_random),
+		cmocka_unit_test(test_store), /* last: it changes the default context */
 	};
 
 	if (argc != 2) {

@@ -18,6 +18,8 @@
  *   setbool H extractable|sensitive 0|1
  *   getbool H extractable|sensitive -> "<rv> <0|1>"
  *   destroy H
+ *   use H                          C_EncryptInit(CKM_AES_ECB, H) + C_Encrypt
+ *                                  of 16 bytes
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -107,6 +109,13 @@ static void run(char *line)
 		CK_ATTRIBUTE t[] = { { attr_of(ARG(2)), &b, 1 } };
 		rv = f->C_GetAttributeValue(sess, strtoul(ARG(1), NULL, 0), t, 1);
 		snprintf(extra, sizeof(extra), " %d", b);
+	} else if (!strcmp(argv[0], "use")) {
+		CK_MECHANISM m = { CKM_AES_ECB, NULL, 0 };
+		CK_BYTE in[16] = { 0 }, out[16];
+		CK_ULONG n = sizeof(out);
+		rv = f->C_EncryptInit(sess, &m, strtoul(ARG(1), NULL, 0));
+		if (rv == CKR_OK)
+			rv = f->C_Encrypt(sess, in, sizeof(in), out, &n);
 	} else if (!strcmp(argv[0], "destroy")) {
 		rv = f->C_DestroyObject(sess, strtoul(ARG(1), NULL, 0));
 	}

@@ -5,10 +5,11 @@
  *
  * Chain naming: each process that loads the module writes its own chain in
  * audit_dir, in the first of softtoken-0.log, softtoken-1.log, ... whose lock
- * it can take. A process that exits releases its file; the next process to
- * take it continues that file's chain. auditlog-verify checks the whole
- * directory.
+ * it can take and that it may open (EACCES: the next name). A process that
+ * exits releases its file; the next process to take it continues that
+ * file's chain. auditlog-verify checks the whole directory.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -21,22 +22,109 @@
 
 #define TOK_MAX_CHAINS 256
 
+/* Before libauditlog opens a chain file (0600, its contract): a file that is
+ * there must fit the directory (tok_store_file_refusal: -EPERM, err set);
+ * one we may not open answers -EACCES (the caller takes the next name); in a
+ * shared audit_dir a missing one is created 0660 first, so that the verifier
+ * and a later process of another user of the group can read and continue
+ * it. */
+static int chain_prepare(const char *path, char *err, size_t errlen)
+{
+	const struct tok_share *sh = &tok_g.audit_share;
+	char why[160];
+	const char *no;
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK), r = 0;
+
+	if (fd < 0 && errno == ENOENT && sh->shared) {
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0660);
+		if (fd >= 0 && fchmod(fd, 0660) < 0) {
+			r = -errno;
+			close(fd);
+			return r;
+		}
+		if (fd < 0 && errno == EEXIST)
+			fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	}
+	if (fd < 0)
+		return errno == ENOENT ? 0 : errno == EACCES ? -EACCES : 0; /* else libauditlog says */
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+	} else if ((no = tok_store_file_refusal(&st, sh, why, sizeof(why))) != NULL) {
+		snprintf(err, errlen, "audit chain %s is %s: refused", path, no);
+		r = -EPERM;
+	}
+	close(fd);
+	return r;
+}
+
+/* In a shared audit_dir, the active file (ours: just opened, or made by
+ * libauditlog's rotation as 0600) becomes 0660. Caller holds audit_mu or
+ * runs before any record. */
+static void share_active(void)
+{
+	struct stat st;
+
+	if (tok_g.audit_share.shared && tok_g.audit_fd >= 0 && fstat(tok_g.audit_fd, &st) == 0 &&
+	    st.st_uid == geteuid() && (st.st_mode & 07777) != 0660)
+		(void)fchmod(tok_g.audit_fd, 0660);
+}
+
+/* After rotations, in a shared audit_dir: our chain's rotated files
+ * (<name>.<UTC time>-<seq>) that are still 0600 (made active by a rotation
+ * and rotated away again before a check saw them) become 0660 too. One
+ * directory scan per check that saw a rotation (rare). */
+static void share_rotated(void)
+{
+	const char *base = strrchr(tok_g.log_path, '/');
+	size_t bl;
+	struct dirent *de;
+	DIR *d;
+
+	if (!tok_g.audit_share.shared || !base)
+		return;
+	base++;
+	bl = strlen(base);
+	d = opendir(tok_g.cfg.audit_dir);
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		struct stat st;
+		int fd;
+		if (strncmp(de->d_name, base, bl) != 0 || de->d_name[bl] != '.')
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+		    st.st_uid != geteuid() || (st.st_mode & 07777) == 0660)
+			continue;
+		fd = openat(dirfd(d), de->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+		if (fd >= 0) {
+			if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+			    st.st_nlink == 1 && !(st.st_mode & S_IWOTH))
+				(void)fchmod(fd, 0660);
+			close(fd);
+		}
+	}
+	closedir(d);
+}
+
 CK_RV tok_audit_open(char *err, size_t errlen)
 {
 	struct tok_config *c = &tok_g.cfg;
 	struct auditlog_config *ac = NULL;
 	CK_RV rv = CKR_GENERAL_ERROR;
+	unsigned denied = 0;
 	int r = 0;
 
 	tok_g.audit_fd = -1;
 	if (!c->audit_enabled)
 		return CKR_OK;
-	if (mkdir(c->audit_dir, 0700) < 0 && errno != EEXIST) {
-		snprintf(err, errlen, "cannot create audit_dir %s: %s", c->audit_dir, strerror(errno));
+	r = tok_store_mkdir(c->audit_dir);
+	if (r < 0) {
+		snprintf(err, errlen, "cannot create audit_dir %s: %s", c->audit_dir, strerror(-r));
 		return CKR_GENERAL_ERROR;
 	}
 	/* DESIGN.md "Deployment and key custody". */
-	if (tok_store_check_dir(c->audit_dir, "audit_dir", false, err, errlen) != CKR_OK)
+	if (tok_store_check_dir(c->audit_dir, "audit_dir", false, NULL, &tok_g.audit_share, err, errlen) != CKR_OK)
 		return CKR_GENERAL_ERROR;
 	if (auditlog_config_new(&ac) < 0)
 		return CKR_HOST_MEMORY;
@@ -59,22 +147,32 @@ CK_RV tok_audit_open(char *err, size_t errlen)
 			rv = CKR_HOST_MEMORY;
 			goto out;
 		}
-		r = auditlog_config_set_path(ac, path);
+		r = chain_prepare(path, err, errlen);
+		if (r == 0)
+			r = auditlog_config_set_path(ac, path);
 		if (r == 0)
 			r = auditlog_open(ac, &tok_g.log);
 		if (r == 0) {
 			tok_g.log_path = path;
 			tok_g.audit_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 			tok_g.audit_rotations = 0;
+			share_active();
 			rv = CKR_OK;
 			goto out;
 		}
 		free(path);
-		if (r != -EBUSY)
+		/* Locked by a running process, or not ours to write (a file
+		 * another user left, EACCES): the next name. */
+		if (r == -EACCES)
+			denied++;
+		if (r != -EBUSY && r != -EACCES)
 			break;
 	}
-	if (r == -EBUSY)
-		snprintf(err, errlen, "all %u audit chains in %s are in use", TOK_MAX_CHAINS, c->audit_dir);
+	if (r == -EPERM)
+		; /* chain_prepare said why */
+	else if (r == -EBUSY || r == -EACCES)
+		snprintf(err, errlen, "all %u audit chains in %s are in use (%u not writable by us)", TOK_MAX_CHAINS,
+			 c->audit_dir, denied);
 	else
 		snprintf(err, errlen, "cannot open the audit log in %s: %s%s", c->audit_dir, strerror(-r),
 			 r == -EBADMSG ? " (damage beyond the repair bound: run auditlog-verify)" : "");
@@ -145,6 +243,8 @@ static bool trail_unlinked(void)
 		close(tok_g.audit_fd);
 		tok_g.audit_fd = fd;
 		tok_g.audit_rotations = st.rotations;
+		share_active();
+		share_rotated();
 	}
 	gone = fstat(tok_g.audit_fd, &sb) < 0 || sb.st_nlink == 0;
 	pthread_mutex_unlock(&tok_g.audit_mu);

@@ -8,6 +8,8 @@
 #define TOK_CORE_H
 
 #include <stdio.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 
 #include <auditlog.h>
 
@@ -65,11 +67,24 @@ struct tok_pin {
 
 enum tok_login { TOK_PUBLIC, TOK_USER, TOK_SO };
 
+/* How a directory of the store or the trail is held (docs/token.md "A token
+ * shared by a group"): private (owner root or us; what we create is 0600 /
+ * 0700), or shared by the group gid (mode exactly 02770; what we create is
+ * 0660 / 02770, and files of other users of that group are accepted in mode
+ * 0660 only). */
+struct tok_share {
+	bool shared;
+	gid_t gid;
+};
+
 struct tok_session;
 
 struct tok_token {
 	CK_SLOT_ID id;
 	char *dir; /* <token_dir>/slot<N> */
+	struct tok_share share;    /* of dir (tok_store_open) */
+	struct tok_share objshare; /* of dir/objects, once obj_checked */
+	bool obj_checked;          /* under mu */
 	pthread_mutex_t mu; /* guards the fields below up to the objects */
 	bool initialized;
 	char label[32];  /* blank padded, as in CK_TOKEN_INFO */
@@ -133,6 +148,7 @@ struct tok_module {
 	pthread_rwlock_t slock; /* guards sessions[] */
 	bool initialized;
 	struct tok_config cfg;
+	struct tok_share token_share, audit_share; /* of token_dir, audit_dir */
 	struct tok_token *tokens;
 	size_t ntokens;
 
@@ -216,9 +232,23 @@ void tok_store_unlock(struct tok_token *t);
 /* Without any lock held: one load of the journal's generation; when another
  * process changed the store, takes t->mu and the lock and syncs. */
 CK_RV tok_store_sync(struct tok_token *t);
-/* Directories of the store and the trail: a directory, owned by root or us,
- * not world-writable (nofollow: not a symlink either). */
-CK_RV tok_store_check_dir(const char *path, const char *what, bool nofollow, char *err, size_t errlen);
+/* Directories of the store and the trail: a directory, not world-writable
+ * (nofollow: not a symlink either), and either private (owned by root or us)
+ * or shared (mode 02770, any owner; inside a shared parent, of the parent's
+ * group). ret_share (may be NULL) receives which, on success. */
+CK_RV tok_store_check_dir(const char *path, const char *what, bool nofollow, const struct tok_share *parent,
+			  struct tok_share *ret_share, char *err, size_t errlen);
+/* mkdir(path) when missing: 02770 (fchmod, whatever the umask) when its
+ * parent directory is shared, else 0700. 0 or -errno. */
+int tok_store_mkdir(const char *path);
+/* May a file of a directory held as share be used (read, locked, appended)?
+ * A regular file, one link, not world-writable; in a shared directory of
+ * share's group, and of mode 0660 when another user owns it. NULL or a
+ * reason ("a symlink"... "of group 0, not the directory's 1001"). */
+const char *tok_store_file_refusal(const struct stat *st, const struct tok_share *share, char *buf,
+				   size_t buflen);
+/* The mode new files of a directory held as share get (0660 or 0600). */
+mode_t tok_store_file_mode(const struct tok_share *share);
 CK_RV tok_store_save_token(struct tok_token *t);           /* atomic */
 CK_RV tok_store_init_token(struct tok_token *t, const uint8_t *so_pin, size_t so_len,
 			   const char label[32]);          /* wipes objects and user PIN */

@@ -8,6 +8,7 @@
 
 #include <openssl/core.h>
 #include <openssl/evp.h>
+#include <openssl/kdf.h>
 #include <openssl/provider.h>
 
 #include "token.h"
@@ -30,6 +31,7 @@ struct tok_algs {
 	EVP_CIPHER *aes[TOK_AES_NMODES][3]; /* [mode][0: 128, 1: 192, 2: 256] */
 	EVP_MD *md[TOK_NMDS];
 	EVP_MAC *hmac, *cmac;
+	EVP_KDF *pbkdf2; /* the store's PIN records */
 };
 extern struct tok_algs tok_algs;
 

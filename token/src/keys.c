@@ -1302,6 +1302,78 @@ out:
 	return rv;
 }
 
+/* ---- the store's primitives ---------------------------------------------------
+ * PIN records and sealed objects (store.c) use the same private context as
+ * the operations: the explicit fetches of tok_crypto_init, never the
+ * application's default context (its properties, providers or config). */
+
+bool tok_store_gcm(bool enc, const uint8_t key[32], const uint8_t nonce[12], const uint8_t *aad,
+		   size_t aad_len, const uint8_t *in, size_t len, uint8_t *out, uint8_t tag[16])
+{
+	const EVP_CIPHER *gcm = tok_aes(TOK_AES_GCM, 32);
+	EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+	int n;
+	bool ok = false;
+
+	if (!c || !gcm || len > INT_MAX || aad_len > INT_MAX)
+		goto out;
+	if (EVP_CipherInit_ex2(c, gcm, key, nonce, enc, NULL) != 1 ||
+	    EVP_CipherUpdate(c, NULL, &n, aad, (int)aad_len) != 1 ||
+	    (len && EVP_CipherUpdate(c, out, &n, in, (int)len) != 1))
+		goto out;
+	if (!enc && EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, 16, tag) != 1)
+		goto out;
+	if (EVP_CipherFinal_ex(c, out + len, &n) != 1)
+		goto out;
+	if (enc && EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, 16, tag) != 1)
+		goto out;
+	ok = true;
+out:
+	EVP_CIPHER_CTX_free(c);
+	if (!ok)
+		ERR_clear_error();
+	return ok;
+}
+
+bool tok_store_pbkdf2(const uint8_t *pin, size_t len, const uint8_t *salt, size_t salt_len, uint64_t iterations,
+		      uint8_t out[32])
+{
+	int pkcs5 = 1; /* PKCS5_PBKDF2_HMAC's semantics: the records' own bounds apply */
+	OSSL_PARAM params[] = {
+		OSSL_PARAM_octet_string(OSSL_KDF_PARAM_PASSWORD, (void *)pin, len),
+		OSSL_PARAM_octet_string(OSSL_KDF_PARAM_SALT, (void *)salt, salt_len),
+		OSSL_PARAM_uint64(OSSL_KDF_PARAM_ITER, &iterations),
+		OSSL_PARAM_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)tok_md_name(TOK_SHA256), 0),
+		OSSL_PARAM_int(OSSL_KDF_PARAM_PKCS5, &pkcs5),
+		OSSL_PARAM_END,
+	};
+	EVP_KDF_CTX *k = EVP_KDF_CTX_new(tok_algs.pbkdf2);
+	bool ok = k && EVP_KDF_derive(k, out, 32, params) == 1;
+
+	EVP_KDF_CTX_free(k);
+	if (!ok)
+		ERR_clear_error();
+	return ok;
+}
+
+bool tok_store_hmac(const uint8_t key[32], const char *label, uint8_t out[32])
+{
+	OSSL_PARAM params[] = {
+		OSSL_PARAM_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)tok_md_name(TOK_SHA256), 0),
+		OSSL_PARAM_END,
+	};
+	EVP_MAC_CTX *m = EVP_MAC_CTX_new(tok_algs.hmac);
+	size_t n = 0;
+	bool ok = m && EVP_MAC_init(m, key, 32, params) == 1 &&
+		  EVP_MAC_update(m, (const uint8_t *)label, strlen(label)) == 1 &&
+		  EVP_MAC_final(m, out, &n, 32) == 1 && n == 32;
+
+	EVP_MAC_CTX_free(m);
+	if (!ok)
+		ERR_clear_error();
+	return ok;
+}
+
 /* ---- randomness, secrecy -------------------------------------------------- */
 
 CK_RV tok_random(uint8_t *buf, size_t len)

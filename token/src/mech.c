@@ -196,7 +196,8 @@ CK_RV tok_crypto_init(void)
 		if (!(tok_algs.md[i] = EVP_MD_fetch(tok_algs.lc, md_names[i], NULL)))
 			goto err;
 	if (!(tok_algs.hmac = EVP_MAC_fetch(tok_algs.lc, "HMAC", NULL)) ||
-	    !(tok_algs.cmac = EVP_MAC_fetch(tok_algs.lc, "CMAC", NULL)))
+	    !(tok_algs.cmac = EVP_MAC_fetch(tok_algs.lc, "CMAC", NULL)) ||
+	    !(tok_algs.pbkdf2 = EVP_KDF_fetch(tok_algs.lc, "PBKDF2", NULL)))
 		goto err;
 	tok_algs.ready = true;
 	return CKR_OK;
@@ -219,6 +220,7 @@ void tok_crypto_fini(void)
 		EVP_MD_free(tok_algs.md[i]);
 	EVP_MAC_free(tok_algs.hmac);
 	EVP_MAC_free(tok_algs.cmac);
+	EVP_KDF_free(tok_algs.pbkdf2);
 	libctx_close();
 	memset(&tok_algs, 0, sizeof(tok_algs));
 }

@@ -260,14 +260,18 @@ CK_RV C_Initialize(CK_VOID_PTR pInitArgs)
 		goto fail_cfg;
 	}
 	tok_crypto_set_rsa_min_bits((unsigned)tok_g.cfg.rsa_min_bits);
-	if (mkdir(tok_g.cfg.token_dir, 0700) < 0 && errno != EEXIST) {
-		snprintf(err, sizeof(err), "cannot create token_dir %s: %s", tok_g.cfg.token_dir,
-			 strerror(errno));
-		rv = CKR_GENERAL_ERROR;
-		goto fail_crypto;
+	{
+		int r = tok_store_mkdir(tok_g.cfg.token_dir);
+		if (r < 0) {
+			snprintf(err, sizeof(err), "cannot create token_dir %s: %s", tok_g.cfg.token_dir,
+				 strerror(-r));
+			rv = CKR_GENERAL_ERROR;
+			goto fail_crypto;
+		}
 	}
 	/* DESIGN.md "Deployment and key custody". */
-	rv = tok_store_check_dir(tok_g.cfg.token_dir, "token_dir", false, err, sizeof(err));
+	rv = tok_store_check_dir(tok_g.cfg.token_dir, "token_dir", false, NULL, &tok_g.token_share, err,
+				 sizeof(err));
 	if (rv != CKR_OK)
 		goto fail_crypto;
 	tok_g.tokens = calloc(tok_g.cfg.slots, sizeof(*tok_g.tokens));

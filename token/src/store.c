@@ -22,6 +22,11 @@
  * generations. A process that saw generation g reloads only what the
  * journal names after g; one that fell further behind rescans the store. A
  * C_InitToken starts a new epoch: every process drops its login and objects.
+ *
+ * A directory of mode exactly 02770 is shared by its group (docs/token.md "A
+ * token shared by a group"): what the store creates there is 0660 / 02770
+ * (fchmod, whatever the umask), and a file of another user is used only in
+ * that group and mode 0660. Any other directory is private, as before.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -36,8 +41,6 @@
 
 #include <jansson.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include "core.h"
 
@@ -59,31 +62,77 @@ static int fsync_dir(const char *dir)
 	return r;
 }
 
+mode_t tok_store_file_mode(const struct tok_share *share)
+{
+	return share && share->shared ? 0660 : 0600;
+}
+
+/* Give a file we just created its mode whatever the umask (a shared
+ * directory's files are 0660). */
+static int set_mode(int fd, const struct tok_share *share)
+{
+	return share && share->shared && fchmod(fd, tok_store_file_mode(share)) < 0 ? -errno : 0;
+}
+
+const char *tok_store_file_refusal(const struct stat *st, const struct tok_share *share, char *buf,
+				   size_t buflen)
+{
+	if (!S_ISREG(st->st_mode))
+		return "not a regular file";
+	if (st->st_nlink != 1)
+		return "more than one hard link";
+	if (st->st_mode & S_IWOTH)
+		return "world-writable";
+	if (!share || !share->shared)
+		return NULL; /* private: only root or we can have put it there */
+	if (st->st_gid != share->gid) {
+		snprintf(buf, buflen, "of group %u, not the shared directory's group %u",
+			 (unsigned)st->st_gid, (unsigned)share->gid);
+		return buf;
+	}
+	if (st->st_uid != geteuid() && st->st_uid != 0 && (st->st_mode & 07777) != 0660) {
+		snprintf(buf, buflen, "owned by uid %u with mode %04o: another user's file must be 0660",
+			 (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777));
+		return buf;
+	}
+	return NULL;
+}
+
 /* The temporary file's name is predictable (.<name>.tmp.<pid>), so it is
  * created with O_EXCL|O_NOFOLLOW: a symlink or a hard link planted there is
  * never followed or truncated. What is found there is removed only when it
  * is a plain file of ours with one link (a temporary left by a crash of an
  * earlier process with our pid); anything else refuses the write. */
-static int open_tmp(const char *tmp)
+static int open_tmp(const char *tmp, const struct tok_share *share)
 {
 	struct stat st;
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	mode_t mode = tok_store_file_mode(share);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
 
-	if (fd >= 0 || errno != EEXIST)
-		return fd >= 0 ? fd : -errno;
-	if (lstat(tmp, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != geteuid()) {
-		tok_msg("%s exists and is not a stale temporary file of ours: refused", tmp);
-		return -EEXIST;
+	if (fd < 0 && errno == EEXIST) {
+		if (lstat(tmp, &st) < 0)
+			return -errno;
+		if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != geteuid()) {
+			tok_msg("%s exists and is not a stale temporary file of ours: refused", tmp);
+			return -EEXIST;
+		}
+		if (unlink(tmp) < 0)
+			return -errno;
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
 	}
-	if (unlink(tmp) < 0)
+	if (fd < 0)
 		return -errno;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	return fd >= 0 ? fd : -errno;
+	if (set_mode(fd, share) < 0) {
+		int r = -errno;
+		close(fd);
+		unlink(tmp);
+		return r;
+	}
+	return fd;
 }
 
-static int write_atomic(const char *dir, const char *name, const uint8_t *buf, size_t len)
+static int write_atomic(const char *dir, const struct tok_share *share, const char *name, const uint8_t *buf,
+			size_t len)
 {
 	char tmp[4096], dst[4096];
 	size_t off = 0;
@@ -92,7 +141,7 @@ static int write_atomic(const char *dir, const char *name, const uint8_t *buf, s
 	if (snprintf(tmp, sizeof(tmp), "%s/.%s.tmp.%ld", dir, name, (long)getpid()) >= (int)sizeof(tmp) ||
 	    snprintf(dst, sizeof(dst), "%s/%s", dir, name) >= (int)sizeof(dst))
 		return -ENAMETOOLONG;
-	fd = open_tmp(tmp);
+	fd = open_tmp(tmp, share);
 	if (fd < 0)
 		return fd;
 	while (off < len) {
@@ -128,10 +177,13 @@ fail:
 }
 
 /* Store files are read with O_NOFOLLOW (a symlink answers -ELOOP) and must be
- * regular files with one link, at most TOK_STORE_MAX_FILE bytes. */
-static int read_file(const char *path, uint8_t **ret, size_t *ret_len)
+ * regular files with one link, at most TOK_STORE_MAX_FILE bytes (-EINVAL
+ * otherwise), and fit their directory's sharing (-EPERM, the reason in why). */
+static int read_file(const char *path, const struct tok_share *share, uint8_t **ret, size_t *ret_len,
+		     char *why, size_t whylen)
 {
 	struct stat st;
+	const char *no;
 	uint8_t *buf;
 	size_t off = 0;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -142,6 +194,13 @@ static int read_file(const char *path, uint8_t **ret, size_t *ret_len)
 	    st.st_size > TOK_STORE_MAX_FILE) {
 		close(fd);
 		return -EINVAL;
+	}
+	no = tok_store_file_refusal(&st, share, why, whylen);
+	if (no) {
+		if (no != why)
+			snprintf(why, whylen, "%s", no);
+		close(fd);
+		return -EPERM;
 	}
 	buf = malloc((size_t)st.st_size + 1);
 	if (!buf) {
@@ -165,22 +224,56 @@ static int read_file(const char *path, uint8_t **ret, size_t *ret_len)
 	return 0;
 }
 
-static const char *read_err(int r)
+static const char *read_err(int r, const char *why)
 {
 	return r == -ELOOP ? "a symlink: refused" :
-	       r == -EINVAL ? "not a regular file with one link, or too large: refused" : strerror(-r);
+	       r == -EINVAL ? "not a regular file with one link, or too large: refused" :
+	       r == -EPERM ? why : strerror(-r);
 }
 
-static int mkdir_p(const char *dir)
+/* Is the directory holding path shared (mode 02770)? */
+static void parent_share(const char *path, struct tok_share *ret)
 {
-	if (mkdir(dir, 0700) == 0 || errno == EEXIST)
-		return 0;
-	return -errno;
+	char parent[4096];
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+	size_t n = slash ? (size_t)(slash - path) : 0;
+
+	*ret = (struct tok_share){ 0 };
+	if (!slash || n >= sizeof(parent))
+		return;
+	memcpy(parent, path, n ? n : 1);
+	parent[n ? n : 1] = '\0';
+	if (stat(parent, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 07777) == 02770)
+		*ret = (struct tok_share){ .shared = true, .gid = st.st_gid };
 }
 
-CK_RV tok_store_check_dir(const char *path, const char *what, bool nofollow, char *err, size_t errlen)
+int tok_store_mkdir(const char *dir)
+{
+	struct tok_share ps;
+	int fd, r = 0;
+
+	if (mkdir(dir, 0700) < 0)
+		return errno == EEXIST ? 0 : -errno;
+	parent_share(dir, &ps);
+	if (!ps.shared)
+		return 0;
+	/* Inside a shared directory: shared too (the setgid bit gave it the
+	 * group; the mode is set here, not left to the umask). */
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fchmod(fd, 02770) < 0)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
+CK_RV tok_store_check_dir(const char *path, const char *what, bool nofollow, const struct tok_share *parent,
+			  struct tok_share *ret_share, char *err, size_t errlen)
 {
 	struct stat st;
+	bool shared;
 
 	if ((nofollow ? lstat(path, &st) : stat(path, &st)) < 0) {
 		snprintf(err, errlen, "cannot stat %s %s: %s", what, path, strerror(errno));
@@ -191,11 +284,6 @@ CK_RV tok_store_check_dir(const char *path, const char *what, bool nofollow, cha
 			 S_ISLNK(st.st_mode) ? " (a symlink)" : "");
 		return CKR_GENERAL_ERROR;
 	}
-	if (st.st_uid != 0 && st.st_uid != geteuid()) {
-		snprintf(err, errlen, "%s %s belongs to uid %u, neither root nor us: refused", what, path,
-			 (unsigned)st.st_uid);
-		return CKR_GENERAL_ERROR;
-	}
 	if (st.st_mode & S_IWOTH) {
 		snprintf(err, errlen,
 			 "%s %s is world-writable (mode %04o): refused; use 0700, or a group (softtoken) "
@@ -203,6 +291,24 @@ CK_RV tok_store_check_dir(const char *path, const char *what, bool nofollow, cha
 			 what, path, (unsigned)(st.st_mode & 07777));
 		return CKR_GENERAL_ERROR;
 	}
+	/* Shared: setgid, the group may do what the owner does, others
+	 * nothing. Any owner (the group is the trust boundary), but inside a
+	 * shared directory only of that directory's group. */
+	shared = (st.st_mode & 07777) == 02770;
+	if (shared && parent && parent->shared && st.st_gid != parent->gid) {
+		snprintf(err, errlen, "%s %s is of group %u, not its parent's group %u: refused", what, path,
+			 (unsigned)st.st_gid, (unsigned)parent->gid);
+		return CKR_GENERAL_ERROR;
+	}
+	if (!shared && st.st_uid != 0 && st.st_uid != geteuid()) {
+		snprintf(err, errlen,
+			 "%s %s belongs to uid %u, neither root nor us: refused (a directory shared by a "
+			 "group must be mode 2770)",
+			 what, path, (unsigned)st.st_uid);
+		return CKR_GENERAL_ERROR;
+	}
+	if (ret_share)
+		*ret_share = (struct tok_share){ .shared = shared, .gid = shared ? st.st_gid : 0 };
 	return CKR_OK;
 }
 
@@ -211,32 +317,10 @@ static CK_RV errno_rv(int r)
 	return r == -ENOMEM ? CKR_HOST_MEMORY : r == -ENOSPC ? CKR_DEVICE_MEMORY : CKR_DEVICE_ERROR;
 }
 
-/* ---- AES-256-GCM with the master key or a PIN-derived key ------------------ */
-
-static bool gcm(bool enc, const uint8_t key[32], const uint8_t nonce[12], const uint8_t *aad,
-		size_t aad_len, const uint8_t *in, size_t len, uint8_t *out, uint8_t tag[16])
-{
-	EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
-	int n, ok = 0;
-
-	if (!c)
-		return false;
-	if (EVP_CipherInit_ex(c, EVP_aes_256_gcm(), NULL, key, nonce, enc) != 1 ||
-	    EVP_CipherUpdate(c, NULL, &n, aad, (int)aad_len) != 1 ||
-	    (len && EVP_CipherUpdate(c, out, &n, in, (int)len) != 1))
-		goto out;
-	if (!enc && EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, 16, tag) != 1)
-		goto out;
-	if (EVP_CipherFinal_ex(c, out + len, &n) != 1)
-		goto out;
-	if (enc && EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, 16, tag) != 1)
-		goto out;
-	ok = 1;
-out:
-	EVP_CIPHER_CTX_free(c);
-	return ok;
-}
-
+/* ---- AES-256-GCM with the master key or a PIN-derived key ------------------
+ * tok_store_gcm, tok_store_pbkdf2, tok_store_hmac: the engine's private
+ * library context (keys.c), so an application's default context, its
+ * providers or properties cannot divert or break the store. */
 /* ---- PINs ------------------------------------------------------------------ */
 
 static const char aad_mk[] = "softtoken master key v1";
@@ -245,17 +329,14 @@ static bool pin_keys(const struct tok_pin *rec, const uint8_t *pin, size_t len, 
 		     uint8_t check[32])
 {
 	uint8_t p[32];
-	unsigned n = 32;
 	bool ok;
 
 	/* The PKCS#11 entry points bound the length (TOK_MIN_PIN..TOK_MAX_PIN)
 	 * first; never let a CK_ULONG become OpenSSL's int (or its strlen). */
 	if (len < TOK_MIN_PIN || len > TOK_MAX_PIN)
 		return false;
-	ok = PKCS5_PBKDF2_HMAC((const char *)pin, (int)len, rec->salt, sizeof(rec->salt),
-				    (int)rec->iterations, EVP_sha256(), sizeof(p), p) == 1 &&
-		  HMAC(EVP_sha256(), p, sizeof(p), (const uint8_t *)"kek", 3, kek, &n) &&
-		  HMAC(EVP_sha256(), p, sizeof(p), (const uint8_t *)"check", 5, check, &n);
+	ok = tok_store_pbkdf2(pin, len, rec->salt, sizeof(rec->salt), rec->iterations, p) &&
+	     tok_store_hmac(p, "kek", kek) && tok_store_hmac(p, "check", check);
 
 	OPENSSL_cleanse(p, sizeof(p));
 	return ok;
@@ -274,7 +355,7 @@ CK_RV tok_pin_make(struct tok_pin *rec, const uint8_t *pin, size_t len, const ui
 		return CKR_DEVICE_ERROR;
 	if (!pin_keys(&r, pin, len, kek, r.check))
 		goto out;
-	if (!gcm(true, kek, r.nonce, (const uint8_t *)aad_mk, sizeof(aad_mk) - 1, mk, 32,
+	if (!tok_store_gcm(true, kek, r.nonce, (const uint8_t *)aad_mk, sizeof(aad_mk) - 1, mk, 32,
 		 r.wrapped_mk, r.wrapped_mk + 32))
 		goto out;
 	*rec = r;
@@ -299,7 +380,7 @@ CK_RV tok_pin_check(const struct tok_pin *rec, const uint8_t *pin, size_t len, u
 		goto out;
 	memcpy(tag, rec->wrapped_mk + 32, 16);
 	/* The check matched: a tag failure now means the record is corrupt. */
-	if (!gcm(false, kek, rec->nonce, (const uint8_t *)aad_mk, sizeof(aad_mk) - 1,
+	if (!tok_store_gcm(false, kek, rec->nonce, (const uint8_t *)aad_mk, sizeof(aad_mk) - 1,
 		 rec->wrapped_mk, 32, mk, tag)) {
 		rv = CKR_GENERAL_ERROR;
 		goto out;
@@ -456,7 +537,7 @@ CK_RV tok_store_save_token(struct tok_token *t)
 	}
 	rv = announce(t, NULL, false);
 	if (rv == CKR_OK) {
-		r = write_atomic(t->dir, "token.json", (const uint8_t *)s, strlen(s));
+		r = write_atomic(t->dir, &t->share, "token.json", (const uint8_t *)s, strlen(s));
 		if (r < 0) {
 			tok_msg("cannot write %s/token.json: %s", t->dir, strerror(-r));
 			rv = errno_rv(r);
@@ -477,14 +558,14 @@ static CK_RV load_token(struct tok_token *t)
 	int r;
 
 	snprintf(path, sizeof(path), "%s/token.json", t->dir);
-	r = read_file(path, &buf, &len);
+	r = read_file(path, &t->share, &buf, &len, why, sizeof(why));
 	if (r == -ENOENT) {
 		t->initialized = false;
 		t->so = t->user = (struct tok_pin){ 0 };
 		return CKR_OK;
 	}
 	if (r < 0) {
-		tok_msg("cannot read token file %s: %s", path, read_err(r));
+		tok_msg("cannot read token file %s: %s", path, read_err(r, why));
 		return r == -ENOMEM ? CKR_HOST_MEMORY : CKR_GENERAL_ERROR;
 	}
 	if (!parse_token(buf, len, &tf, why, sizeof(why))) {
@@ -589,6 +670,26 @@ static uint64_t get_le(const uint8_t *p, int n)
 	return v;
 }
 
+/* The object directory's checks (as tok_store_open's), once it exists: it
+ * may appear after C_Initialize, made by this or another process. */
+static CK_RV objdir_checked(struct tok_token *t)
+{
+	char objdir[4096 + 16], err[512];
+
+	if (t->obj_checked)
+		return CKR_OK;
+	snprintf(objdir, sizeof(objdir), "%s/objects", t->dir);
+	if (access(objdir, F_OK) < 0)
+		return CKR_OK; /* none yet: nothing to read */
+	if (tok_store_check_dir(objdir, "object directory", true, &t->share, &t->objshare, err, sizeof(err)) !=
+	    CKR_OK) {
+		tok_msg("%s", err);
+		return CKR_GENERAL_ERROR;
+	}
+	t->obj_checked = true;
+	return CKR_OK;
+}
+
 CK_RV tok_store_save_object(struct tok_token *t, struct tok_object *o)
 {
 	char objdir[4096], name[64];
@@ -600,11 +701,15 @@ CK_RV tok_store_save_object(struct tok_token *t, struct tok_object *o)
 
 	assert(t->store_locked);
 	snprintf(objdir, sizeof(objdir), "%s/objects", t->dir);
-	r = mkdir_p(objdir);
+	r = tok_store_mkdir(objdir);
 	if (r < 0) {
 		tok_msg("cannot create %s: %s", objdir, strerror(-r));
 		return errno_rv(r);
 	}
+	rv = objdir_checked(t);
+	if (rv != CKR_OK)
+		return rv;
+	rv = CKR_HOST_MEMORY;
 	pthread_mutex_lock(&o->mu);
 	for (size_t i = 0; i < o->attrs.n; i++) {
 		/* Never write what cannot be read back: a value over the
@@ -643,7 +748,7 @@ CK_RV tok_store_save_object(struct tok_token *t, struct tok_object *o)
 	if (enc) {
 		uint8_t *nonce = file + hdr;
 		if (tok_random(nonce, 12) != CKR_OK ||
-		    !gcm(true, t->mk, nonce, file, hdr, plain, len, file + hdr + 12, file + hdr + 12 + len)) {
+		    !tok_store_gcm(true, t->mk, nonce, file, hdr, plain, len, file + hdr + 12, file + hdr + 12 + len)) {
 			rv = CKR_DEVICE_ERROR;
 			goto out;
 		}
@@ -656,7 +761,7 @@ CK_RV tok_store_save_object(struct tok_token *t, struct tok_object *o)
 	if (rv != CKR_OK)
 		goto out;
 	snprintf(name, sizeof(name), "%s.obj", o->uuid);
-	r = write_atomic(objdir, name, file, off);
+	r = write_atomic(objdir, &t->objshare, name, file, off);
 	if (r < 0) {
 		tok_msg("cannot write %s/%s: %s", objdir, name, strerror(-r));
 		rv = errno_rv(r);
@@ -717,7 +822,7 @@ static CK_RV parse_attrs(const uint8_t *p, size_t len, struct tok_attrs *a)
  * user is logged in (they need the master key). */
 static CK_RV refresh_one(struct tok_token *t, const char *uuid)
 {
-	char path[4096 + 512];
+	char path[4096 + 512], why[160] = "";
 	uint8_t *buf = NULL, *plain = NULL;
 	size_t len = 0, hdr = sizeof(obj_magic) + 4 + 32, plen;
 	struct tok_attrs attrs = { 0 };
@@ -728,7 +833,11 @@ static CK_RV refresh_one(struct tok_token *t, const char *uuid)
 	int r;
 
 	snprintf(path, sizeof(path), "%s/objects/%.32s.obj", t->dir, uuid);
-	r = read_file(path, &buf, &len);
+	rv = objdir_checked(t);
+	if (rv != CKR_OK)
+		goto out;
+	rv = CKR_GENERAL_ERROR;
+	r = read_file(path, &t->objshare, &buf, &len, why, sizeof(why));
 	if (r == -ENOENT) {
 		if (cur)
 			tok_obj_unpublish(t, cur); /* destroyed by another process */
@@ -736,7 +845,7 @@ static CK_RV refresh_one(struct tok_token *t, const char *uuid)
 		goto out;
 	}
 	if (r < 0) {
-		tok_msg("cannot read %s: %s", path, read_err(r));
+		tok_msg("cannot read %s: %s", path, read_err(r, why));
 		rv = r == -ENOMEM ? CKR_HOST_MEMORY : CKR_GENERAL_ERROR;
 		goto out;
 	}
@@ -761,7 +870,7 @@ static CK_RV refresh_one(struct tok_token *t, const char *uuid)
 			rv = CKR_HOST_MEMORY;
 			goto out;
 		}
-		if (!gcm(false, t->mk, buf + hdr, buf, hdr, buf + hdr + 12, plen, plain,
+		if (!tok_store_gcm(false, t->mk, buf + hdr, buf, hdr, buf + hdr + 12, plen, plain,
 			 buf + len - 16))
 			goto corrupt;
 		rv = parse_attrs(plain, plen, &attrs);
@@ -977,7 +1086,9 @@ CK_RV tok_store_open(struct tok_token *t, char *err, size_t errlen)
 	char path[4096 + 512], objdir[4096 + 16];
 	struct stat st;
 	CK_RV rv;
-	int r = mkdir_p(t->dir);
+	const char *no;
+	char why[160];
+	int r = tok_store_mkdir(t->dir);
 
 	atomic_store(&t->seen_gen, NEVER_SYNCED);
 	t->seen_epoch = NEVER_SYNCED;
@@ -987,14 +1098,17 @@ CK_RV tok_store_open(struct tok_token *t, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot create %s: %s", t->dir, strerror(-r));
 		return CKR_GENERAL_ERROR;
 	}
-	rv = tok_store_check_dir(t->dir, "token directory", true, err, errlen);
+	t->obj_checked = false;
+	rv = tok_store_check_dir(t->dir, "token directory", true, &tok_g.token_share, &t->share, err, errlen);
 	snprintf(objdir, sizeof(objdir), "%s/objects", t->dir);
-	if (rv == CKR_OK && access(objdir, F_OK) == 0)
-		rv = tok_store_check_dir(objdir, "object directory", true, err, errlen);
+	if (rv == CKR_OK && access(objdir, F_OK) == 0) {
+		rv = tok_store_check_dir(objdir, "object directory", true, &t->share, &t->objshare, err, errlen);
+		t->obj_checked = rv == CKR_OK;
+	}
 	if (rv != CKR_OK)
 		return rv;
 	snprintf(path, sizeof(path), "%s/store.lock", t->dir);
-	t->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	t->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, tok_store_file_mode(&t->share));
 	if (t->lock_fd < 0) {
 		snprintf(err, errlen, "cannot open %s: %s", path,
 			 errno == ELOOP ? "a symlink: refused" : strerror(errno));
@@ -1002,6 +1116,19 @@ CK_RV tok_store_open(struct tok_token *t, char *err, size_t errlen)
 	}
 	if (fstat(t->lock_fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
 		snprintf(err, errlen, "%s is not a regular file with one link: refused", path);
+		goto fail;
+	}
+	/* Ours in a shared directory (just made, or left 0600 by a version
+	 * before sharing): every member of the group must lock and write it. */
+	if (t->share.shared && st.st_uid == geteuid() && (st.st_mode & 07777) != 0660) {
+		if (fchmod(t->lock_fd, 0660) < 0 || fstat(t->lock_fd, &st) < 0) {
+			snprintf(err, errlen, "cannot make %s mode 0660: %s", path, strerror(errno));
+			goto fail;
+		}
+	}
+	no = tok_store_file_refusal(&st, &t->share, why, sizeof(why));
+	if (no) {
+		snprintf(err, errlen, "%s is %s: refused", path, no);
 		goto fail;
 	}
 	if (st.st_size < LOCK_SIZE) {

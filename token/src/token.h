@@ -185,6 +185,17 @@ CK_RV tok_unwrap(const CK_MECHANISM *mech, struct tok_object *unwrapping, CK_OBJ
 CK_RV tok_derive(const CK_MECHANISM *mech, struct tok_object *base, CK_KEY_TYPE kt, const struct tok_attrs *tmpl,
 		 struct tok_attrs *out);
 
+/* The store's crypto (store.c), in the engine's private library context:
+ * AES-256-GCM over in[0..len) with aad (enc: out and tag written; else tag
+ * checked, false on a mismatch); PBKDF2-HMAC-SHA256 of a PIN into 32 bytes;
+ * HMAC-SHA256(key, label). False on any failure (OpenSSL's error queue
+ * cleared). */
+bool tok_store_gcm(bool enc, const uint8_t key[32], const uint8_t nonce[12], const uint8_t *aad,
+		   size_t aad_len, const uint8_t *in, size_t len, uint8_t *out, uint8_t tag[16]);
+bool tok_store_pbkdf2(const uint8_t *pin, size_t len, const uint8_t *salt, size_t salt_len, uint64_t iterations,
+		      uint8_t out[32]);
+bool tok_store_hmac(const uint8_t key[32], const char *label, uint8_t out[32]);
+
 CK_RV tok_random(uint8_t *buf, size_t len);          /* RAND_bytes */
 CK_RV tok_seed_random(const uint8_t *buf, size_t len); /* RAND_add */
 
