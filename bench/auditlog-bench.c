@@ -1721,6 +1721,9 @@ struct token_arm {
 	struct auditlog_stats d; /* the arm's deltas (counters only) */
 	double bytes_per_record, fsyncs_per_record, batches_per_record, records_per_batch;
 	double worker_ns_per_record;
+	double caller_ns_per_record; /* sync arm: the caller's CPU in record_sync (NAN: async,
+				      * whose caller spins through its gaps) */
+	double others_ns_per_record; /* process CPU but the caller's: worker, io-wq */
 	bool exact; /* the log grew by exactly one record per operation */
 };
 #define NTOKEN 3u
@@ -1732,7 +1735,7 @@ static int token_arm_run(const struct opts *o, const char *dir, struct token_arm
 	struct auditlog_event ev[NVAR];
 	struct auditlog *log;
 	struct auditlog_stats s0, s1;
-	uint64_t w0 = 0, w1 = 0, t0, next;
+	uint64_t w0 = 0, w1 = 0, t0, next, c0, c1, p0, p1;
 	const char *src = "none";
 	int r = 0, rc;
 
@@ -1751,6 +1754,8 @@ static int token_arm_run(const struct opts *o, const char *dir, struct token_arm
 	pid_t wtid = find_worker();
 	bool wf = wtid > 0 && thread_cpu_ns(wtid, &w0, &src) == 0;
 	auditlog_get_stats(log, &s0, sizeof(s0));
+	c0 = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	p0 = cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	t0 = next = now_ns();
 	for (uint64_t i = 0; i < a->records && r == 0; i++) {
 		const struct auditlog_event *e = &ev[i & (NVAR - 1)];
@@ -1766,6 +1771,8 @@ static int token_arm_run(const struct opts *o, const char *dir, struct token_arm
 	if (r == 0)
 		r = auditlog_flush(log);
 	a->seconds = (double)(now_ns() - t0) / 1e9;
+	c1 = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	p1 = cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	if (wf && thread_cpu_ns(wtid, &w1, &src) < 0)
 		wf = false;
 	auditlog_get_stats(log, &s1, sizeof(s1));
@@ -1791,6 +1798,8 @@ static int token_arm_run(const struct opts *o, const char *dir, struct token_arm
 	a->batches_per_record = (double)a->d.batches / n;
 	a->records_per_batch = a->d.batches ? (double)a->d.records_written / (double)a->d.batches : 0;
 	a->worker_ns_per_record = wf ? (double)(w1 - w0) / n : NAN;
+	a->caller_ns_per_record = a->sync ? (double)(c1 - c0) / n : NAN;
+	a->others_ns_per_record = ((double)(p1 - p0) - (double)(c1 - c0)) / n;
 	if (!a->exact) {
 		error_msg("token-shaped arm %s: %" PRIu64 " operations but %" PRIu64
 			  " events and %" PRIu64 " records written",
@@ -2075,17 +2084,25 @@ static void print_table(const struct report *R)
 	if (ph & PH_TOKEN) {
 		printf("\ntoken-shaped logs (one producer, %u records an arm, fresh log each)\n",
 		       o->token_records);
-		printf("  %-15s %6s %9s %10s %10s %10s %9s %11s\n", "arm", "gap us", "window us",
-		       "bytes/rec", "fsyncs/rec", "batches/rec", "rec/batch", "worker ns/rec");
+		printf("  %-15s %6s %9s %10s %10s %11s %9s %14s %14s %14s\n", "arm", "gap us",
+		       "window us", "bytes/rec", "fsyncs/rec", "batches/rec", "rec/batch",
+		       "worker ns/rec", "caller ns/rec", "others ns/rec");
 		for (unsigned i = 0; i < NTOKEN; i++) {
 			const struct token_arm *t = &R->tok[i];
 			char gap[16];
 			snprintf(gap, sizeof(gap), t->sync ? "sync" : "%" PRIu64, t->gap_us);
-			printf("  %-15s %6s %9" PRIu64 " %10.1f %10.3f %11.3f %9.2f %11.0f\n", t->name,
-			       gap, t->coalesce_us, t->bytes_per_record, t->fsyncs_per_record,
-			       t->batches_per_record, t->records_per_batch, t->worker_ns_per_record);
+			char caller[24];
+			snprintf(caller, sizeof(caller), isfinite(t->caller_ns_per_record) ? "%.0f" : "-",
+				 t->caller_ns_per_record);
+			printf("  %-15s %6s %9" PRIu64 " %10.1f %10.3f %11.3f %9.2f %14.0f %14s "
+			       "%14.0f\n",
+			       t->name, gap, t->coalesce_us, t->bytes_per_record, t->fsyncs_per_record,
+			       t->batches_per_record, t->records_per_batch, t->worker_ns_per_record,
+			       caller, t->others_ns_per_record);
 		}
-		printf("  every arm's log holds exactly one record per operation\n");
+		printf("  every arm's log holds exactly one record per operation; CPU: the worker's,\n"
+		       "  the caller's in record_sync (async callers spin through their gaps: not\n"
+		       "  shown), and the process's but the caller's (worker, io-wq)\n");
 	}
 
 	printf("\nfigures against their targets\n");
@@ -2234,6 +2251,8 @@ static void print_json(const struct report *R)
 			jfix(&j, "batches_per_record", t->batches_per_record, 3);
 			jfix(&j, "records_per_batch", t->records_per_batch, 2);
 			jfix(&j, "worker_cpu_ns_per_record", t->worker_ns_per_record, 0);
+			jfix(&j, "caller_cpu_ns_per_record", t->caller_ns_per_record, 0);
+			jfix(&j, "other_threads_cpu_ns_per_record", t->others_ns_per_record, 0);
 			jbool(&j, "one_record_per_operation", t->exact);
 			jclose(&j, '}');
 		}
