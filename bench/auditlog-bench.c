@@ -246,6 +246,7 @@ struct opts {
 	unsigned line_size;    /* 0: the token's shape as it is */
 	unsigned phases;       /* PH_* */
 	uint64_t coalesce_us;  /* auditlog_config_set_async_coalesce_us of every log */
+	size_t max_batch;      /* auditlog_config_set_max_batch_bytes; 0: the library's */
 	unsigned token_records;
 	uint64_t token_gap_us;
 };
@@ -411,6 +412,8 @@ static void usage(FILE *f)
 	      "                       (default 0, the library's)\n"
 	      "  --token-records N    records of each token-shaped arm (default 2000)\n"
 	      "  --token-gap-us N     gap between the async arms' records (default 100)\n"
+	      "  --max-batch-bytes N  auditlog_config_set_max_batch_bytes (K/M suffixes;\n"
+	      "                       default: the library's, 1 MiB)\n"
 	      "  --rotate-bytes N     rotate the log at N bytes (K/M/G suffixes; default 0 = never)\n"
 	      "  --dir DIR            put the files in a new directory under DIR\n"
 	      "                       (default /var/tmp); it is removed at the end\n"
@@ -430,7 +433,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	enum {
 		OPT_JSON = 256, OPT_EVENTS, OPT_THREADS, OPT_VERSION, OPT_ROTATE, OPT_DIR, OPT_LOG, OPT_KEEP,
 		OPT_BACKEND, OPT_SYNC, OPT_ENQ, OPT_SEAL, OPT_SIGN, OPT_LINE, OPT_PHASES, OPT_COALESCE,
-		OPT_TOKEN_N, OPT_TOKEN_GAP
+		OPT_TOKEN_N, OPT_TOKEN_GAP, OPT_MAX_BATCH
 	};
 	static const struct option lo[] = {
 		{"json", no_argument, NULL, OPT_JSON},
@@ -451,6 +454,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{"coalesce-us", required_argument, NULL, OPT_COALESCE},
 		{"token-records", required_argument, NULL, OPT_TOKEN_N},
 		{"token-gap-us", required_argument, NULL, OPT_TOKEN_GAP},
+		{"max-batch-bytes", required_argument, NULL, OPT_MAX_BATCH},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -538,6 +542,10 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			o->token_records = (unsigned)arg_u64("--token-records", optarg, 10, 1000000,
 							     false);
 			break;
+		case OPT_MAX_BATCH:
+			o->max_batch = (size_t)arg_u64("--max-batch-bytes", optarg, 1,
+						       UINT64_C(1) << 30, true);
+			break;
 		case OPT_TOKEN_GAP:
 			o->token_gap_us = arg_u64("--token-gap-us", optarg, 0, 1000000, false);
 			break;
@@ -570,11 +578,15 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	struct auditlog_config *cfg;
 	if (auditlog_config_new(&cfg) == 0) {
 		int r = auditlog_config_set_rotate_bytes(cfg, o->rotate_bytes);
+		int rb = o->max_batch ? auditlog_config_set_max_batch_bytes(cfg, o->max_batch) : 0;
 		auditlog_config_free(cfg);
 		if (r < 0)
 			bad_arg("--rotate-bytes: the library refuses %" PRIu64
 				" (0 = never; a size must not be that small)",
 				o->rotate_bytes);
+		if (rb < 0)
+			bad_arg("--max-batch-bytes: the library refuses %zu (16 KiB..64 MiB)",
+				o->max_batch);
 	}
 }
 
@@ -945,6 +957,7 @@ static int open_log(const struct opts *o, const char *path, size_t queue, uint64
 	    (r = auditlog_config_set_rotate_bytes(cfg, rotate)) < 0 ||
 	    (r = auditlog_config_set_backend(cfg, o->backend)) < 0 ||
 	    (r = auditlog_config_set_async_coalesce_us(cfg, coalesce_us)) < 0 ||
+	    (o->max_batch && (r = auditlog_config_set_max_batch_bytes(cfg, o->max_batch)) < 0) ||
 	    (o->seal_state &&
 	     (r = auditlog_config_set_sealing(cfg, o->seal_state, o->signing_key)) < 0)) {
 		auditlog_config_free(cfg);
@@ -2153,6 +2166,7 @@ static void print_json(const struct report *R)
 	ju64(&j, "events", o->events);
 	ju64(&j, "line_size_requested", o->line_size);
 	ju64(&j, "coalesce_us", o->coalesce_us);
+	ju64(&j, "max_batch_bytes", o->max_batch); /* 0: the library's default */
 	if (ph & PH_SUSTAINED) {
 		jfix(&j, "line_bytes_avg", su->line_avg, 1);
 		jfix(&j, "raw_line_bytes_avg", R->raw_line_avg, 1);
