@@ -17,8 +17,9 @@
  *   auditlog-bench [--json] [--events N] [--threads N] [--format-version 0|1|2]
  *                  [--seal-state FILE --signing-key FILE] [--line-size N]
  *                  [--phases LIST] [--coalesce-us N] [--token-records N]
- *                  [--token-gap-us N] [--rotate-bytes N] [--dir DIR] [--keep]
- *                  [--backend B] [--sync-samples N] [--enqueue-samples N]
+ *                  [--token-gap-us N] [--max-batch-bytes N] [--rotate-bytes N]
+ *                  [--dir DIR] [--keep] [--backend B] [--sync-samples N]
+ *                  [--enqueue-samples N]
  *   auditlog-bench --log PATH [--events N] [--threads N] [--format-version 0|1|2]
  *                  [--line-size N] [--rotate-bytes N] [--backend B] [--json]
  *
