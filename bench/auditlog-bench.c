@@ -9,13 +9,19 @@
  *   sync        auditlog_record_sync() latency vs one pwrite + fdatasync,
  *               interleaved in rounds so that noise hits both
  *   enqueue     auditlog_record() latency, 2 producers, every call timed
- *   worker CPU  on-CPU ns of the "auditlog-worker" thread per event
+ *   CPU         per event: the "auditlog-worker" thread, the producers, their
+ *               sum and the whole process
+ *   token       token-shaped logs (one record per batch): bytes and
+ *               fdatasyncs per record
  *
- *   auditlog-bench [--json] [--events N] [--threads N] [--format-version 0|1]
- *                  [--rotate-bytes N] [--dir DIR] [--keep] [--backend B]
- *                  [--sync-samples N] [--enqueue-samples N]
- *   auditlog-bench --log PATH [--events N] [--threads N] [--format-version 0|1]
- *                  [--rotate-bytes N] [--backend B] [--json]
+ *   auditlog-bench [--json] [--events N] [--threads N] [--format-version 0|1|2]
+ *                  [--seal-state FILE --signing-key FILE] [--line-size N]
+ *                  [--phases LIST] [--coalesce-us N] [--token-records N]
+ *                  [--token-gap-us N] [--max-batch-bytes N] [--rotate-bytes N]
+ *                  [--dir DIR] [--keep] [--backend B] [--sync-samples N]
+ *                  [--enqueue-samples N]
+ *   auditlog-bench --log PATH [--events N] [--threads N] [--format-version 0|1|2]
+ *                  [--line-size N] [--rotate-bytes N] [--backend B] [--json]
  *
  * Exit status: 0 the run completed (whether or not the targets were met),
  * 1 the library or the system failed, 2 bad arguments or a refused target
@@ -93,11 +99,27 @@ const char *const bench_prog = PROG;
 #define FSYNC_FLOOR_NS 2000.0       /* a faster median fdatasync is no fdatasync */
 
 #define T_SUSTAINED 1000000.0
-#define T_RATIO 0.8
+#define T_RATIO 0.9
 #define T_SYNC_RATIO 1.2
 #define T_ENQ_P50 100.0
 #define T_ENQ_P999 2000.0
-#define T_WORKER 400.0
+#define T_WORKER_V1 500.0 /* v0 and v1 */
+#define T_WORKER_V2 350.0
+#define T_TOTAL_CPU 1200.0 /* producers + worker (+ sealer), ns per event */
+#define NTARGETS 7
+
+#define LINE_SIZE_MAX 4096u   /* --line-size: the detail member pads up to its cap */
+#define DEF_TOKEN_RECORDS 2000u
+#define DEF_TOKEN_GAP_US 100u /* the token's ECDSA verify: one operation per 65-80 us */
+#define TOKEN_COALESCE_US 1000u /* the token's default audit_async_coalesce_us */
+#define V2_STEP_EVENTS 100000u  /* format-layer timing of v2's producer step */
+
+/* --phases */
+#define PH_SUSTAINED 1u /* with the raw ceiling it is compared with */
+#define PH_SYNC 2u
+#define PH_ENQUEUE 4u
+#define PH_TOKEN 8u
+#define PH_ALL (PH_SUSTAINED | PH_SYNC | PH_ENQUEUE | PH_TOKEN)
 
 static const unsigned sweep_sizes[] = {16, 64, 256, 1024, 4096, 16384};
 #define NSWEEP (sizeof(sweep_sizes) / sizeof(sweep_sizes[0]))
@@ -125,14 +147,47 @@ static const struct {
 	 {0x19, 0xe4, 0x6a, 0x02, 0xc7, 0x30, 0x00, 0x07}},
 };
 
+/* --line-size: each variant's shape. Members are dropped, most optional
+ * first, until the line fits, then `detail` pads it to the size asked for.
+ * Without --line-size every variant is the token's shape (drop 0, no detail). */
+#define DROP_LABEL (1u << 0)
+#define DROP_KEY_ID (1u << 1)
+#define DROP_MECH (1u << 2)
+#define DROP_SESSION (1u << 3)
+#define DROP_SLOT (1u << 4)
+#define DROP_RV (1u << 5)
+#define DROP_ACTOR (1u << 6)
+static const unsigned drop_levels[] = {
+	0,
+	DROP_LABEL,
+	DROP_LABEL | DROP_KEY_ID,
+	DROP_LABEL | DROP_KEY_ID | DROP_MECH,
+	DROP_LABEL | DROP_KEY_ID | DROP_MECH | DROP_SESSION,
+	DROP_LABEL | DROP_KEY_ID | DROP_MECH | DROP_SESSION | DROP_SLOT,
+	DROP_LABEL | DROP_KEY_ID | DROP_MECH | DROP_SESSION | DROP_SLOT | DROP_RV,
+	DROP_LABEL | DROP_KEY_ID | DROP_MECH | DROP_SESSION | DROP_SLOT | DROP_RV | DROP_ACTOR,
+};
+#define NDROP (sizeof(drop_levels) / sizeof(drop_levels[0]))
+
+struct shape {
+	unsigned drop;
+	size_t detail; /* bytes of g_detail in the event's detail member */
+	size_t actor;  /* 0: "user"; else bytes of g_actor (a few bytes more than "user") */
+};
+static struct shape g_shape[NVAR];
+static char g_detail[LINE_SIZE_MAX]; /* plain printable ASCII: nothing to escape */
+static const char g_actor[] = "user.abcdefghijklmnopqrstuvwxyz";
+
 /* Variant v of producer t: the four operations in turn; sign/verify with the
  * ECDSA and RSA keys, encrypt/decrypt with the AES key; four sessions per
- * producer on slot 0; 2 of every 64 events a failed C_Verify. */
+ * producer on slot 0; 2 of every 64 events a failed C_Verify. g_shape[v] then
+ * drops members or adds a detail (--line-size). */
 static void make_event(struct auditlog_event *ev, unsigned t, unsigned v)
 {
 	static const unsigned sigkeys[] = {0, 1, 3};
 	unsigned a = v % 4, k = (a == 1 || a == 2) ? 2 : sigkeys[(v / 4) % 3];
 	bool fail = a == 3 && (v / 4) % 8 == 7;
+	const struct shape *sh = &g_shape[v & (NVAR - 1)];
 
 	*ev = (struct auditlog_event){
 		.flags = AUDITLOG_EV_RV | AUDITLOG_EV_MECHANISM | AUDITLOG_EV_SLOT |
@@ -151,6 +206,28 @@ static void make_event(struct auditlog_event *ev, unsigned t, unsigned v)
 		.actor = "user",
 		.actor_len = 4,
 	};
+	if (sh->drop & DROP_LABEL)
+		ev->key_label = NULL, ev->key_label_len = 0;
+	if (sh->drop & DROP_KEY_ID)
+		ev->key_id = NULL, ev->key_id_len = 0;
+	if (sh->drop & DROP_MECH)
+		ev->flags &= ~AUDITLOG_EV_MECHANISM;
+	if (sh->drop & DROP_SESSION)
+		ev->flags &= ~AUDITLOG_EV_SESSION;
+	if (sh->drop & DROP_SLOT)
+		ev->flags &= ~AUDITLOG_EV_SLOT;
+	if (sh->drop & DROP_RV)
+		ev->flags &= ~AUDITLOG_EV_RV;
+	if (sh->drop & DROP_ACTOR)
+		ev->actor = NULL, ev->actor_len = 0;
+	if (sh->detail) {
+		ev->detail = g_detail;
+		ev->detail_len = sh->detail;
+	}
+	if (sh->actor && ev->actor) {
+		ev->actor = g_actor;
+		ev->actor_len = sh->actor;
+	}
 }
 
 /* ---- small helpers -------------------------------------------------------- */
@@ -166,6 +243,13 @@ struct opts {
 	enum auditlog_backend backend;
 	unsigned sync_samples;
 	unsigned enq_samples;
+	const char *seal_state, *signing_key; /* v2: auditlog_config_set_sealing */
+	unsigned line_size;    /* 0: the token's shape as it is */
+	unsigned phases;       /* PH_* */
+	uint64_t coalesce_us;  /* auditlog_config_set_async_coalesce_us of every log */
+	size_t max_batch;      /* auditlog_config_set_max_batch_bytes; 0: the library's */
+	unsigned token_records;
+	uint64_t token_gap_us;
 };
 
 static bool g_progress; /* progress lines on stderr (set once in main) */
@@ -278,19 +362,59 @@ static int datasync(int fd)
 
 /* ---- argument parsing ----------------------------------------------------- */
 
+static unsigned parse_phases(const char *arg)
+{
+	static const struct {
+		const char *name;
+		unsigned bit;
+	} ph[] = {{"sustained", PH_SUSTAINED}, {"sync", PH_SYNC}, {"enqueue", PH_ENQUEUE},
+		  {"token", PH_TOKEN}, {"all", PH_ALL}};
+	unsigned m = 0;
+	const char *p = arg;
+
+	for (;;) {
+		size_t n = strcspn(p, ",");
+		unsigned bit = 0;
+		for (size_t i = 0; i < sizeof(ph) / sizeof(ph[0]); i++)
+			if (strlen(ph[i].name) == n && strncmp(p, ph[i].name, n) == 0)
+				bit = ph[i].bit;
+		if (!bit)
+			bad_arg("--phases: '%.*s' is not sustained, sync, enqueue, token or all",
+				(int)n, p);
+		m |= bit;
+		if (!p[n])
+			break;
+		p += n + 1;
+	}
+	return m;
+}
+
 static void usage(FILE *f)
 {
 	fputs("usage: " PROG " [options]\n"
-	      "       " PROG " --log PATH [--events N] [--threads N] [--format-version 0|1]\n"
-	      "                     [--rotate-bytes N] [--backend B] [--json]\n"
+	      "       " PROG " --log PATH [--events N] [--threads N] [--format-version 0|1|2]\n"
+	      "                     [--line-size N] [--rotate-bytes N] [--backend B] [--json]\n"
 	      "\n"
-	      "Measures durable throughput, record_sync and enqueue latency and worker CPU of\n"
-	      "libauditlog next to raw pwrite+fdatasync baselines of the same run.\n"
+	      "Measures durable throughput, record_sync and enqueue latency, CPU per event and\n"
+	      "token-shaped logs of libauditlog next to raw pwrite+fdatasync baselines of the\n"
+	      "same run.\n"
 	      "\n"
 	      "  --json               print one JSON object instead of the table\n"
 	      "  --events N           events of the sustained phase (default 2000000)\n"
 	      "  --threads N          producer threads (default: online CPUs)\n"
-	      "  --format-version V   0 or 1 (default 1)\n"
+	      "  --format-version V   0, 1 or 2 (default 1); 2 needs the two files below\n"
+	      "  --seal-state FILE    v2: the sealing state file (auditlog_config_set_sealing)\n"
+	      "  --signing-key FILE   v2: the checkpoint signing key file\n"
+	      "  --line-size N        lines of N bytes (drop members, pad with a detail;\n"
+	      "                       default: the token's shape, about 340 bytes)\n"
+	      "  --phases LIST        of sustained,sync,enqueue,token (default: all);\n"
+	      "                       sustained includes its raw ceiling\n"
+	      "  --coalesce-us N      auditlog_config_set_async_coalesce_us of every log\n"
+	      "                       (default 0, the library's)\n"
+	      "  --token-records N    records of each token-shaped arm (default 2000)\n"
+	      "  --token-gap-us N     gap between the async arms' records (default 100)\n"
+	      "  --max-batch-bytes N  auditlog_config_set_max_batch_bytes (K/M suffixes;\n"
+	      "                       default: the library's, 1 MiB)\n"
 	      "  --rotate-bytes N     rotate the log at N bytes (K/M/G suffixes; default 0 = never)\n"
 	      "  --dir DIR            put the files in a new directory under DIR\n"
 	      "                       (default /var/tmp); it is removed at the end\n"
@@ -309,7 +433,8 @@ static void parse_args(int argc, char **argv, struct opts *o)
 {
 	enum {
 		OPT_JSON = 256, OPT_EVENTS, OPT_THREADS, OPT_VERSION, OPT_ROTATE, OPT_DIR, OPT_LOG, OPT_KEEP,
-		OPT_BACKEND, OPT_SYNC, OPT_ENQ
+		OPT_BACKEND, OPT_SYNC, OPT_ENQ, OPT_SEAL, OPT_SIGN, OPT_LINE, OPT_PHASES, OPT_COALESCE,
+		OPT_TOKEN_N, OPT_TOKEN_GAP, OPT_MAX_BATCH
 	};
 	static const struct option lo[] = {
 		{"json", no_argument, NULL, OPT_JSON},
@@ -323,6 +448,14 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{"backend", required_argument, NULL, OPT_BACKEND},
 		{"sync-samples", required_argument, NULL, OPT_SYNC},
 		{"enqueue-samples", required_argument, NULL, OPT_ENQ},
+		{"seal-state", required_argument, NULL, OPT_SEAL},
+		{"signing-key", required_argument, NULL, OPT_SIGN},
+		{"line-size", required_argument, NULL, OPT_LINE},
+		{"phases", required_argument, NULL, OPT_PHASES},
+		{"coalesce-us", required_argument, NULL, OPT_COALESCE},
+		{"token-records", required_argument, NULL, OPT_TOKEN_N},
+		{"token-gap-us", required_argument, NULL, OPT_TOKEN_GAP},
+		{"max-batch-bytes", required_argument, NULL, OPT_MAX_BATCH},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -337,6 +470,9 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		.backend = AUDITLOG_BACKEND_AUTO,
 		.sync_samples = DEF_SYNC_SAMPLES,
 		.enq_samples = DEF_ENQ_SAMPLES,
+		.phases = PH_ALL,
+		.token_records = DEF_TOKEN_RECORDS,
+		.token_gap_us = DEF_TOKEN_GAP_US,
 	};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
@@ -350,7 +486,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			o->threads = (unsigned)arg_u64("--threads", optarg, 1, 1024, false);
 			break;
 		case OPT_VERSION:
-			o->version = (unsigned)arg_u64("--format-version", optarg, 0, 1, false);
+			o->version = (unsigned)arg_u64("--format-version", optarg, 0, 2, false);
 			break;
 		case OPT_ROTATE:
 			o->rotate_bytes = arg_u64("--rotate-bytes", optarg, 0, UINT64_C(1) << 50, true);
@@ -383,6 +519,37 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			o->enq_samples = (unsigned)arg_u64("--enqueue-samples", optarg, 1000,
 							   4000000, false);
 			break;
+		case OPT_SEAL:
+			if (!*optarg)
+				bad_arg("--seal-state: empty path");
+			o->seal_state = optarg;
+			break;
+		case OPT_SIGN:
+			if (!*optarg)
+				bad_arg("--signing-key: empty path");
+			o->signing_key = optarg;
+			break;
+		case OPT_LINE:
+			o->line_size = (unsigned)arg_u64("--line-size", optarg, 1, LINE_SIZE_MAX, true);
+			break;
+		case OPT_PHASES:
+			o->phases = parse_phases(optarg);
+			break;
+		case OPT_COALESCE:
+			o->coalesce_us = arg_u64("--coalesce-us", optarg, 0,
+						 AUDITLOG_ASYNC_COALESCE_MAX_US, false);
+			break;
+		case OPT_TOKEN_N:
+			o->token_records = (unsigned)arg_u64("--token-records", optarg, 10, 1000000,
+							     false);
+			break;
+		case OPT_MAX_BATCH:
+			o->max_batch = (size_t)arg_u64("--max-batch-bytes", optarg, 1,
+						       UINT64_C(1) << 30, true);
+			break;
+		case OPT_TOKEN_GAP:
+			o->token_gap_us = arg_u64("--token-gap-us", optarg, 0, 1000000, false);
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -400,16 +567,27 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		bad_arg("--keep has no meaning with --log (the log is always kept)");
 	if (o->threads > o->events)
 		bad_arg("--threads %u is more than --events %" PRIu64, o->threads, o->events);
+	if (o->version == 2 && (!o->seal_state || !o->signing_key))
+		bad_arg("--format-version 2 needs --seal-state FILE and --signing-key FILE "
+			"(auditlog_config_set_sealing)");
+	if (o->version < 2 && (o->seal_state || o->signing_key))
+		bad_arg("--seal-state and --signing-key are for --format-version 2 only");
+	if (o->log_path && o->phases != PH_ALL)
+		bad_arg("--phases has no meaning with --log");
 
 	/* the library owns the valid ranges: ask it */
 	struct auditlog_config *cfg;
 	if (auditlog_config_new(&cfg) == 0) {
 		int r = auditlog_config_set_rotate_bytes(cfg, o->rotate_bytes);
+		int rb = o->max_batch ? auditlog_config_set_max_batch_bytes(cfg, o->max_batch) : 0;
 		auditlog_config_free(cfg);
 		if (r < 0)
 			bad_arg("--rotate-bytes: the library refuses %" PRIu64
 				" (0 = never; a size must not be that small)",
 				o->rotate_bytes);
+		if (rb < 0)
+			bad_arg("--max-batch-bytes: the library refuses %zu (16 KiB..64 MiB)",
+				o->max_batch);
 	}
 }
 
@@ -716,12 +894,31 @@ static pid_t find_worker(void)
 	return 0;
 }
 
-/* On-CPU ns of a thread: schedstat's first field, else utime+stime (ticks). */
+/* The CPU-time clock of another thread of this process, by its TID: what
+ * glibc's pthread_getcpuclockid() computes for a pthread_t (the kernel's
+ * MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)), which we cannot use for a
+ * thread the library created. The kernel answers it for threads of the
+ * caller's own thread group, to the nanosecond, including the time of a
+ * thread running at that moment on another CPU. */
+static clockid_t tid_cpu_clock(pid_t tid)
+{
+	return (clockid_t)((~(unsigned)tid << 3) | 6u);
+}
+
+/* On-CPU ns of a thread: its CPU-time clock (1 ns), else schedstat's first
+ * field (ns, but behind by up to a scheduler tick for a running thread), else
+ * utime+stime (clock ticks, 10 ms at USER_HZ 100). *src names the source. */
 static int thread_cpu_ns(pid_t tid, uint64_t *ret, const char **src)
 {
 	char path[64], buf[1024];
 	unsigned long long v;
+	struct timespec ts;
 
+	if (clock_gettime(tid_cpu_clock(tid), &ts) == 0) {
+		*ret = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+		*src = "cpuclock";
+		return 0;
+	}
 	snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", (int)tid);
 	if (read_small(path, buf, sizeof(buf)) > 0 && sscanf(buf, "%llu", &v) == 1) {
 		*ret = v;
@@ -747,7 +944,7 @@ static int thread_cpu_ns(pid_t tid, uint64_t *ret, const char **src)
 /* ---- opening logs ----------------------------------------------------------- */
 
 static int open_log(const struct opts *o, const char *path, size_t queue, uint64_t rotate,
-		    struct auditlog **ret)
+		    uint64_t coalesce_us, struct auditlog **ret)
 {
 	struct auditlog_config *cfg;
 	int r;
@@ -759,7 +956,11 @@ static int open_log(const struct opts *o, const char *path, size_t queue, uint64
 	    (r = auditlog_config_set_format_version(cfg, o->version)) < 0 ||
 	    (r = auditlog_config_set_queue_capacity(cfg, queue)) < 0 ||
 	    (r = auditlog_config_set_rotate_bytes(cfg, rotate)) < 0 ||
-	    (r = auditlog_config_set_backend(cfg, o->backend)) < 0) {
+	    (r = auditlog_config_set_backend(cfg, o->backend)) < 0 ||
+	    (r = auditlog_config_set_async_coalesce_us(cfg, coalesce_us)) < 0 ||
+	    (o->max_batch && (r = auditlog_config_set_max_batch_bytes(cfg, o->max_batch)) < 0) ||
+	    (o->seal_state &&
+	     (r = auditlog_config_set_sealing(cfg, o->seal_state, o->signing_key)) < 0)) {
 		auditlog_config_free(cfg);
 		return r;
 	}
@@ -768,8 +969,13 @@ static int open_log(const struct opts *o, const char *path, size_t queue, uint64
 	return r;
 }
 
+static unsigned g_version; /* the format version asked for (open_hint) */
+
 static const char *open_hint(int r)
 {
+	if (g_version == 2 && r == -EOPNOTSUPP)
+		return " (auditlog_open refuses format version 2: this build of the library does "
+		       "not write v2 yet)";
 	switch (r) {
 	case -EPROTO: return " (the log's last record has a higher format version)";
 	case -EBUSY: return " (another writer holds the log)";
@@ -831,6 +1037,7 @@ static void *producer_main(void *arg)
 			break;
 		}
 	}
+	p->cpu_ns = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0; /* the timer included */
 	return NULL;
 }
 
@@ -883,10 +1090,26 @@ struct sustained {
 	struct auditlog_stats st;
 	bool worker_found;
 	const char *worker_src;
+	double worker_res_ns; /* the source's resolution */
 	uint64_t worker_ns, process_ns, producers_ns;
 	double worker_ns_per_event, process_ns_per_event, producers_ns_per_event;
+	double parts_ns_per_event; /* producers + worker: DESIGN.md's total */
 	double other_ns_per_event; /* process - producers - worker: io_uring's io-wq, main */
 };
+
+/* Resolution of thread_cpu_ns()'s source. */
+static double cpu_src_res_ns(pid_t tid, const char *src)
+{
+	struct timespec ts;
+
+	if (strcmp(src, "cpuclock") == 0 && clock_getres(tid_cpu_clock(tid), &ts) == 0)
+		return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+	if (strcmp(src, "stat") == 0) {
+		long hz = sysconf(_SC_CLK_TCK);
+		return 1e9 / (double)(hz > 0 ? hz : 100);
+	}
+	return 1.0; /* schedstat: ns, up to a tick behind for a running thread */
+}
 
 static int phase_sustained(const struct opts *o, const char *path, struct sustained *s)
 {
@@ -899,7 +1122,7 @@ static int phase_sustained(const struct opts *o, const char *path, struct sustai
 	memset(s, 0, sizeof(*s));
 	if (!p)
 		return -ENOMEM;
-	r = open_log(o, path, SUSTAINED_QUEUE, o->rotate_bytes, &log);
+	r = open_log(o, path, SUSTAINED_QUEUE, o->rotate_bytes, o->coalesce_us, &log);
 	if (r < 0) {
 		error_msg("cannot open %s: %s%s", path, strerror(-r), open_hint(r));
 		free(p);
@@ -921,6 +1144,8 @@ static int phase_sustained(const struct opts *o, const char *path, struct sustai
 	if (s->worker_found && thread_cpu_ns(wtid, &w1, &s->worker_src) < 0)
 		s->worker_found = false;
 	c1 = cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+	if (s->worker_found) /* while the thread lives */
+		s->worker_res_ns = cpu_src_res_ns(wtid, s->worker_src);
 	auditlog_get_stats(log, &s->st, sizeof(s->st));
 	rc = auditlog_close(log);
 	t1 = now_ns();
@@ -949,6 +1174,7 @@ static int phase_sustained(const struct opts *o, const char *path, struct sustai
 	s->process_ns = c1 - c0;
 	s->process_ns_per_event = (double)s->process_ns / (double)o->events;
 	s->producers_ns_per_event = (double)s->producers_ns / (double)o->events;
+	s->parts_ns_per_event = s->producers_ns_per_event + s->worker_ns_per_event;
 	s->other_ns_per_event = s->worker_found ?
 		(double)((int64_t)s->process_ns - (int64_t)s->producers_ns - (int64_t)s->worker_ns) /
 			(double)o->events : NAN;
@@ -971,62 +1197,199 @@ static void set_str(struct al_record *r, enum al_field f, const void *p, size_t 
 	r->f[f].n = n;
 }
 
+/* What formatting one event by the library's format layer needs. */
+struct fmtbuf {
+	uint8_t *line, *work, *dec;
+	char ts[AL_TS_LEN], rvb[24], mechb[24];
+};
+
+static int fmtbuf_init(struct fmtbuf *b)
+{
+	b->line = malloc(AL_LINE_MAX);
+	b->work = malloc(AL_HASH_LEN + AL_BODY_MAX);
+	b->dec = malloc(AL_LINE_MAX * 3);
+	return b->line && b->work && b->dec ? 0 : -ENOMEM;
+}
+
+static void fmtbuf_free(struct fmtbuf *b)
+{
+	free(b->line);
+	free(b->work);
+	free(b->dec);
+}
+
+/* ev as the writer turns it into a record (writer.c format_slot: the members
+ * it has, CKR_/CKM_ names or 0x%08llx), decoded, of `version`, with seq. */
+static int decode_event(struct fmtbuf *b, const struct auditlog_event *ev, unsigned version,
+			uint64_t seq, uint64_t ts_ns, struct al_record *d)
+{
+	static const char *const outcome[] = {"success", "failure", "unknown"};
+	struct al_record raw = {.type = AL_T_EVENT};
+	const char *n;
+	int r;
+
+	al_format_ts(ts_ns, b->ts);
+	set_str(&raw, AL_F_TIMESTAMP, b->ts, AL_TS_LEN);
+	set_str(&raw, AL_F_ACTION, ev->action, ev->action_len);
+	set_str(&raw, AL_F_OUTCOME, outcome[ev->outcome], strlen(outcome[ev->outcome]));
+	if (ev->flags & AUDITLOG_EV_RV) {
+		n = auditlog_ckr_name(ev->rv);
+		if (!n) {
+			snprintf(b->rvb, sizeof(b->rvb), "0x%08llx", (unsigned long long)ev->rv);
+			n = b->rvb;
+		}
+		set_str(&raw, AL_F_RV, n, strlen(n));
+	}
+	if (ev->flags & AUDITLOG_EV_MECHANISM) {
+		n = auditlog_ckm_name(ev->mechanism);
+		if (!n) {
+			snprintf(b->mechb, sizeof(b->mechb), "0x%08llx",
+				 (unsigned long long)ev->mechanism);
+			n = b->mechb;
+		}
+		set_str(&raw, AL_F_MECHANISM, n, strlen(n));
+	}
+	if (ev->key_label && ev->key_label_len)
+		set_str(&raw, AL_F_KEY_LABEL, ev->key_label, ev->key_label_len);
+	if (ev->key_id && ev->key_id_len)
+		set_str(&raw, AL_F_KEY_ID, ev->key_id, ev->key_id_len);
+	if (ev->actor && ev->actor_len)
+		set_str(&raw, AL_F_ACTOR, ev->actor, ev->actor_len);
+	if (ev->detail && ev->detail_len)
+		set_str(&raw, AL_F_DETAIL, ev->detail, ev->detail_len);
+	if (ev->flags & AUDITLOG_EV_SLOT) {
+		raw.present |= AL_BIT(AL_F_SLOT);
+		raw.f[AL_F_SLOT].u = ev->slot;
+	}
+	if (ev->flags & AUDITLOG_EV_SESSION) {
+		raw.present |= AL_BIT(AL_F_SESSION);
+		raw.f[AL_F_SESSION].u = ev->session;
+	}
+	r = al_record_decode(&raw, d, b->dec, AL_LINE_MAX * 3);
+	if (r < 0)
+		return r;
+	d->version = (uint8_t)version;
+	d->type = AL_T_EVENT;
+	d->present |= AL_BIT(AL_F_SEQ);
+	d->f[AL_F_SEQ].u = seq;
+	return 0;
+}
+
+/* The line of ev into b->line, chained onto prev (updated). Its length. */
+static long emit_event(struct fmtbuf *b, const struct auditlog_event *ev, unsigned version,
+		       uint64_t seq, uint64_t ts_ns, uint8_t prev[AL_HASH_LEN])
+{
+	struct al_record d;
+	struct al_emit_out eo;
+	int r = decode_event(b, ev, version, seq, ts_ns, &d);
+
+	if (r < 0)
+		return r;
+	long n = al_emit(&d, prev, b->line, b->work, &eo);
+	if (n > 0)
+		memcpy(prev, eo.hash, AL_HASH_LEN);
+	return n;
+}
+
+static long variant_line_len(struct fmtbuf *b, unsigned v, unsigned version, uint64_t seq,
+			     uint64_t ts_ns)
+{
+	struct auditlog_event ev;
+	uint8_t prev[AL_HASH_LEN] = {0};
+
+	make_event(&ev, 0, v);
+	return emit_event(b, &ev, version, seq, ts_ns, prev);
+}
+
+/* Set g_shape so that every variant's line is `size` bytes at the sequence
+ * numbers of a run of `events` (the digits of seq change the length by a
+ * byte or two; the report gives the library's average). 0 or -ERANGE with
+ * *min_len, the shortest line these events can make. */
+static int shape_lines(unsigned size, unsigned version, uint64_t events, long *min_len)
+{
+	struct fmtbuf b;
+	uint64_t seq = events / 2 + 1, ts = realtime_ns();
+	int r = 0;
+
+	for (size_t i = 0; i < sizeof(g_detail); i++)
+		g_detail[i] = "abcdefghijklmnopqrstuvwxyz0123456789 "[i % 37];
+	memset(g_shape, 0, sizeof(g_shape));
+	if (!size)
+		return 0;
+	r = fmtbuf_init(&b);
+	*min_len = LONG_MAX;
+	for (unsigned v = 0; v < NVAR && r == 0; v++) {
+		bool fit = false;
+		for (unsigned k = 0; k < NDROP && !fit; k++) {
+			g_shape[v] = (struct shape){.drop = drop_levels[k]};
+			long l0 = variant_line_len(&b, v, version, seq, ts);
+			if (l0 < 0) {
+				r = (int)l0;
+				break;
+			}
+			if (k == NDROP - 1 && l0 < *min_len)
+				*min_len = l0;
+			if (l0 == (long)size) {
+				fit = true;
+				break;
+			}
+			if (l0 > (long)size)
+				continue;
+			g_shape[v].detail = 1;
+			long l1 = variant_line_len(&b, v, version, seq, ts);
+			if (l1 < 0) {
+				r = (int)l1;
+				break;
+			}
+			long want = (long)size - l1 + 1;
+			if (want >= 1 && want <= (long)sizeof(g_detail)) {
+				g_shape[v].detail = (size_t)want;
+			} else if (!(drop_levels[k] & DROP_ACTOR) &&
+				   4 + (size_t)((long)size - l0) < sizeof(g_actor)) {
+				/* closer than a detail member can come: a longer actor */
+				g_shape[v].detail = 0;
+				g_shape[v].actor = 4 + (size_t)((long)size - l0);
+			} else {
+				continue;
+			}
+			fit = variant_line_len(&b, v, version, seq, ts) == (long)size;
+		}
+		if (r == 0 && !fit) {
+			if (*min_len == LONG_MAX)
+				*min_len = variant_line_len(&b, v, version, seq, ts);
+			r = -ERANGE;
+		}
+	}
+	fmtbuf_free(&b);
+	return r;
+}
+
 /* Real lines of the same events, made by the library's own format layer. */
 static int make_pool(struct pool *pl, unsigned nthreads, unsigned version, uint64_t seq0)
 {
-	uint8_t *line = malloc(AL_LINE_MAX), *work = malloc(AL_HASH_LEN + AL_BODY_MAX);
-	uint8_t *dec = malloc(AL_LINE_MAX * 3);
+	struct fmtbuf b;
 	uint8_t prev[AL_HASH_LEN] = {0};
 	uint64_t ts0 = realtime_ns();
-	size_t cap = (size_t)POOL_LINES * 512, used = 0;
-	int r = 0;
+	size_t longest = 0, cap, used = 0;
+	int r;
 
 	memset(pl, 0, sizeof(*pl));
+	r = fmtbuf_init(&b);
+	for (unsigned v = 0; v < NVAR; v++)
+		if (g_shape[v].detail > longest)
+			longest = g_shape[v].detail;
+	cap = (size_t)POOL_LINES * (longest + 1024); /* a line without detail: < 1 KiB */
 	pl->buf = malloc(cap * 2);
 	pl->off = malloc((2 * POOL_LINES + 1) * sizeof(size_t));
-	if (!line || !work || !dec || !pl->buf || !pl->off) {
+	if (r < 0 || !pl->buf || !pl->off) {
 		r = -ENOMEM;
 		goto out;
 	}
 	for (unsigned i = 0; i < POOL_LINES; i++) {
 		struct auditlog_event ev;
-		struct al_record raw = {.type = AL_T_EVENT}, d;
-		struct al_emit_out eo;
-		char ts[AL_TS_LEN], rvb[24], mechb[24];
-		const char *rvn, *mechn;
-		static const char *const outcome[] = {"success", "failure", "unknown"};
 
 		make_event(&ev, i % nthreads, (i / nthreads) & (NVAR - 1));
-		al_format_ts(ts0 + i * 1000u, ts);
-		rvn = auditlog_ckr_name(ev.rv);
-		if (!rvn) {
-			snprintf(rvb, sizeof(rvb), "0x%08llx", (unsigned long long)ev.rv);
-			rvn = rvb;
-		}
-		mechn = auditlog_ckm_name(ev.mechanism);
-		if (!mechn) {
-			snprintf(mechb, sizeof(mechb), "0x%08llx", (unsigned long long)ev.mechanism);
-			mechn = mechb;
-		}
-		set_str(&raw, AL_F_TIMESTAMP, ts, AL_TS_LEN);
-		set_str(&raw, AL_F_ACTION, ev.action, ev.action_len);
-		set_str(&raw, AL_F_OUTCOME, outcome[ev.outcome], strlen(outcome[ev.outcome]));
-		set_str(&raw, AL_F_RV, rvn, strlen(rvn));
-		set_str(&raw, AL_F_MECHANISM, mechn, strlen(mechn));
-		set_str(&raw, AL_F_KEY_LABEL, ev.key_label, ev.key_label_len);
-		set_str(&raw, AL_F_KEY_ID, ev.key_id, ev.key_id_len);
-		set_str(&raw, AL_F_ACTOR, ev.actor, ev.actor_len);
-		raw.present |= AL_BIT(AL_F_SLOT) | AL_BIT(AL_F_SESSION);
-		raw.f[AL_F_SLOT].u = ev.slot;
-		raw.f[AL_F_SESSION].u = ev.session;
-		r = al_record_decode(&raw, &d, dec, AL_LINE_MAX * 3);
-		if (r < 0)
-			goto out;
-		d.version = (uint8_t)version;
-		d.type = AL_T_EVENT;
-		d.present |= AL_BIT(AL_F_SEQ);
-		d.f[AL_F_SEQ].u = seq0 + i;
-		long n = al_emit(&d, prev, line, work, &eo);
+		long n = emit_event(&b, &ev, version, seq0 + i, ts0 + i * 1000u, prev);
 		if (n < 0) {
 			r = (int)n;
 			goto out;
@@ -1035,9 +1398,8 @@ static int make_pool(struct pool *pl, unsigned nthreads, unsigned version, uint6
 			r = -E2BIG;
 			goto out;
 		}
-		memcpy(prev, eo.hash, AL_HASH_LEN);
 		pl->off[i] = used;
-		memcpy(pl->buf + used, line, (size_t)n);
+		memcpy(pl->buf + used, b.line, (size_t)n);
 		used += (size_t)n;
 	}
 	pl->bytes = used;
@@ -1047,9 +1409,7 @@ static int make_pool(struct pool *pl, unsigned nthreads, unsigned version, uint6
 	pl->off[2 * POOL_LINES] = 2 * used;
 	pl->avg = (double)used / POOL_LINES;
 out:
-	free(line);
-	free(work);
-	free(dec);
+	fmtbuf_free(&b);
 	return r;
 }
 
@@ -1171,7 +1531,7 @@ static int phase_sync(const struct opts *o, const char *dir, const struct pool *
 	}
 	s->raw_line_len = pl->off[best + 1] - pl->off[best];
 
-	r = open_log(o, lpath, 16384, 0, &log);
+	r = open_log(o, lpath, 16384, 0, o->coalesce_us, &log);
 	if (r < 0) {
 		error_msg("cannot open %s: %s%s", lpath, strerror(-r), open_hint(r));
 		log = NULL;
@@ -1268,6 +1628,7 @@ struct enqlat {
 	size_t queue;
 	uint64_t high_water;
 	bool blocked; /* the queue filled: some samples include waiting */
+	double cpu_ns_per_call; /* the producers' CPU per timed call, the timer included */
 };
 
 static int phase_enqueue(const struct opts *o, const char *dir, const struct env *e,
@@ -1303,7 +1664,7 @@ static int phase_enqueue(const struct opts *o, const char *dir, const struct env
 		r = -ENAMETOOLONG;
 		goto out_free;
 	}
-	r = open_log(o, path, queue, 0, &log);
+	r = open_log(o, path, queue, 0, o->coalesce_us, &log);
 	if (r < 0) {
 		error_msg("cannot open %s: %s%s", path, strerror(-r), open_hint(r));
 		goto out_free;
@@ -1342,6 +1703,10 @@ static int phase_enqueue(const struct opts *o, const char *dir, const struct env
 	q->p99_ns = (double)pct(all, n, 0.99) * e->tick_ns;
 	q->p999_ns = (double)pct(all, n, 0.999) * e->tick_ns;
 	q->max_ns = (double)all[n - 1] * e->tick_ns;
+	uint64_t cpu = 0;
+	for (unsigned i = 0; i < ENQ_THREADS; i++)
+		cpu += p[i].cpu_ns;
+	q->cpu_ns_per_call = (double)cpu / (double)n;
 	q->queue = queue;
 	q->high_water = st.queue_high_water;
 	q->blocked = st.queue_high_water >= queue;
@@ -1351,6 +1716,178 @@ out_free:
 	free(all);
 	free(p);
 	return r;
+}
+
+/* ---- phase 5: token-shaped logs ---------------------------------------------------------- */
+
+/* The token audits one operation at a time, so each record tends to be its
+ * own batch: what does a record cost on disk then? One producer on a fresh
+ * log: `sync` calls auditlog_record_sync (one batch per record by contract);
+ * the async arms call auditlog_record every gap_us (the producer spins in
+ * between, as a token's caller computing its next operation would), with the
+ * library's coalescing window off and at the token's default. */
+struct token_arm {
+	const char *name;
+	bool sync;
+	uint64_t gap_us, coalesce_us;
+	uint64_t records;  /* operations audited in the arm: events recorded */
+	double seconds;
+	struct auditlog_stats d; /* the arm's deltas (counters only) */
+	double bytes_per_record, fsyncs_per_record, batches_per_record, records_per_batch;
+	double worker_ns_per_record;
+	double caller_ns_per_record; /* sync arm: the caller's CPU in record_sync (NAN: async,
+				      * whose caller spins through its gaps) */
+	double others_ns_per_record; /* process CPU but the caller's: worker, io-wq */
+	bool exact; /* the log grew by exactly one record per operation */
+};
+#define NTOKEN 3u
+#define TOKEN_WARMUP 10u
+
+static int token_arm_run(const struct opts *o, const char *dir, struct token_arm *a)
+{
+	char path[PATH_MAX], name[64];
+	struct auditlog_event ev[NVAR];
+	struct auditlog *log;
+	struct auditlog_stats s0, s1;
+	uint64_t w0 = 0, w1 = 0, t0, next, c0, c1, p0, p1;
+	const char *src = "none";
+	int r = 0, rc;
+
+	snprintf(name, sizeof(name), "token-%s.log", a->name);
+	if (join_path(path, sizeof(path), dir, name) < 0)
+		return -ENAMETOOLONG;
+	for (unsigned v = 0; v < NVAR; v++)
+		make_event(&ev[v], 0, v);
+	r = open_log(o, path, 16384, 0, a->coalesce_us, &log);
+	if (r < 0) {
+		error_msg("cannot open %s: %s%s", path, strerror(-r), open_hint(r));
+		return r;
+	}
+	for (unsigned i = 0; i < TOKEN_WARMUP && r == 0; i++)
+		r = auditlog_record_sync(log, &ev[i]);
+	pid_t wtid = find_worker();
+	bool wf = wtid > 0 && thread_cpu_ns(wtid, &w0, &src) == 0;
+	auditlog_get_stats(log, &s0, sizeof(s0));
+	c0 = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	p0 = cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+	t0 = next = now_ns();
+	for (uint64_t i = 0; i < a->records && r == 0; i++) {
+		const struct auditlog_event *e = &ev[i & (NVAR - 1)];
+		if (a->sync) {
+			r = auditlog_record_sync(log, e);
+			continue;
+		}
+		r = auditlog_record(log, e);
+		next += a->gap_us * 1000u;
+		while (now_ns() < next)
+			; /* the caller's next operation */
+	}
+	if (r == 0)
+		r = auditlog_flush(log);
+	a->seconds = (double)(now_ns() - t0) / 1e9;
+	c1 = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	p1 = cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+	if (wf && thread_cpu_ns(wtid, &w1, &src) < 0)
+		wf = false;
+	auditlog_get_stats(log, &s1, sizeof(s1));
+	rc = auditlog_close(log);
+	if (r < 0)
+		error_msg("token-shaped arm %s: %s", a->name, strerror(-r));
+	else if (rc < 0)
+		error_msg("auditlog_close (token-shaped arm %s): %s", a->name, strerror(-(r = rc)));
+	if (r < 0)
+		return r;
+	a->d.events_written = s1.events_written - s0.events_written;
+	a->d.records_written = s1.records_written - s0.records_written;
+	a->d.batches = s1.batches - s0.batches;
+	a->d.bytes_written = s1.bytes_written - s0.bytes_written;
+	a->d.fsyncs = s1.fsyncs - s0.fsyncs;
+	a->d.largest_batch = s1.largest_batch;
+	a->d.coalesced_batches = s1.coalesced_batches - s0.coalesced_batches;
+	a->d.inline_batches = s1.inline_batches - s0.inline_batches;
+	a->exact = a->d.events_written == a->records && a->d.records_written == a->records;
+	double n = (double)a->records;
+	a->bytes_per_record = (double)a->d.bytes_written / n;
+	a->fsyncs_per_record = (double)a->d.fsyncs / n;
+	a->batches_per_record = (double)a->d.batches / n;
+	a->records_per_batch = a->d.batches ? (double)a->d.records_written / (double)a->d.batches : 0;
+	a->worker_ns_per_record = wf ? (double)(w1 - w0) / n : NAN;
+	a->caller_ns_per_record = a->sync ? (double)(c1 - c0) / n : NAN;
+	a->others_ns_per_record = ((double)(p1 - p0) - (double)(c1 - c0)) / n;
+	if (!a->exact) {
+		error_msg("token-shaped arm %s: %" PRIu64 " operations but %" PRIu64
+			  " events and %" PRIu64 " records written",
+			  a->name, a->records, a->d.events_written, a->d.records_written);
+		return -EIO;
+	}
+	return 0;
+}
+
+static int phase_token(const struct opts *o, const char *dir, struct token_arm *arms)
+{
+	arms[0] = (struct token_arm){.name = "sync", .sync = true, .coalesce_us = o->coalesce_us};
+	arms[1] = (struct token_arm){.name = "async", .gap_us = o->token_gap_us,
+				     .coalesce_us = o->coalesce_us};
+	arms[2] = (struct token_arm){.name = "async-coalesce", .gap_us = o->token_gap_us,
+				     .coalesce_us = TOKEN_COALESCE_US};
+	for (unsigned i = 0; i < NTOKEN; i++) {
+		arms[i].records = o->token_records;
+		progress("token-shaped: %s, %u records", arms[i].name, o->token_records);
+		int r = token_arm_run(o, dir, &arms[i]);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* ---- v2's producer step, by the format layer alone ---------------------------------------- */
+
+/* DESIGN.md "Chain step (v2)" moves the body digest D_n into the producers
+ * (al_v2_record_digest after decoding the event). Timed here on this run's
+ * events, one thread, CPU time: what v2 adds to a producer's auditlog_record
+ * whatever the writer's hand-off costs. decode_ns is the decode alone,
+ * digest_ns what al_v2_record_digest adds to it. */
+struct v2step {
+	int err; /* 0, or al_v2_record_digest's error for these events */
+	double decode_ns, digest_ns;
+};
+
+static void measure_v2_step(struct v2step *v)
+{
+	struct fmtbuf b;
+	struct auditlog_event ev[NVAR];
+	uint8_t *body = malloc(AL_BODY_MAX), dig[AL_HASH_LEN];
+	uint64_t ts = realtime_ns(), c0, c1, c2;
+	struct al_record d;
+
+	memset(v, 0, sizeof(*v));
+	v->decode_ns = v->digest_ns = NAN;
+	if (fmtbuf_init(&b) < 0 || !body) {
+		v->err = -ENOMEM;
+		goto out;
+	}
+	for (unsigned i = 0; i < NVAR; i++)
+		make_event(&ev[i], 0, i);
+	c0 = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	for (unsigned i = 0; i < V2_STEP_EVENTS && !v->err; i++)
+		v->err = decode_event(&b, &ev[i & (NVAR - 1)], 2, i, ts + i, &d);
+	c1 = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	for (unsigned i = 0; i < V2_STEP_EVENTS && !v->err; i++) {
+		v->err = decode_event(&b, &ev[i & (NVAR - 1)], 2, i, ts + i, &d);
+		if (!v->err) {
+			long n = al_v2_record_digest(&d, body, dig);
+			if (n < 0)
+				v->err = (int)n;
+		}
+	}
+	c2 = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	if (!v->err) {
+		v->decode_ns = (double)(c1 - c0) / V2_STEP_EVENTS;
+		v->digest_ns = (double)(c2 - c1) / V2_STEP_EVENTS - v->decode_ns;
+	}
+out:
+	fmtbuf_free(&b);
+	free(body);
 }
 
 /* ---- reporting ------------------------------------------------------------------------ */
@@ -1445,9 +1982,12 @@ struct report {
 	const struct ceiling *c;
 	const struct synclat *sy;
 	const struct enqlat *q;
+	const struct token_arm *tok; /* NTOKEN */
+	const struct v2step *v2;
 	double raw_line_avg;
 	double ratio;
-	struct target t[6];
+	struct target t[NTARGETS];
+	bool t_run[NTARGETS]; /* its phase ran */
 };
 
 static void print_table(const struct report *R)
@@ -1457,14 +1997,16 @@ static void print_table(const struct report *R)
 	const struct ceiling *c = R->c;
 	const struct synclat *sy = R->sy;
 	const struct enqlat *q = R->q;
+	unsigned ph = o->phases;
 	char a[32], b[32];
 
 	printf(PROG ": auditlog %d.%d, %s\n\n", AUDITLOG_VERSION_MAJOR, AUDITLOG_VERSION_MINOR,
 	       R->e->date);
 	print_env(R->e);
-	printf("  backend       %s, format v%u, rotate %s\n",
-	       auditlog_backend_name((enum auditlog_backend)su->st.backend), o->version,
-	       o->rotate_bytes ? "by size" : "never");
+	printf("  backend       %s, format v%u, rotate %s, coalescing window %" PRIu64 " us\n",
+	       (ph & PH_SUSTAINED) ? auditlog_backend_name((enum auditlog_backend)su->st.backend) :
+				     "-",
+	       o->version, o->rotate_bytes ? "by size" : "never", o->coalesce_us);
 
 	printf("\nworkload\n");
 	fmt_count((double)o->events, a, sizeof(a));
@@ -1472,67 +2014,119 @@ static void print_table(const struct report *R)
 	       o->threads, SUSTAINED_QUEUE);
 	printf("  shape         C_Sign/C_Encrypt/C_Decrypt/C_Verify with mechanism, key label\n"
 	       "                (20-28 chars), 8-byte key id, slot, session, outcome, rv, actor\n");
-	printf("  line size     %.1f bytes on average (library, headers included); raw baseline "
-	       "lines %.1f\n",
-	       su->line_avg, R->raw_line_avg);
+	if (o->line_size)
+		printf("  --line-size   %u: members dropped, then a detail pads each line to it\n",
+		       o->line_size);
+	if (ph & PH_SUSTAINED)
+		printf("  line size     %.1f bytes on average (library, headers included); raw "
+		       "baseline lines %.1f\n",
+		       su->line_avg, R->raw_line_avg);
 
-	printf("\nsustained (durable: from the producers' start to auditlog_close() returning)\n");
-	fmt_count(su->events_per_s, a, sizeof(a));
-	printf("  throughput    %s events/s (%.3f s, %.1f MB/s)\n", a, su->seconds,
-	       (double)su->st.bytes_written / 1e6 / su->seconds);
-	printf("  batches       %" PRIu64 " (%.0f records on average, largest %" PRIu64
-	       "), %" PRIu64 " fdatasyncs, queue high water %" PRIu64 "\n",
-	       su->st.batches,
-	       su->st.batches ? (double)su->st.records_written / (double)su->st.batches : 0,
-	       su->st.largest_batch, su->st.fsyncs, su->st.queue_high_water);
-	if (su->st.rotations)
-		printf("  rotations     %" PRIu64 "\n", su->st.rotations);
-	if (su->worker_found)
-		printf("  worker CPU    %.0f ns/event (%.3f s on CPU, /proc/self/task/TID/%s)\n",
-		       su->worker_ns_per_event, (double)su->worker_ns / 1e9, su->worker_src);
-	else
-		printf("  worker CPU    not found (no thread named auditlog-worker)\n");
-	printf("  process CPU   %.0f ns/event: producers %.0f, worker %.0f, other threads %.0f "
-	       "(io_uring io-wq, main)\n",
-	       su->process_ns_per_event, su->producers_ns_per_event, su->worker_ns_per_event,
-	       su->other_ns_per_event);
+	if (ph & PH_SUSTAINED) {
+		printf("\nsustained (durable: from the producers' start to auditlog_close() "
+		       "returning)\n");
+		fmt_count(su->events_per_s, a, sizeof(a));
+		printf("  throughput    %s events/s (%.3f s, %.1f MB/s)\n", a, su->seconds,
+		       (double)su->st.bytes_written / 1e6 / su->seconds);
+		printf("  batches       %" PRIu64 " (%.0f records on average, largest %" PRIu64
+		       "), %" PRIu64 " fdatasyncs, queue high water %" PRIu64 "\n",
+		       su->st.batches,
+		       su->st.batches ? (double)su->st.records_written / (double)su->st.batches : 0,
+		       su->st.largest_batch, su->st.fsyncs, su->st.queue_high_water);
+		if (su->st.rotations)
+			printf("  rotations     %" PRIu64 "\n", su->st.rotations);
+		printf("\nCPU per event (sustained phase)\n");
+		if (su->worker_found)
+			printf("  worker        %7.1f ns  (%.3f s on CPU; thread auditlog-worker, %s, "
+			       "resolution %.0f ns)\n",
+			       su->worker_ns_per_event, (double)su->worker_ns / 1e9, su->worker_src,
+			       su->worker_res_ns);
+		else
+			printf("  worker        not found (no thread named auditlog-worker)\n");
+		printf("  producers     %7.1f ns  (CLOCK_THREAD_CPUTIME_ID of each, summed)\n",
+		       su->producers_ns_per_event);
+		printf("  sum of both   %7.1f ns  (DESIGN.md's total)\n", su->parts_ns_per_event);
+		printf("  process       %7.1f ns  (CLOCK_PROCESS_CPUTIME_ID; other threads %.1f: "
+		       "io_uring io-wq, main)\n",
+		       su->process_ns_per_event, su->other_ns_per_event);
 
-	printf("\nraw ceiling (pwrite at a growing offset + fdatasync, same directory, real lines)\n");
-	printf("  %12s %14s %10s %12s %10s\n", "batch lines", "events/s", "MB/s", "ms/batch",
-	       "seconds");
-	for (unsigned k = 0; k < NSWEEP; k++) {
-		const struct sweep_pt *pt = &c->pt[k];
-		fmt_count(pt->events_per_s, a, sizeof(a));
-		printf("  %12u %14s %10.1f %12.3f %10.2f%s\n", pt->batch, a, pt->mb_per_s,
-		       pt->batch_ms, pt->seconds, k == c->best ? "  <- ceiling" : "");
+		printf("\nraw ceiling (pwrite at a growing offset + fdatasync, same directory, real "
+		       "lines)\n");
+		printf("  %12s %14s %10s %12s %10s\n", "batch lines", "events/s", "MB/s",
+		       "ms/batch", "seconds");
+		for (unsigned k = 0; k < NSWEEP; k++) {
+			const struct sweep_pt *pt = &c->pt[k];
+			fmt_count(pt->events_per_s, a, sizeof(a));
+			printf("  %12u %14s %10.1f %12.3f %10.2f%s\n", pt->batch, a, pt->mb_per_s,
+			       pt->batch_ms, pt->seconds, k == c->best ? "  <- ceiling" : "");
+		}
+		fmt_count(c->events_per_s, a, sizeof(a));
+		printf("  ceiling       %s events/s; sustained / ceiling = %.3f\n", a, R->ratio);
 	}
-	fmt_count(c->events_per_s, a, sizeof(a));
-	printf("  ceiling       %s events/s; sustained / ceiling = %.3f\n", a, R->ratio);
 
-	printf("\nrecord_sync latency (%u rounds of %u, interleaved with the raw baseline)\n",
-	       sy->rounds, sy->n / (sy->rounds ? sy->rounds : 1));
-	printf("  record_sync        p50 %8.1f us   p99 %8.1f us\n", sy->p50_us, sy->p99_us);
-	printf("  pwrite+fdatasync   p50 %8.1f us   p99 %8.1f us   (one %zu-byte line)\n",
-	       sy->raw_p50_us, sy->raw_p99_us, sy->raw_line_len);
-	printf("  ratio              %.3f (record_sync p50 / raw p50)\n", sy->ratio);
+	if (ph & PH_SYNC) {
+		printf("\nrecord_sync latency (%u rounds of %u, interleaved with the raw baseline)\n",
+		       sy->rounds, sy->n / (sy->rounds ? sy->rounds : 1));
+		printf("  record_sync        p50 %8.1f us   p99 %8.1f us\n", sy->p50_us, sy->p99_us);
+		printf("  pwrite+fdatasync   p50 %8.1f us   p99 %8.1f us   (one %zu-byte line)\n",
+		       sy->raw_p50_us, sy->raw_p99_us, sy->raw_line_len);
+		printf("  ratio              %.3f (record_sync p50 / raw p50)\n", sy->ratio);
+	}
 
-	fmt_count((double)q->n, a, sizeof(a));
-	fmt_count((double)q->queue, b, sizeof(b));
-	printf("\nenqueue latency (%u producers, every auditlog_record timed, %s samples, "
-	       "queue %s slots)\n",
-	       q->threads, a, b);
-	printf("  p50 %.0f ns   p99 %.0f ns   p99.9 %.0f ns   max %.0f ns\n", q->p50_ns, q->p99_ns,
-	       q->p999_ns, q->max_ns);
-	printf("  timer overhead %.1f ns per sample (resolution %.1f ns), not subtracted%s\n",
-	       R->e->timer_overhead_ns, R->e->timer_resolution_ns,
-	       q->blocked ? "; THE QUEUE FILLED: samples include waiting" : "");
+	if (ph & PH_ENQUEUE) {
+		fmt_count((double)q->n, a, sizeof(a));
+		fmt_count((double)q->queue, b, sizeof(b));
+		printf("\nenqueue hand-off (%u producers, every auditlog_record timed, %s samples, "
+		       "queue %s slots)\n",
+		       q->threads, a, b);
+		printf("  p50 %.0f ns   p99 %.0f ns   p99.9 %.0f ns   max %.0f ns\n", q->p50_ns,
+		       q->p99_ns, q->p999_ns, q->max_ns);
+		printf("  timer overhead %.1f ns per sample (resolution %.1f ns), not subtracted%s\n",
+		       R->e->timer_overhead_ns, R->e->timer_resolution_ns,
+		       q->blocked ? "; THE QUEUE FILLED: samples include waiting" : "");
+		printf("  producer CPU   %.1f ns per call (timer included)\n", q->cpu_ns_per_call);
+		if (R->v2->err)
+			printf("  v2 producer step (format layer alone): not measured, "
+			       "al_v2_record_digest: %s\n",
+			       strerror(-R->v2->err));
+		else
+			printf("  v2 producer step (format layer alone, one thread): decode %.1f ns + "
+			       "body digest %.1f ns per event\n",
+			       R->v2->decode_ns, R->v2->digest_ns);
+	}
+
+	if (ph & PH_TOKEN) {
+		printf("\ntoken-shaped logs (one producer, %u records an arm, fresh log each)\n",
+		       o->token_records);
+		printf("  %-15s %6s %9s %10s %10s %11s %9s %14s %14s %14s\n", "arm", "gap us",
+		       "window us", "bytes/rec", "fsyncs/rec", "batches/rec", "rec/batch",
+		       "worker ns/rec", "caller ns/rec", "others ns/rec");
+		for (unsigned i = 0; i < NTOKEN; i++) {
+			const struct token_arm *t = &R->tok[i];
+			char gap[16];
+			snprintf(gap, sizeof(gap), t->sync ? "sync" : "%" PRIu64, t->gap_us);
+			char caller[24];
+			snprintf(caller, sizeof(caller), isfinite(t->caller_ns_per_record) ? "%.0f" : "-",
+				 t->caller_ns_per_record);
+			printf("  %-15s %6s %9" PRIu64 " %10.1f %10.3f %11.3f %9.2f %14.0f %14s "
+			       "%14.0f\n",
+			       t->name, gap, t->coalesce_us, t->bytes_per_record, t->fsyncs_per_record,
+			       t->batches_per_record, t->records_per_batch, t->worker_ns_per_record,
+			       caller, t->others_ns_per_record);
+		}
+		printf("  every arm's log holds exactly one record per operation; CPU: the worker's,\n"
+		       "  the caller's in record_sync (async callers spin through their gaps: not\n"
+		       "  shown), and the process's but the caller's (worker, io-wq)\n");
+	}
 
 	printf("\nfigures against their targets\n");
 	printf("  %-26s %16s %16s  %s\n", "figure", "measured", "target", "result");
-	for (unsigned i = 0; i < 6; i++) {
+	for (unsigned i = 0; i < NTARGETS; i++) {
 		const struct target *t = &R->t[i];
 		char lim[48];
-		if (t->limit >= 1000) {
+		if (!R->t_run[i])
+			continue;
+		if (t->limit >= 1000000) {
 			fmt_count(t->value, a, sizeof(a));
 			fmt_count(t->limit, b, sizeof(b));
 		} else {
@@ -1552,62 +2146,139 @@ static void print_json(const struct report *R)
 	const struct ceiling *c = R->c;
 	const struct synclat *sy = R->sy;
 	const struct enqlat *q = R->q;
+	unsigned ph = o->phases;
 	struct jw j = {stdout, true};
 	bool all = true;
 
 	jopen(&j, NULL, '{');
 	jstr(&j, "tool", PROG);
-	jstr(&j, "backend", auditlog_backend_name((enum auditlog_backend)su->st.backend));
+	jopen(&j, "phases", '[');
+	static const char *const phn[] = {"sustained", "sync", "enqueue", "token"};
+	for (unsigned i = 0; i < 4; i++)
+		if (ph & (1u << i)) {
+			fprintf(j.f, "%s\"%s\"", j.first ? "" : ",", phn[i]);
+			j.first = false;
+		}
+	jclose(&j, ']');
+	if (ph & PH_SUSTAINED)
+		jstr(&j, "backend", auditlog_backend_name((enum auditlog_backend)su->st.backend));
 	ju64(&j, "format_version", o->version);
 	ju64(&j, "threads", o->threads);
 	ju64(&j, "events", o->events);
-	jfix(&j, "line_bytes_avg", su->line_avg, 1);
-	jfix(&j, "raw_line_bytes_avg", R->raw_line_avg, 1);
-	jfix(&j, "sustained_events_per_s", su->events_per_s, 0);
-	jfix(&j, "sustained_seconds", su->seconds, 3);
-	jfix(&j, "raw_ceiling_events_per_s", c->events_per_s, 0);
-	ju64(&j, "raw_ceiling_batch_lines", c->pt[c->best].batch);
-	jfix(&j, "ratio_to_ceiling", R->ratio, 3);
-	jfix(&j, "sync_p50_us", sy->p50_us, 1);
-	jfix(&j, "sync_p99_us", sy->p99_us, 1);
-	jfix(&j, "raw_fsync_p50_us", sy->raw_p50_us, 1);
-	jfix(&j, "raw_fsync_p99_us", sy->raw_p99_us, 1);
-	jfix(&j, "sync_ratio", sy->ratio, 3);
-	ju64(&j, "sync_samples", sy->n);
-	jfix(&j, "enqueue_p50_ns", q->p50_ns, 1);
-	jfix(&j, "enqueue_p99_ns", q->p99_ns, 1);
-	jfix(&j, "enqueue_p999_ns", q->p999_ns, 1);
-	jfix(&j, "enqueue_max_ns", q->max_ns, 1);
-	ju64(&j, "enqueue_samples", q->n);
-	ju64(&j, "enqueue_threads", q->threads);
-	jbool(&j, "enqueue_queue_filled", q->blocked);
-	jfix(&j, "timer_overhead_ns", R->e->timer_overhead_ns, 1);
-	jfix(&j, "worker_cpu_ns_per_event", su->worker_ns_per_event, 1);
-	jstr(&j, "worker_cpu_source", su->worker_found ? su->worker_src : "none");
-	jfix(&j, "process_cpu_ns_per_event", su->process_ns_per_event, 1);
-	jfix(&j, "producers_cpu_ns_per_event", su->producers_ns_per_event, 1);
-	jfix(&j, "other_threads_cpu_ns_per_event", su->other_ns_per_event, 1);
-	ju64(&j, "batches", su->st.batches);
-	ju64(&j, "fsyncs", su->st.fsyncs);
-	ju64(&j, "largest_batch", su->st.largest_batch);
-	ju64(&j, "bytes_written", su->st.bytes_written);
-	ju64(&j, "rotations", su->st.rotations);
-	jopen(&j, "raw_sweep", '[');
-	for (unsigned k = 0; k < NSWEEP; k++) {
-		const struct sweep_pt *pt = &c->pt[k];
-		jopen(&j, NULL, '{');
-		ju64(&j, "batch_lines", pt->batch);
-		jfix(&j, "events_per_s", pt->events_per_s, 0);
-		jfix(&j, "mb_per_s", pt->mb_per_s, 1);
-		jfix(&j, "ms_per_batch", pt->batch_ms, 3);
-		jfix(&j, "seconds", pt->seconds, 3);
+	ju64(&j, "line_size_requested", o->line_size);
+	ju64(&j, "coalesce_us", o->coalesce_us);
+	ju64(&j, "max_batch_bytes", o->max_batch); /* 0: the library's default */
+	if (ph & PH_SUSTAINED) {
+		jfix(&j, "line_bytes_avg", su->line_avg, 1);
+		jfix(&j, "raw_line_bytes_avg", R->raw_line_avg, 1);
+		jfix(&j, "sustained_events_per_s", su->events_per_s, 0);
+		jfix(&j, "sustained_seconds", su->seconds, 3);
+		jfix(&j, "raw_ceiling_events_per_s", c->events_per_s, 0);
+		ju64(&j, "raw_ceiling_batch_lines", c->pt[c->best].batch);
+		jfix(&j, "ratio_to_ceiling", R->ratio, 3);
+	}
+	if (ph & PH_SYNC) {
+		jfix(&j, "sync_p50_us", sy->p50_us, 1);
+		jfix(&j, "sync_p99_us", sy->p99_us, 1);
+		jfix(&j, "raw_fsync_p50_us", sy->raw_p50_us, 1);
+		jfix(&j, "raw_fsync_p99_us", sy->raw_p99_us, 1);
+		jfix(&j, "sync_ratio", sy->ratio, 3);
+		ju64(&j, "sync_samples", sy->n);
+	}
+	if (ph & PH_ENQUEUE) {
+		jfix(&j, "enqueue_p50_ns", q->p50_ns, 1);
+		jfix(&j, "enqueue_p99_ns", q->p99_ns, 1);
+		jfix(&j, "enqueue_p999_ns", q->p999_ns, 1);
+		jfix(&j, "enqueue_max_ns", q->max_ns, 1);
+		ju64(&j, "enqueue_samples", q->n);
+		ju64(&j, "enqueue_threads", q->threads);
+		jbool(&j, "enqueue_queue_filled", q->blocked);
+		jfix(&j, "enqueue_cpu_ns_per_call", q->cpu_ns_per_call, 1);
+		jfix(&j, "timer_overhead_ns", R->e->timer_overhead_ns, 1);
+		jopen(&j, "v2_producer_step", '{');
+		if (R->v2->err) {
+			jstr(&j, "error", strerror(-R->v2->err));
+		} else {
+			jfix(&j, "decode_ns", R->v2->decode_ns, 1);
+			jfix(&j, "digest_ns", R->v2->digest_ns, 1);
+		}
+		ju64(&j, "events", V2_STEP_EVENTS);
 		jclose(&j, '}');
 	}
-	jclose(&j, ']');
+	if (ph & PH_SUSTAINED) {
+		jfix(&j, "worker_cpu_ns_per_event", su->worker_ns_per_event, 1);
+		jstr(&j, "worker_cpu_source", su->worker_found ? su->worker_src : "none");
+		jfix(&j, "worker_cpu_resolution_ns", su->worker_found ? su->worker_res_ns : NAN, 0);
+		jfix(&j, "producers_cpu_ns_per_event", su->producers_ns_per_event, 1);
+		jfix(&j, "total_cpu_ns_per_event", su->parts_ns_per_event, 1);
+		jfix(&j, "process_cpu_ns_per_event", su->process_ns_per_event, 1);
+		jfix(&j, "other_threads_cpu_ns_per_event", su->other_ns_per_event, 1);
+		ju64(&j, "batches", su->st.batches);
+		ju64(&j, "fsyncs", su->st.fsyncs);
+		ju64(&j, "largest_batch", su->st.largest_batch);
+		ju64(&j, "bytes_written", su->st.bytes_written);
+		ju64(&j, "rotations", su->st.rotations);
+		jopen(&j, "raw_sweep", '[');
+		for (unsigned k = 0; k < NSWEEP; k++) {
+			const struct sweep_pt *pt = &c->pt[k];
+			jopen(&j, NULL, '{');
+			ju64(&j, "batch_lines", pt->batch);
+			jfix(&j, "events_per_s", pt->events_per_s, 0);
+			jfix(&j, "mb_per_s", pt->mb_per_s, 1);
+			jfix(&j, "ms_per_batch", pt->batch_ms, 3);
+			jfix(&j, "seconds", pt->seconds, 3);
+			jclose(&j, '}');
+		}
+		jclose(&j, ']');
+	}
+	if (ph & PH_TOKEN) {
+		/* the figures bench/ab compares are top-level numbers */
+		for (unsigned i = 0; i < NTOKEN; i++) {
+			const struct token_arm *t = &R->tok[i];
+			static const char *const pre[NTOKEN] = {"token_sync", "token_async",
+								"token_async_coalesce"};
+			char k[64];
+#define TK(name) (snprintf(k, sizeof(k), "%s_%s", pre[i], name), k)
+			jfix(&j, TK("bytes_per_record"), t->bytes_per_record, 1);
+			jfix(&j, TK("fsyncs_per_record"), t->fsyncs_per_record, 3);
+			jfix(&j, TK("batches_per_record"), t->batches_per_record, 3);
+#undef TK
+		}
+		jopen(&j, "token", '[');
+		for (unsigned i = 0; i < NTOKEN; i++) {
+			const struct token_arm *t = &R->tok[i];
+			jopen(&j, NULL, '{');
+			jstr(&j, "arm", t->name);
+			jbool(&j, "record_sync", t->sync);
+			ju64(&j, "gap_us", t->sync ? 0 : t->gap_us);
+			ju64(&j, "coalesce_us", t->coalesce_us);
+			ju64(&j, "records", t->records);
+			jfix(&j, "seconds", t->seconds, 3);
+			ju64(&j, "events_written", t->d.events_written);
+			ju64(&j, "records_written", t->d.records_written);
+			ju64(&j, "batches", t->d.batches);
+			ju64(&j, "inline_batches", t->d.inline_batches);
+			ju64(&j, "coalesced_batches", t->d.coalesced_batches);
+			ju64(&j, "fsyncs", t->d.fsyncs);
+			ju64(&j, "bytes_written", t->d.bytes_written);
+			jfix(&j, "bytes_per_record", t->bytes_per_record, 1);
+			jfix(&j, "fsyncs_per_record", t->fsyncs_per_record, 3);
+			jfix(&j, "batches_per_record", t->batches_per_record, 3);
+			jfix(&j, "records_per_batch", t->records_per_batch, 2);
+			jfix(&j, "worker_cpu_ns_per_record", t->worker_ns_per_record, 0);
+			jfix(&j, "caller_cpu_ns_per_record", t->caller_ns_per_record, 0);
+			jfix(&j, "other_threads_cpu_ns_per_record", t->others_ns_per_record, 0);
+			jbool(&j, "one_record_per_operation", t->exact);
+			jclose(&j, '}');
+		}
+		jclose(&j, ']');
+	}
 	jopen(&j, "targets", '{');
-	for (unsigned i = 0; i < 6; i++) {
+	for (unsigned i = 0; i < NTARGETS; i++) {
 		const struct target *t = &R->t[i];
 		char lim[48];
+		if (!R->t_run[i])
+			continue;
 		snprintf(lim, sizeof(lim), t->limit >= 1000 ? "%s %.0f" : "%s %g", t->ge ? ">=" : "<=",
 			 t->limit);
 		jopen(&j, t->name, '{');
@@ -1672,7 +2343,7 @@ static int run_log_mode(const struct opts *o)
 		*slash = '\0';
 	gather_env(&e, dir);
 
-	r = open_log(o, o->log_path, SUSTAINED_QUEUE, o->rotate_bytes, &log);
+	r = open_log(o, o->log_path, SUSTAINED_QUEUE, o->rotate_bytes, o->coalesce_us, &log);
 	if (r < 0) {
 		error_msg("cannot open %s: %s%s", o->log_path, strerror(-r), open_hint(r));
 		free(p);
@@ -1761,13 +2432,16 @@ static int run_bench(const struct opts *o)
 	const char *base = o->dir ? o->dir : "/var/tmp";
 	char tmpl[PATH_MAX], lpath[PATH_MAX], why[PATH_MAX + 128];
 	struct env e;
-	struct sustained su;
-	struct ceiling c;
-	struct synclat sy;
-	struct enqlat q;
+	struct sustained su = {0};
+	struct ceiling c = {0};
+	struct synclat sy = {0};
+	struct enqlat q = {0};
+	struct token_arm tok[NTOKEN] = {{0}};
+	struct v2step v2 = {0};
 	struct pool pl = {0};
 	struct stat st;
-	double probe_ns = 0;
+	double probe_ns = 0, line_avg;
+	unsigned ph = o->phases;
 	int r, ret = 1;
 
 	if (stat(base, &st) < 0)
@@ -1800,31 +2474,44 @@ static int run_bench(const struct opts *o)
 	}
 	calibrate_timer(&e);
 
-	progress("sustained: %" PRIu64 " events by %u threads in %s", o->events, o->threads, tmpl);
-	if (join_path(lpath, sizeof(lpath), tmpl, "sustained.log") < 0) {
-		error_msg("%s: path too long", tmpl);
-		goto out;
+	if (ph & PH_SUSTAINED) {
+		progress("sustained: %" PRIu64 " events by %u threads in %s", o->events, o->threads,
+			 tmpl);
+		if (join_path(lpath, sizeof(lpath), tmpl, "sustained.log") < 0) {
+			error_msg("%s: path too long", tmpl);
+			goto out;
+		}
+		if (phase_sustained(o, lpath, &su) < 0)
+			goto out;
 	}
-	if (phase_sustained(o, lpath, &su) < 0)
-		goto out;
-	r = make_pool(&pl, o->threads, o->version, o->events / 2);
-	if (r < 0) {
-		error_msg("cannot format the baseline lines: %s", strerror(-r));
-		goto out;
+	if (ph & (PH_SUSTAINED | PH_SYNC)) {
+		r = make_pool(&pl, o->threads, o->version, o->events / 2);
+		if (r < 0) {
+			error_msg("cannot format the baseline lines: %s", strerror(-r));
+			goto out;
+		}
 	}
-	if (phase_ceiling(tmpl, &pl, &c) < 0)
+	if ((ph & PH_SUSTAINED) && phase_ceiling(tmpl, &pl, &c) < 0)
 		goto out;
-	if (phase_sync(o, tmpl, &pl, su.line_avg, &sy) < 0)
+	/* the raw sync line: the library's average, else the pool's */
+	line_avg = (ph & PH_SUSTAINED) ? su.line_avg : pl.avg;
+	if ((ph & PH_SYNC) && phase_sync(o, tmpl, &pl, line_avg, &sy) < 0)
 		goto out;
-	progress("enqueue latency: %u producers, %u samples each", ENQ_THREADS, o->enq_samples);
-	if (phase_enqueue(o, tmpl, &e, &q) < 0)
+	if (ph & PH_ENQUEUE) {
+		progress("enqueue latency: %u producers, %u samples each", ENQ_THREADS,
+			 o->enq_samples);
+		if (phase_enqueue(o, tmpl, &e, &q) < 0)
+			goto out;
+		measure_v2_step(&v2);
+	}
+	if ((ph & PH_TOKEN) && phase_token(o, tmpl, tok) < 0)
 		goto out;
 
 	(void)read_small("/proc/loadavg", e.load_end, sizeof(e.load_end));
 	struct report R = {
-		.o = o, .e = &e, .su = &su, .c = &c, .sy = &sy, .q = &q,
+		.o = o, .e = &e, .su = &su, .c = &c, .sy = &sy, .q = &q, .tok = tok, .v2 = &v2,
 		.raw_line_avg = pl.avg,
-		.ratio = su.events_per_s / c.events_per_s,
+		.ratio = (ph & PH_SUSTAINED) ? su.events_per_s / c.events_per_s : NAN,
 	};
 	R.t[0] = (struct target){"sustained_events_per_s", su.events_per_s, T_SUSTAINED, true,
 				 "events/s"};
@@ -1832,8 +2519,17 @@ static int run_bench(const struct opts *o)
 	R.t[2] = (struct target){"sync_ratio", sy.ratio, T_SYNC_RATIO, false, ""};
 	R.t[3] = (struct target){"enqueue_p50_ns", q.p50_ns, T_ENQ_P50, false, "ns"};
 	R.t[4] = (struct target){"enqueue_p999_ns", q.p999_ns, T_ENQ_P999, false, "ns"};
-	R.t[5] = (struct target){"worker_cpu_ns_per_event", su.worker_ns_per_event, T_WORKER, false,
-				 "ns"};
+	R.t[5] = (struct target){"worker_cpu_ns_per_event", su.worker_ns_per_event,
+				 o->version == 2 ? T_WORKER_V2 : T_WORKER_V1, false, "ns"};
+	R.t[6] = (struct target){"total_cpu_ns_per_event", su.parts_ns_per_event, T_TOTAL_CPU,
+				 false, "ns (producers + worker)"};
+	/* the absolute and CPU targets are for the token's shape (about 340 bytes) */
+	bool shape340 = o->line_size == 0;
+	R.t_run[0] = (ph & PH_SUSTAINED) && shape340;
+	R.t_run[1] = (ph & PH_SUSTAINED) != 0; /* DESIGN.md: at every line size */
+	R.t_run[2] = (ph & PH_SYNC) != 0;
+	R.t_run[3] = R.t_run[4] = (ph & PH_ENQUEUE) != 0;
+	R.t_run[5] = R.t_run[6] = (ph & PH_SUSTAINED) && shape340;
 	if (o->json)
 		print_json(&R);
 	else
@@ -1852,9 +2548,29 @@ out:
 int main(int argc, char **argv)
 {
 	struct opts o;
+	long min_len = 0;
+	int r;
 
 	parse_args(argc, argv, &o);
+	g_version = o.version;
 	g_progress = isatty(STDERR_FILENO);
+	r = shape_lines(o.line_size, o.version, o.events, &min_len);
+	if (r == -ERANGE) {
+		/* the smallest size every variant reaches exactly, for the message */
+		unsigned lo = 0;
+		for (unsigned n = o.line_size + 1; n <= (unsigned)min_len + 64 && !lo; n++)
+			if (shape_lines(n, o.version, o.events, &(long){0}) == 0)
+				lo = n;
+		bad_arg("--line-size %u: these events make no line of that size in format v%u; "
+			"the shortest, with only action and outcome, is %ld bytes (its timestamp "
+			"and hash alone take 122) and the smallest size all of them reach is %u",
+			o.line_size, o.version, min_len, lo);
+	}
+	if (r < 0) {
+		error_msg("cannot shape the lines (--line-size %u, format v%u): %s", o.line_size,
+			  o.version, strerror(-r));
+		return 1;
+	}
 	if (o.log_path)
 		return run_log_mode(&o);
 	return run_bench(&o);

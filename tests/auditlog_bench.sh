@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# auditlog-bench on tiny runs: the JSON report holds the CPU-per-event split
+# (worker, producers, their sum), the token-shaped arms with exactly one record
+# per operation, --line-size makes lines of the size asked for (through --log,
+# checked on the file itself), format v2 passes the sealing files to the
+# library and reports its refusal, bad arguments exit 2, and no directory is
+# left behind. Timings are never asserted.
+#
+#   auditlog_bench.sh AUDITLOG_BENCH
+#
+# Exit 77 (skip) when /usr/bin/python3 is missing or the scratch directory
+# under $TMPDIR (default /var/tmp) is on a file system the bench refuses.
+set -euo pipefail
+
+BENCH=${1:?usage: auditlog_bench.sh AUDITLOG_BENCH}
+PY=/usr/bin/python3
+
+if [ ! -x "$PY" ]; then
+	echo "SKIP: $PY is missing (the reports are checked with it)"
+	exit 77
+fi
+vtmp=$(mktemp -d "${TMPDIR:-/var/tmp}/auditlog-bench-test.XXXXXX")
+trap 'rm -rf "$vtmp"' EXIT
+
+fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+
+run() { # run EXPECTED_RC ARGS...: auditlog-bench's exit status must be EXPECTED_RC
+	local want=$1 rc=0
+	shift
+	"$BENCH" "$@" >"$vtmp/out" 2>"$vtmp/err" || rc=$?
+	if [ "$rc" -eq 2 ] && grep -q "refusing the target" "$vtmp/err"; then
+		cat "$vtmp/err"
+		echo "SKIP: $vtmp is on a file system auditlog-bench refuses"
+		exit 77
+	fi
+	if [ "$rc" -ne "$want" ]; then
+		cat "$vtmp/err" >&2
+		fail "$BENCH $* exited $rc, expected $want"
+	fi
+}
+
+# -- bad arguments: exit 2 and a message naming the problem
+run 2 --line-size 128
+grep -q "shortest, with only action and outcome, is [0-9]* bytes.*smallest size all of them reach is 2[0-9][0-9];" "$vtmp/err" ||
+	fail "--line-size 128: no word of the shortest line: $(cat "$vtmp/err")"
+run 2 --format-version 2
+grep -q "needs --seal-state FILE and --signing-key FILE" "$vtmp/err" ||
+	fail "v2 without keys: $(cat "$vtmp/err")"
+run 2 --seal-state "$vtmp/s" --signing-key "$vtmp/k"
+grep -q "for --format-version 2 only" "$vtmp/err" || fail "keys with v1: $(cat "$vtmp/err")"
+run 2 --phases sustained,bogus
+grep -q "'bogus' is not" "$vtmp/err" || fail "--phases bogus: $(cat "$vtmp/err")"
+
+# -- v2: the files reach auditlog_config_set_sealing and the library's answer is
+# reported as a failure of the library (exit 1), never as a figure
+: >"$vtmp/seal.state"
+: >"$vtmp/sign.key"
+run 1 --format-version 2 --seal-state "$vtmp/seal.state" --signing-key "$vtmp/sign.key" \
+	--events 1000 --phases sync --sync-samples 10 --dir "$vtmp"
+grep -q "cannot open .*sync.log: " "$vtmp/err" || fail "v2 open error not reported: $(cat "$vtmp/err")"
+# v2 without sealing files answers EINVAL (auditlog.h): another answer shows
+# that the files reached the library
+grep -q "Invalid argument" "$vtmp/err" && fail "the sealing files did not reach the library"
+if grep -q "Operation not supported" "$vtmp/err"; then
+	grep -q "does not write v2 yet" "$vtmp/err" || fail "EOPNOTSUPP without its reason"
+fi
+[ -s "$vtmp/out" ] && fail "a failed v2 run printed a report: $(cat "$vtmp/out")"
+
+# -- --line-size through --log: the lines of the file itself
+for size in 220 1024 4000; do
+	rm -f "$vtmp/l.log"
+	run 0 --log "$vtmp/l.log" --events 3000 --threads 2 --line-size "$size" --json
+	"$PY" - "$vtmp/out" "$vtmp/l.log" "$size" <<'EOF' || fail "--line-size $size"
+import json, sys
+rep = json.load(open(sys.argv[1]))
+size = int(sys.argv[3])
+lines = open(sys.argv[2], "rb").read().split(b"\n")[:-1]
+ev = [len(l) + 1 for l in lines if b'"type":"event"' in l]
+assert len(ev) == 3000, len(ev)
+avg = sum(ev) / len(ev)
+# seq grows from 1 to 3000 while the shape was fitted at seq 1501: a byte or two
+assert abs(avg - size) <= 3, (avg, size)
+assert all(abs(n - size) <= 4 for n in ev), (min(ev), max(ev))
+# the library's own figure, its 1 KiB header included
+assert abs(rep["line_bytes_avg"] - avg) < 2, (rep["line_bytes_avg"], avg)
+EOF
+done
+
+# -- one short run of every phase, the JSON's figures and their relations
+run 0 --json --dir "$vtmp" --events 20000 --threads 2 --sync-samples 20 \
+	--enqueue-samples 1000 --token-records 50 --token-gap-us 50
+"$PY" - "$vtmp/out" <<'EOF' || fail "the JSON report of a full run"
+import json, sys
+rep = json.load(open(sys.argv[1]))
+assert rep["phases"] == ["sustained", "sync", "enqueue", "token"], rep["phases"]
+for k in ("worker_cpu_ns_per_event", "producers_cpu_ns_per_event", "total_cpu_ns_per_event",
+          "process_cpu_ns_per_event", "enqueue_cpu_ns_per_call", "sustained_events_per_s",
+          "ratio_to_ceiling", "sync_ratio", "enqueue_p50_ns"):
+    assert isinstance(rep[k], (int, float)) and rep[k] > 0, (k, rep.get(k))
+# the thread's CPU-time clock is read by its TID, to the nanosecond
+assert rep["worker_cpu_source"] == "cpuclock", rep["worker_cpu_source"]
+assert rep["worker_cpu_resolution_ns"] == 1, rep["worker_cpu_resolution_ns"]
+# the total is the sum of its parts; the process holds both
+tot = rep["producers_cpu_ns_per_event"] + rep["worker_cpu_ns_per_event"]
+assert abs(rep["total_cpu_ns_per_event"] - tot) < 0.2, (rep["total_cpu_ns_per_event"], tot)
+assert rep["process_cpu_ns_per_event"] >= rep["total_cpu_ns_per_event"] - 1
+for t in ("worker_cpu_ns_per_event", "total_cpu_ns_per_event", "ratio_to_ceiling"):
+    assert t in rep["targets"], t
+assert rep["targets"]["worker_cpu_ns_per_event"]["target"] == "<= 500"
+assert rep["targets"]["total_cpu_ns_per_event"]["target"] == "<= 1200"
+assert rep["targets"]["ratio_to_ceiling"]["target"] == ">= 0.9"
+v2 = rep["v2_producer_step"]
+assert "error" in v2 or (v2["decode_ns"] > 0 and v2["digest_ns"] > 0), v2
+arms = {a["arm"]: a for a in rep["token"]}
+assert set(arms) == {"sync", "async", "async-coalesce"}, set(arms)
+for a in arms.values():
+    assert a["records"] == 50 and a["one_record_per_operation"], a
+    assert a["events_written"] == 50 and a["records_written"] == 50, a
+    # bytes per record: one event line each
+    assert abs(a["bytes_per_record"] - rep["line_bytes_avg"]) < 8, (a, rep["line_bytes_avg"])
+    assert abs(a["bytes_per_record"] - a["bytes_written"] / 50) <= 0.051, a
+    assert abs(a["fsyncs_per_record"] - a["fsyncs"] / 50) <= 0.0006, a
+# record_sync from one thread: its own batch and fdatasync every time (the contract)
+s = arms["sync"]
+assert s["batches"] == 50 and s["fsyncs"] == 50 and s["records_per_batch"] == 1.0, s
+assert s["caller_cpu_ns_per_record"] > 0 and s["worker_cpu_ns_per_record"] > 0, s
+assert arms["async"]["caller_cpu_ns_per_record"] is None, arms["async"]
+assert arms["async-coalesce"]["coalesce_us"] == 1000
+assert rep["token_sync_fsyncs_per_record"] == s["fsyncs_per_record"]
+EOF
+
+# -- --phases: only what was asked, and no targets of phases not run
+run 0 --json --dir "$vtmp" --phases token --token-records 20 --line-size 1024
+"$PY" - "$vtmp/out" <<'EOF' || fail "--phases token"
+import json, sys
+rep = json.load(open(sys.argv[1]))
+assert rep["phases"] == ["token"], rep["phases"]
+assert "sustained_events_per_s" not in rep and "sync_p50_us" not in rep
+assert rep["targets"] == {} and rep["line_size_requested"] == 1024
+for a in rep["token"]:
+    # fitted at the seq of a default run (7 digits); these logs count from 11
+    assert 1024 - 8 <= a["bytes_per_record"] <= 1024, a
+EOF
+
+# every run removed its own directory
+left=$(find "$vtmp" -maxdepth 1 -name 'auditlog-bench.*' | head -1)
+[ -z "$left" ] || fail "a run left $left behind"
+echo "PASS"
