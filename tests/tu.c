@@ -11,8 +11,14 @@
 
 #include <openssl/sha.h>
 
+#include <stdatomic.h>
+#include <time.h>
 #include "tu.h"
 #include "verify.h"
+#include "internal.h"
+#include "keyfile.h"
+#include "note.h"
+#include "sealkey.h"
 
 char *tu_mkdtemp(void)
 {
@@ -476,4 +482,133 @@ json_t *tu_json_file_env(const char *var)
 	if (!j)
 		fprintf(stderr, "%s: %s (line %d)\n", p, err.text, err.line);
 	return j;
+}
+
+/* ---- v2 ------------------------------------------------------------------ */
+
+static uint64_t tu_clk_real(void *ctx)
+{
+	struct tu_clock *c = ctx;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + atomic_load(&c->wall_offset));
+}
+
+static uint64_t tu_clk_boot(void *ctx)
+{
+	struct tu_clock *c = ctx;
+	return atomic_fetch_add(&c->boot, atomic_load(&c->boot_step));
+}
+
+static void tu_clk_id(void *ctx, uint8_t out[16])
+{
+	memcpy(out, ((struct tu_clock *)ctx)->boot_id, 16);
+}
+
+void tu_clock_hooks(struct tu_clock *c, struct al_clock_hooks *ret)
+{
+	*ret = (struct al_clock_hooks){.ctx = c, .realtime = tu_clk_real, .boottime = tu_clk_boot,
+				       .boot_id = tu_clk_id};
+}
+
+static void tu_put(const char *path, const char *buf, size_t n)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, buf, n), (ssize_t)n);
+	assert_int_equal(fchmod(fd, 0600), 0);
+	close(fd);
+}
+
+void tu_v2_state_write(const struct tu_v2keys *k, uint32_t epoch, const uint8_t boot_id[16],
+		       uint64_t boot_start)
+{
+	struct al_sstate ss = {0};
+	char buf[8192];
+	long n;
+
+	ss.p.host_len = strlen(k->host);
+	memcpy(ss.p.host, k->host, ss.p.host_len);
+	memcpy(ss.p.key_id, k->key_id, 8);
+	ss.p.t0 = k->t0;
+	ss.p.delta = k->delta;
+	ss.max_jump = 1000;
+	memcpy(ss.boot_id, boot_id, 16);
+	ss.boot_start = boot_start;
+	assert_int_equal(al_seal_state_init(&ss.st, k->S, epoch), 0);
+	n = al_sstate_format(&ss, buf, sizeof(buf));
+	assert_true(n > 0);
+	/* a new file renamed over: the writer may hold the old one open */
+	char *tmp = NULL;
+	assert_true(asprintf(&tmp, "%s.tu", k->state_path) > 0);
+	tu_put(tmp, buf, (size_t)n);
+	assert_int_equal(rename(tmp, k->state_path), 0);
+	free(tmp);
+}
+
+void tu_v2_keys(const char *dir, const char *host, uint64_t t0, uint64_t delta, uint32_t epoch,
+		const uint8_t boot_id[16], uint64_t boot_start, struct tu_v2keys *k)
+{
+	struct al_vkey vk = {0};
+	struct al_ckey ck = {0};
+	char buf[8192];
+	long n;
+
+	memset(k, 0, sizeof(*k));
+	assert_true(strlen(host) < sizeof(k->host));
+	snprintf(k->host, sizeof(k->host), "%s", host);
+	k->t0 = t0;
+	k->delta = delta;
+	assert_int_equal(getentropy(k->S, sizeof(k->S)), 0);
+	assert_int_equal(getentropy(k->sign_seed, sizeof(k->sign_seed)), 0);
+	assert_int_equal(al_ed25519_public(k->sign_seed, k->pub), 0);
+	assert_int_equal(al_seal_key_id(k->S, (const uint8_t *)host, strlen(host), t0, delta, k->key_id),
+			 0);
+	k->state_path = tu_path(dir, "sealing-state");
+	k->sign_path = tu_path(dir, "signing-key");
+	k->pub_path = tu_path(dir, "checkpoint-key");
+	k->vkey_path = tu_path(dir, "verification-key");
+
+	vk.p.host_len = strlen(host);
+	memcpy(vk.p.host, host, vk.p.host_len);
+	memcpy(vk.p.key_id, k->key_id, 8);
+	vk.p.t0 = t0;
+	vk.p.delta = delta;
+	memcpy(vk.seed, k->S, 32);
+	n = al_vkey_format(&vk, buf, sizeof(buf));
+	assert_true(n > 0);
+	tu_put(k->vkey_path, buf, (size_t)n);
+
+	ck.host_len = strlen(host);
+	memcpy(ck.host, host, ck.host_len);
+	memcpy(ck.key, k->sign_seed, 32);
+	n = al_ckey_format(&ck, true, buf, sizeof(buf));
+	assert_true(n > 0);
+	tu_put(k->sign_path, buf, (size_t)n);
+	memcpy(ck.key, k->pub, 32);
+	n = al_ckey_format(&ck, false, buf, sizeof(buf));
+	assert_true(n > 0);
+	tu_put(k->pub_path, buf, (size_t)n);
+
+	tu_v2_state_write(k, epoch, boot_id, boot_start);
+}
+
+void tu_v2_keys_free(struct tu_v2keys *k)
+{
+	free(k->state_path);
+	free(k->sign_path);
+	free(k->pub_path);
+	free(k->vkey_path);
+	memset(k, 0, sizeof(*k));
+}
+
+void tu_v2_config(struct auditlog_config *cfg, const struct tu_v2keys *k, struct tu_clock *clock)
+{
+	assert_int_equal(auditlog_config_set_format_version(cfg, 2), 0);
+	assert_int_equal(auditlog_config_set_sealing(cfg, k->state_path, k->sign_path), 0);
+	if (clock) {
+		struct al_clock_hooks h;
+		tu_clock_hooks(clock, &h);
+		assert_int_equal(auditlog__config_set_clock(cfg, &h), 0);
+	}
 }

@@ -5,6 +5,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -88,6 +89,40 @@ unsigned tu_verify_stream(const char *path);
  * known-answer vectors); NULL, having said why on stderr, when it is unset or
  * cannot be read. */
 json_t *tu_json_file_env(const char *var);
+
+/* ---- v2 (docs/format.md Part II) -------------------------------------- */
+
+/* A test clock for auditlog__config_set_clock (internal.h): the boot clock
+ * the test sets (ns; every read adds boot_step), the real wall clock plus
+ * wall_offset, and a boot id. */
+struct tu_clock {
+	_Atomic uint64_t boot;
+	_Atomic uint64_t boot_step;
+	_Atomic int64_t wall_offset;
+	uint8_t boot_id[16];
+};
+struct al_clock_hooks;
+void tu_clock_hooks(struct tu_clock *c, struct al_clock_hooks *ret);
+
+/* A host's v2 keys made with the format layer in dir: the sealing state at
+ * `epoch` (boot id and boot start as given), the checkpoint key pair, the
+ * verification key. Paths are malloc'ed; tu_v2_keys_free frees them. */
+struct tu_v2keys {
+	char *state_path, *sign_path, *pub_path, *vkey_path;
+	uint8_t S[32];
+	uint8_t key_id[8];
+	char host[64];
+	uint64_t t0, delta;
+	uint8_t sign_seed[32], pub[32];
+};
+void tu_v2_keys(const char *dir, const char *host, uint64_t t0, uint64_t delta, uint32_t epoch,
+		const uint8_t boot_id[16], uint64_t boot_start, struct tu_v2keys *ret);
+/* Rewrite the sealing state file at epoch (the same key), e.g. an older copy. */
+void tu_v2_state_write(const struct tu_v2keys *k, uint32_t epoch, const uint8_t boot_id[16],
+		       uint64_t boot_start);
+void tu_v2_keys_free(struct tu_v2keys *k);
+/* Format version 2 with k's state and signing key (and the clock, when not NULL). */
+void tu_v2_config(struct auditlog_config *cfg, const struct tu_v2keys *k, struct tu_clock *clock);
 
 /* Open a log at path with a fresh config; cfg tweaks through the callback. */
 struct auditlog_config *tu_config(const char *path);

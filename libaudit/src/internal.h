@@ -47,6 +47,25 @@ int auditlog__config_set_io_hooks(struct auditlog_config *cfg, const struct al_i
  * never set outside tests. */
 int auditlog__config_set_v2_unsealed(struct auditlog_config *cfg, bool on);
 
+/*
+ * Clock hooks (tests only): when set, the writer reads every wall-clock time
+ * (record timestamps it makes itself, rotation age, the epoch schedule),
+ * every CLOCK_BOOTTIME reading (epochs, idle seals, checkpoint intervals) and
+ * the boot id through them, so epoch, clock-step and idle-seal tests run in
+ * milliseconds. Any of the three may be NULL (the real clock is read). With
+ * hooks set the worker never sleeps longer than 2 ms at a time, so a test
+ * that moves its clock sees the effect promptly. Called from the worker and
+ * from auditlog_open().
+ */
+struct al_clock_hooks {
+	void *ctx;
+	uint64_t (*realtime)(void *ctx);
+	uint64_t (*boottime)(void *ctx);
+	void (*boot_id)(void *ctx, uint8_t out[16]);
+};
+
+int auditlog__config_set_clock(struct auditlog_config *cfg, const struct al_clock_hooks *h);
+
 /* The tail window auditlog_open() may read: inflight x max_batch + 8 KiB. */
 uint64_t auditlog__tail_bound(const struct auditlog_config *cfg);
 

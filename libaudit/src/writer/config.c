@@ -190,6 +190,20 @@ int auditlog__config_set_io_hooks(struct auditlog_config *cfg, const struct al_i
 	return 0;
 }
 
+int auditlog__config_set_clock(struct auditlog_config *cfg, const struct al_clock_hooks *h)
+{
+	if (!cfg)
+		return -EINVAL;
+	if (h) {
+		cfg->clock = *h;
+		cfg->has_clock = true;
+	} else {
+		memset(&cfg->clock, 0, sizeof(cfg->clock));
+		cfg->has_clock = false;
+	}
+	return 0;
+}
+
 uint64_t auditlog__tail_bound(const struct auditlog_config *cfg)
 {
 	return (uint64_t)AL_INFLIGHT * cfg->max_batch_bytes + 8192u;
