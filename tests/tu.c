@@ -109,19 +109,40 @@ static int bad(struct tu_walk *w, uint64_t off, const char *fmt, ...)
 	return -1;
 }
 
+/* Where damage may start (docs/format.md 7, 19.5): after any v0/v1 record;
+ * in v2 only after a seal or a file's header. */
+static bool tu_safe(const struct al_record *r)
+{
+	return r->version < 2 || r->type == 4 /* seal */ || r->type == AL_T_HEADER;
+}
+
+struct tu_walk_at {
+	struct tu_walk w;
+	uint8_t prev[AL_HASH_LEN];
+	char last_ts[AL_TS_LEN];
+	uint8_t last_v;
+	size_t pos; /* just past the record */
+};
+
 int tu_walk_file(const char *path, struct tu_walk *w,
 		 void (*on_event)(void *ctx, const struct al_parsed *p), void *ctx)
 {
 	size_t len, pos = 0, err_off;
 	uint8_t *buf = tu_read_file(path, &len);
 	uint8_t *dec = malloc(AL_LINE_MAX), *work = malloc(AL_HASH_LEN + AL_BODY_MAX);
+	uint8_t *dec2 = malloc(AL_LINE_MAX);
 	uint8_t prev[AL_HASH_LEN], got[AL_HASH_LEN];
 	char last_ts[AL_TS_LEN];
 	uint8_t last_v = 0;
 	int r = -1;
+	/* the state at the last safe record, and the v2 events after it, which
+	 * count only once a seal covers them */
+	struct tu_walk_at *safe = calloc(1, sizeof(*safe));
+	size_t *pend = NULL, npend = 0, cpend = 0;
+	bool have_safe = false;
 
 	memset(w, 0, sizeof(*w));
-	if (!buf) {
+	if (!buf || !safe) {
 		snprintf(w->error, sizeof(w->error), "cannot read %s", path);
 		goto out;
 	}
@@ -135,9 +156,27 @@ int tu_walk_file(const char *path, struct tu_walk *w,
 		}
 		size_t n = (size_t)(nl - (buf + pos));
 		enum al_perr e = al_parse(buf + pos, n, dec, &p, &err_off);
+		const struct al_record *rec = &p.rec;
+		uint64_t seq = rec->f[AL_F_SEQ].u;
+		const char *why = NULL;
 		if (e != AL_PERR_OK) {
-			/* damage: must be named by a later recovery record */
-			size_t q = pos;
+			why = "line does not parse";
+		} else if (w->records > 0) {
+			if (rec->type == AL_T_HEADER)
+				why = "header in the middle of a file";
+			else if (seq != w->last_seq + 1)
+				why = "seq does not follow";
+			else if (memcmp(rec->f[AL_F_TIMESTAMP].p, last_ts, AL_TS_LEN) < 0)
+				why = "timestamp decreases";
+			else if (rec->version < last_v)
+				why = "version decreases";
+			else if (!al_check_hash(&p, buf + pos, prev, work, got))
+				why = "hash mismatch";
+		}
+		if (why && have_safe) {
+			/* damage right after the last safe record: must be named by
+			 * a later recovery record */
+			size_t d = safe->pos, q = pos;
 			bool ok = false;
 			while (q < len && !ok) {
 				uint8_t *nl2 = memchr(buf + q, '\n', len - q);
@@ -147,33 +186,44 @@ int tu_walk_file(const char *path, struct tu_walk *w,
 				if (al_parse(buf + q, (size_t)(nl2 - (buf + q)), dec, &rp, &err_off) ==
 					    AL_PERR_OK &&
 				    rp.rec.type == AL_T_RECOVERY &&
-				    rp.rec.f[AL_F_DAMAGE_OFFSET].u == pos &&
-				    rp.rec.f[AL_F_LAST_SEQ].u == w->last_seq && w->records) {
+				    rp.rec.f[AL_F_DAMAGE_OFFSET].u == d &&
+				    rp.rec.f[AL_F_LAST_SEQ].u == safe->w.last_seq) {
 					uint64_t dl = rp.rec.f[AL_F_DAMAGE_LENGTH].u;
 					uint8_t md[32], want[32];
-					size_t rec_off = (size_t)(pos + dl);
+					size_t rec_off = (size_t)(d + dl);
 					if (rec_off < q && buf[rec_off] == '\n' && buf[rec_off - 1] != '\n')
 						rec_off++;
 					if (rec_off == q && al_unhex(rp.rec.f[AL_F_DAMAGE_SHA256].p, 64, want) == 0) {
-						SHA256(buf + pos, dl, md);
+						SHA256(buf + d, dl, md);
 						ok = memcmp(md, want, 32) == 0;
 					}
-					if (ok) {
-						pos = q;
+					if (ok)
 						break;
-					}
 				}
 				q = (size_t)(nl2 - buf) + 1;
 			}
 			if (!ok) {
-				bad(w, pos, "line does not parse (reason %d at +%zu) and no recovery record names it",
-				    (int)e, err_off);
+				if (e != AL_PERR_OK)
+					bad(w, pos, "line does not parse (reason %d at +%zu) and no recovery record names it",
+					    (int)e, err_off);
+				else
+					bad(w, pos, "%s at seq %llu and no recovery record names it", why,
+					    (unsigned long long)seq);
 				goto out;
 			}
+			/* back to the safe record; the unsealed events are damage */
+			*w = safe->w;
+			memcpy(prev, safe->prev, AL_HASH_LEN);
+			memcpy(last_ts, safe->last_ts, AL_TS_LEN);
+			last_v = safe->last_v;
+			npend = 0;
+			pos = q;
 			continue;
 		}
-		const struct al_record *rec = &p.rec;
-		uint64_t seq = rec->f[AL_F_SEQ].u;
+		if (why) {
+			bad(w, pos, "%s", why);
+			goto out;
+		}
 		if (w->records == 0) {
 			if (rec->type != AL_T_HEADER) {
 				bad(w, pos, "first record is not a header");
@@ -199,28 +249,10 @@ int tu_walk_file(const char *path, struct tu_walk *w,
 			snprintf(w->reason, sizeof(w->reason), "%.*s", (int)rec->f[AL_F_REASON].n,
 				 rec->f[AL_F_REASON].p);
 			w->first_seq = seq;
-		} else {
-			if (rec->type == AL_T_HEADER) {
-				bad(w, pos, "header in the middle of a file");
+			if (!al_check_hash(&p, buf + pos, prev, work, got)) {
+				bad(w, pos, "hash mismatch at seq %llu", (unsigned long long)seq);
 				goto out;
 			}
-			if (seq != w->last_seq + 1) {
-				bad(w, pos, "seq %llu after %llu", (unsigned long long)seq,
-				    (unsigned long long)w->last_seq);
-				goto out;
-			}
-			if (memcmp(rec->f[AL_F_TIMESTAMP].p, last_ts, AL_TS_LEN) < 0) {
-				bad(w, pos, "timestamp decreases at seq %llu", (unsigned long long)seq);
-				goto out;
-			}
-			if (rec->version < last_v) {
-				bad(w, pos, "version decreases at seq %llu", (unsigned long long)seq);
-				goto out;
-			}
-		}
-		if (!al_check_hash(&p, buf + pos, prev, work, got)) {
-			bad(w, pos, "hash mismatch at seq %llu", (unsigned long long)seq);
-			goto out;
 		}
 		memcpy(prev, got, 32);
 		memcpy(last_ts, rec->f[AL_F_TIMESTAMP].p, AL_TS_LEN);
@@ -229,21 +261,49 @@ int tu_walk_file(const char *path, struct tu_walk *w,
 		w->last_seq = seq;
 		memcpy(w->last_hash, got, 32);
 		if (rec->type == AL_T_EVENT) {
-			w->events++;
-			if (on_event)
-				on_event(ctx, &p);
+			if (npend == cpend) {
+				cpend = cpend ? 2 * cpend : 64;
+				pend = realloc(pend, cpend * sizeof(*pend));
+				assert_non_null(pend);
+			}
+			pend[npend++] = pos;
 		} else if (rec->type == AL_T_HEADER) {
 			w->headers++;
-		} else {
+		} else if (rec->type == AL_T_RECOVERY) {
 			w->recoveries++;
 		}
 		pos += n + 1;
+		if (tu_safe(rec)) {
+			/* what it follows is committed: count its events */
+			for (size_t i = 0; i < npend; i++) {
+				uint8_t *l0 = buf + pend[i], *e0 = memchr(l0, '\n', len - pend[i]);
+				struct al_parsed ep;
+				assert_int_equal(al_parse(l0, (size_t)(e0 - l0), dec2, &ep, &err_off), AL_PERR_OK);
+				w->events++;
+				if (on_event)
+					on_event(ctx, &ep);
+			}
+			npend = 0;
+			safe->w = *w;
+			memcpy(safe->prev, prev, AL_HASH_LEN);
+			memcpy(safe->last_ts, last_ts, AL_TS_LEN);
+			safe->last_v = last_v;
+			safe->pos = pos;
+			have_safe = true;
+		}
+	}
+	if (npend) {
+		bad(w, pos, "%zu event(s) after the last seal", npend);
+		goto out;
 	}
 	r = 0;
 out:
 	free(buf);
 	free(dec);
+	free(dec2);
 	free(work);
+	free(safe);
+	free(pend);
 	return r;
 }
 
@@ -269,11 +329,61 @@ struct auditlog_event tu_event(const char *action, uint64_t session)
 	};
 }
 
+/* AUDITLOG_TEST_V2=1: every tu_config() writes v2, sealed with one set of
+ * keys made at first use (real clocks, 10 s epochs) in a directory of its
+ * own, removed at exit by the process that made it. */
+static struct {
+	char *dir;
+	pid_t owner;
+	struct tu_v2keys k;
+} tu_v2env;
+
+static void tu_v2env_cleanup(void)
+{
+	if (tu_v2env.dir && getpid() == tu_v2env.owner) {
+		tu_rmtree(tu_v2env.dir);
+		free(tu_v2env.dir);
+		tu_v2_keys_free(&tu_v2env.k);
+		tu_v2env.dir = NULL;
+	}
+}
+
+bool tu_v2_mode(void)
+{
+	const char *e = getenv("AUDITLOG_TEST_V2");
+	return e && strcmp(e, "1") == 0;
+}
+
 struct auditlog_config *tu_config(const char *path)
 {
 	struct auditlog_config *cfg = NULL;
 	if (auditlog_config_new(&cfg) < 0 || auditlog_config_set_path(cfg, path) < 0)
 		abort();
+	if (tu_v2_mode()) {
+		if (!tu_v2env.dir) {
+			struct timespec w, b;
+			uint8_t id[16];
+			char hex[64] = {0}, raw[64] = {0};
+			size_t k = 0;
+			FILE *fp = fopen("/proc/sys/kernel/random/boot_id", "r");
+			assert_non_null(fp);
+			assert_non_null(fgets(raw, sizeof(raw), fp));
+			fclose(fp);
+			for (size_t i = 0; raw[i] && k < 32; i++)
+				if (raw[i] != '-' && raw[i] != '\n')
+					hex[k++] = raw[i];
+			assert_int_equal(al_unhex((const uint8_t *)hex, 32, id), 0);
+			clock_gettime(CLOCK_REALTIME, &w);
+			clock_gettime(CLOCK_BOOTTIME, &b);
+			tu_v2env.dir = tu_mkdtemp();
+			tu_v2env.owner = getpid();
+			tu_v2_keys(tu_v2env.dir, "test-host", (uint64_t)w.tv_sec * 1000000000u +
+				   (uint64_t)w.tv_nsec, UINT64_C(10000000000), 0, id,
+				   (uint64_t)b.tv_sec * 1000000000u + (uint64_t)b.tv_nsec, &tu_v2env.k);
+			atexit(tu_v2env_cleanup);
+		}
+		tu_v2_config(cfg, &tu_v2env.k, NULL);
+	}
 	return cfg;
 }
 

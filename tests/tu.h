@@ -5,6 +5,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -124,6 +125,9 @@ void tu_v2_keys_free(struct tu_v2keys *k);
 /* Format version 2 with k's state and signing key (and the clock, when not NULL). */
 void tu_v2_config(struct auditlog_config *cfg, const struct tu_v2keys *k, struct tu_clock *clock);
 
-/* Open a log at path with a fresh config; cfg tweaks through the callback. */
+/* A fresh config for a log at path. With AUDITLOG_TEST_V2=1 in the
+ * environment (tu_v2_mode), format version 2 with sealing keys made once per
+ * process, so that existing scenarios run with v2 too. */
 struct auditlog_config *tu_config(const char *path);
+bool tu_v2_mode(void);
 #endif
