@@ -609,6 +609,45 @@ static void t_rotation(void **state)
 	fx_free(f);
 }
 
+/* A crash cut a rotated file's first batch before its seal: the repair
+ * starts right after its header, the tree and the open seal's previous seal
+ * come from the file before it (read from its bounded tail). */
+static void t_crash_rotated_first_batch(void **state)
+{
+	(void)state;
+	struct fx *f = fx_new(0);
+	struct auditlog_config *cfg = fx_config(f);
+	struct auditlog *log = NULL;
+	struct v2w w;
+	size_t len;
+
+	assert_int_equal(auditlog_config_set_rotate_bytes(cfg, 32u << 10), 0);
+	assert_int_equal(auditlog_config_set_max_batch_bytes(cfg, 16u << 10), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	for (int i = 0; i < 6; i++) {
+		put_events(log, 60, false);
+		assert_int_equal(auditlog_flush(log), 0);
+	}
+	assert_int_equal(auditlog_close(log), 0);
+	uint8_t *b = tu_read_file(f->path, &len);
+	uint8_t *nl = memchr(b, '\n', len);
+	assert_non_null(nl);
+	uint64_t cut = (uint64_t)(nl - b) + 1 + 57; /* the header, and a torn line */
+	assert_int_equal(truncate(f->path, (off_t)cut), 0);
+	free(b);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	put_events(log, 4, true);
+	assert_int_equal(auditlog_close(log), 0);
+	auditlog_config_free(cfg);
+	walk_chain(f, &w);
+	assert_int_equal(w.recoveries, 1);
+	assert_int_equal(w.opens, 2);
+	assert_int_equal(w.first_seq, 0);
+	assert_true(w.ckpts >= 1);
+	v2w_done(&w);
+	fx_free(f);
+}
+
 static void t_upgrade(void **state)
 {
 	(void)state;
@@ -804,6 +843,7 @@ int main(void)
 		cmocka_unit_test(t_idle),
 		cmocka_unit_test(t_reopen),
 		cmocka_unit_test(t_rotation),
+		cmocka_unit_test(t_crash_rotated_first_batch),
 		cmocka_unit_test(t_upgrade),
 		cmocka_unit_test(t_state_older_refused),
 		cmocka_unit_test(t_state_file_refused),

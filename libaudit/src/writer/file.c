@@ -206,7 +206,8 @@ struct scan {
  * acknowledged; they are damage like a torn line.
  */
 static int scan_tail(struct auditlog *l, const uint8_t *buf, size_t win, uint64_t start,
-		     struct scan *out, uint64_t *ret_good_end, bool *ret_unterminated)
+		     const struct v2pos *init, struct scan *out, uint64_t *ret_good_end,
+		     bool *ret_unterminated)
 {
 	struct al_parsed p;
 	size_t err_off, pos = 0;
@@ -242,7 +243,14 @@ static int scan_tail(struct auditlog *l, const uint8_t *buf, size_t win, uint64_
 			head_from(&h, &p);
 			have = true;
 			anchor_off = start + pos;
-			al_v2_scan_note(cur, &p, -1);
+			if (init && start + pos == 0) {
+				/* the file's header, continuing the tree and seals
+				 * of the file before it */
+				al_v2pos_copy(cur, init);
+				al_v2_scan_note(cur, &p, AL_V2);
+			} else {
+				al_v2_scan_note(cur, &p, -1);
+			}
 		} else if (ok && chains(&h, &p, line, l->work)) {
 			int pv = h.version;
 			head_from(&h, &p);
@@ -573,6 +581,59 @@ static bool newest_rotated(struct auditlog *l, char *out, size_t cap)
 	return found;
 }
 
+/*
+ * The v2 state (tree, last seal) at the end of the file a header names
+ * (prev_name, through prev_size: its durable head prev_seq), from that file's
+ * bounded tail: for a file whose first batch a crash cut before its seal.
+ */
+static int prev_file_v2(struct auditlog *l, const struct al_parsed *hp, struct v2pos *ret)
+{
+	char name[NAME_MAX + 1];
+	const struct al_record *h = &hp->rec;
+	uint64_t psize = h->f[AL_F_PREV_SIZE].u, bound = auditlog__tail_bound(&l->cfg);
+	uint8_t want[AL_HASH_LEN], *buf = NULL;
+	struct scan *sc = NULL;
+	uint64_t good_end;
+	bool unterminated;
+	int fd = -1, r;
+
+	if (h->f[AL_F_PREV_NAME].n >= sizeof(name) ||
+	    al_unhex(h->f[AL_F_PREV_HASH].p, 64, want) < 0 || psize == 0)
+		return -EBADMSG;
+	memcpy(name, h->f[AL_F_PREV_NAME].p, h->f[AL_F_PREV_NAME].n);
+	name[h->f[AL_F_PREV_NAME].n] = '\0';
+	if (strchr(name, '/'))
+		return -EBADMSG;
+	size_t win = psize < bound ? (size_t)psize : (size_t)bound;
+	fd = openat(l->dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -EBADMSG; /* the chain cannot be continued in O(1): the operator decides */
+	buf = malloc(win);
+	sc = malloc(sizeof(*sc));
+	r = buf && sc ? 0 : -ENOMEM;
+	for (size_t done = 0; r == 0 && done < win;) {
+		ssize_t k = pread(fd, buf + done, win - done, (off_t)(psize - win + done));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			r = k < 0 ? -errno : -EBADMSG;
+		else
+			done += (size_t)k;
+	}
+	if (r == 0)
+		r = scan_tail(l, buf, win, psize - win, NULL, sc, &good_end, &unterminated);
+	if (r == 0 && (good_end != psize || unterminated || sc->h.seq != h->f[AL_F_PREV_SEQ].u ||
+		       CRYPTO_memcmp(sc->h.hash, want, AL_HASH_LEN) != 0 ||
+		       sc->v2.tree_state == V2T_UNKNOWN))
+		r = -EBADMSG;
+	if (r == 0)
+		al_v2pos_copy(ret, &sc->v2);
+	close(fd);
+	free(buf);
+	free(sc);
+	return r;
+}
+
 int al_file_open(struct auditlog *l)
 {
 	struct stat st;
@@ -639,11 +700,13 @@ int al_file_open(struct auditlog *l)
 	l->file_created_ns = al_ts_ns((const char *)hp.rec.f[AL_F_TIMESTAMP].p);
 
 	bool unterminated;
+	struct v2pos *init_buf = NULL;
+	const struct v2pos *init = NULL;
 	for (;;) {
 		r = al_read_hooked(l, buf, win, size - win);
 		if (r < 0)
 			goto out;
-		r = scan_tail(l, buf, win, size - win, sc, &good_end, &unterminated);
+		r = scan_tail(l, buf, win, size - win, init, sc, &good_end, &unterminated);
 		if (r < 0)
 			goto out;
 		l->tail = sc->h;
@@ -651,8 +714,23 @@ int al_file_open(struct auditlog *l)
 			r = -EPROTO;
 			goto out;
 		}
-		if (!l->sealer || sc->v2.tree_state != V2T_UNKNOWN)
+		if (!l->sealer || sc->h.version < AL_V2 ||
+		    (sc->v2.tree_state != V2T_UNKNOWN && sc->v2.has_seal))
 			break;
+		if (!init && win == size && hp.rec.version == AL_V2 &&
+		    (hp.rec.present & AL_BIT(AL_F_PREV_NAME))) {
+			/* a file whose first batch lost its seal to a crash: the
+			 * tree and the last seal are the previous file's */
+			init = init_buf = malloc(sizeof(*init_buf));
+			if (!init_buf) {
+				r = -ENOMEM;
+				goto out;
+			}
+			r = prev_file_v2(l, &hp, init_buf);
+			if (r < 0)
+				goto out;
+			continue;
+		}
 		/* v2: no tree record in the window (written by a writer with a
 		 * larger max_batch_bytes?): read back at most one more batch */
 		uint64_t more = bound + l->cfg.max_batch_bytes;
@@ -716,5 +794,6 @@ int al_file_open(struct auditlog *l)
 out:
 	free(buf);
 	free(sc);
+	free(init_buf);
 	return r;
 }
