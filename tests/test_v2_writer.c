@@ -648,6 +648,107 @@ static void t_crash_rotated_first_batch(void **state)
 	fx_free(f);
 }
 
+/* A wall-clock step is noted once in a clock record; epochs go on by the
+ * boot clock (docs/format.md 17.2 rule 3, 21). */
+static void t_clock_step(void **state)
+{
+	(void)state;
+	struct fx *f = fx_new(50);
+	struct auditlog *log = fx_open(f);
+	struct v2w w;
+
+	put_events(log, 5, true);
+	atomic_fetch_add(&f->clk.wall_offset, (int64_t)3600 * 1000000000); /* +1 h */
+	put_events(log, 5, true);
+	put_events(log, 5, true); /* no second record for the same step */
+	atomic_fetch_sub(&f->clk.wall_offset, (int64_t)3600 * 1000000000); /* and back */
+	put_events(log, 5, true);
+	assert_int_equal(auditlog_close(log), 0);
+	walk_one(f, &w);
+	assert_int_equal(w.clocks, 2);
+	for (unsigned i = 0; i < w.nep; i++)
+		assert_int_equal(w.ep[i], 50); /* the boot clock did not move */
+	assert_true(file_has(f->path, "\"type\":\"clock\",\"epoch\":50,"));
+	v2w_done(&w);
+	fx_free(f);
+}
+
+/* Checkpoints every N records and every T ms (boot clock), each checked. */
+static void t_checkpoint_interval(void **state)
+{
+	(void)state;
+	struct fx *f = fx_new(0);
+	struct auditlog_config *cfg = fx_config(f);
+	struct auditlog *log = NULL;
+	struct v2w w;
+
+	assert_int_equal(auditlog_config_set_checkpoint_interval(cfg, 50, 0), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	for (int i = 0; i < 50; i++)
+		put_events(log, 10, true);
+	assert_int_equal(auditlog_close(log), 0);
+	walk_one(f, &w);
+	/* 500 events and their seals: a checkpoint at least every 50 records */
+	assert_true(w.ckpts >= w.records / 51);
+	assert_true(w.ckpts <= w.records / 40 + 2);
+	v2w_done(&w);
+
+	/* by time: 1000 ms; the boot clock moves 600 ms a batch */
+	assert_int_equal(auditlog_config_set_checkpoint_interval(cfg, 0, 1000), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	unsigned before = w.ckpts + 1; /* the close of the first life */
+	for (int i = 0; i < 10; i++) {
+		atomic_fetch_add(&f->clk.boot, 600000000u);
+		put_events(log, 1, true);
+	}
+	assert_int_equal(auditlog_close(log), 0);
+	auditlog_config_free(cfg);
+	walk_one(f, &w);
+	assert_true(w.ckpts - before >= 4 && w.ckpts - before <= 7);
+	v2w_done(&w);
+	fx_free(f);
+}
+
+/* Two logs sharing one sealing state: each advances it under the lock, it
+ * never goes back, and both logs' seals verify. */
+static void t_shared_state(void **state)
+{
+	(void)state;
+	struct fx *f = fx_new(5);
+	char *p2 = tu_path(f->dir, "other.log");
+	struct auditlog_config *cfg2 = fx_config(f);
+	struct auditlog *a = fx_open(f), *b = NULL;
+	struct v2w w;
+	size_t n;
+
+	assert_int_equal(auditlog_config_set_path(cfg2, p2), 0);
+	assert_int_equal(auditlog_open(cfg2, &b), 0);
+	for (uint32_t e = 1; e <= 4; e++) {
+		boot_set(f, e, 1000u);
+		put_events(e % 2 ? a : b, 3, true);
+		put_events(e % 2 ? b : a, 3, true);
+	}
+	assert_int_equal(auditlog_close(a), 0);
+	assert_int_equal(auditlog_close(b), 0);
+	walk_one(f, &w);
+	check_epoch_steps(&w);
+	v2w_done(&w);
+	v2w_init(&w, &f->k);
+	if (v2w_file(&w, p2) != 0)
+		fail_msg("%s", w.err);
+	assert_int_equal(w.ep[w.nep - 1], 9);
+	v2w_done(&w);
+	uint8_t *s = tu_read_file(f->k.state_path, &n);
+	struct al_sstate ss;
+	assert_int_equal(al_sstate_parse(s, n, &ss), 0);
+	assert_int_equal(ss.st.epoch, 9);
+	al_seal_state_wipe(&ss.st);
+	free(s);
+	auditlog_config_free(cfg2);
+	free(p2);
+	fx_free(f);
+}
+
 static void t_upgrade(void **state)
 {
 	(void)state;
@@ -845,6 +946,9 @@ int main(void)
 		cmocka_unit_test(t_rotation),
 		cmocka_unit_test(t_crash_rotated_first_batch),
 		cmocka_unit_test(t_upgrade),
+		cmocka_unit_test(t_clock_step),
+		cmocka_unit_test(t_checkpoint_interval),
+		cmocka_unit_test(t_shared_state),
 		cmocka_unit_test(t_state_older_refused),
 		cmocka_unit_test(t_state_file_refused),
 		cmocka_unit_test(t_state_advances),
