@@ -749,6 +749,29 @@ static void t_shared_state(void **state)
 	fx_free(f);
 }
 
+/* The same for a new chain's first file (header, then a cut): no earlier
+ * seal, the tree starts at the header. */
+static void t_crash_first_batch(void **state)
+{
+	(void)state;
+	struct fx *f = fx_new(0);
+	struct auditlog *log = fx_open(f);
+	struct v2w w;
+
+	assert_int_equal(auditlog_close(log), 0);
+	assert_int_equal(truncate(f->path, 1024 + 57), 0); /* the header is 1024 bytes */
+	log = fx_open(f);
+	put_events(log, 4, true);
+	assert_int_equal(auditlog_close(log), 0);
+	walk_one(f, &w);
+	assert_int_equal(w.recoveries, 1);
+	assert_int_equal(w.last_damage_off, 1024);
+	assert_int_equal(w.opens, 1);
+	assert_int_equal(w.first_seq, 0);
+	v2w_done(&w);
+	fx_free(f);
+}
+
 static void t_upgrade(void **state)
 {
 	(void)state;
@@ -945,6 +968,7 @@ int main(void)
 		cmocka_unit_test(t_reopen),
 		cmocka_unit_test(t_rotation),
 		cmocka_unit_test(t_crash_rotated_first_batch),
+		cmocka_unit_test(t_crash_first_batch),
 		cmocka_unit_test(t_upgrade),
 		cmocka_unit_test(t_clock_step),
 		cmocka_unit_test(t_checkpoint_interval),

@@ -340,12 +340,13 @@ static struct {
 
 static void tu_v2env_cleanup(void)
 {
-	if (tu_v2env.dir && getpid() == tu_v2env.owner) {
+	if (!tu_v2env.dir)
+		return;
+	if (getpid() == tu_v2env.owner) /* a forked child leaves the keys to its parent */
 		tu_rmtree(tu_v2env.dir);
-		free(tu_v2env.dir);
-		tu_v2_keys_free(&tu_v2env.k);
-		tu_v2env.dir = NULL;
-	}
+	free(tu_v2env.dir);
+	tu_v2_keys_free(&tu_v2env.k);
+	tu_v2env.dir = NULL;
 }
 
 bool tu_v2_mode(void)

@@ -636,6 +636,8 @@ static int prev_file_v2(struct auditlog *l, const struct al_parsed *hp, struct v
 
 int al_file_open(struct auditlog *l)
 {
+	struct v2pos *init_buf = NULL;  /* v2: the previous file's tree and seals */
+	const struct v2pos *init = NULL;
 	struct stat st;
 	struct al_parsed hp;
 	uint8_t *buf = NULL;
@@ -700,8 +702,6 @@ int al_file_open(struct auditlog *l)
 	l->file_created_ns = al_ts_ns((const char *)hp.rec.f[AL_F_TIMESTAMP].p);
 
 	bool unterminated;
-	struct v2pos *init_buf = NULL;
-	const struct v2pos *init = NULL;
 	for (;;) {
 		r = al_read_hooked(l, buf, win, size - win);
 		if (r < 0)
@@ -714,11 +714,11 @@ int al_file_open(struct auditlog *l)
 			r = -EPROTO;
 			goto out;
 		}
+		bool links = hp.rec.present & AL_BIT(AL_F_PREV_NAME);
 		if (!l->sealer || sc->h.version < AL_V2 ||
-		    (sc->v2.tree_state != V2T_UNKNOWN && sc->v2.has_seal))
-			break;
-		if (!init && win == size && hp.rec.version == AL_V2 &&
-		    (hp.rec.present & AL_BIT(AL_F_PREV_NAME))) {
+		    (sc->v2.tree_state != V2T_UNKNOWN && (sc->v2.has_seal || !links)))
+			break; /* (a chain's first file may hold no seal yet) */
+		if (!init && win == size && hp.rec.version == AL_V2 && links) {
 			/* a file whose first batch lost its seal to a crash: the
 			 * tree and the last seal are the previous file's */
 			init = init_buf = malloc(sizeof(*init_buf));
