@@ -163,8 +163,7 @@ struct auditlog_event {
  *   -EPROTO   the configured version is lower than the log's last record
  * and with format version 2 and sealing (auditlog_config_set_sealing):
  *   -ESTALE   the sealing state's epoch is below that of the last seal at the
- *             log's tail (a state replaced by an older copy), or another key
- *             was put in the state file's place while the log was open
+ *             log's tail (a state replaced by an older copy)
  *   -ELOOP    a key file is a symbolic link
  *   -EINVAL   a key file is not a regular file, not exactly its format
  *             (docs/format.md 17), or the two files name different hosts
@@ -174,7 +173,11 @@ struct auditlog_event {
  *   -EBADMSG  also: no tree or checkpoint record within the bounded tail
  *             (docs/format.md 20.4), so the tree cannot be continued in O(1)
  *   other -errno from the system.
- * Nothing is written to the log when the key files are refused. A v2 log
+ * Nothing is written to the log when the key files are refused. Later, a
+ * seal step that fails (the state file cannot be advanced: -EIO, -ENOSPC...;
+ * another key put in its place: -ESTALE; the key exhausted: -ERANGE) fails
+ * the log closed with that error, and the batch it would have sealed is not
+ * written: its records are reported failed, never written unsealed. A v2 log
  * opens with one synchronous batch ending in an `open` seal, and
  * auditlog_close() ends it with a checkpoint and a `close` seal.
  */
