@@ -109,10 +109,12 @@ static void v2w_init(struct v2w *w, const struct tu_v2keys *k)
 	} while (0)
 
 /* Walk one file of the chain (files in chain order). 0, or -1 with w->err. */
-static int v2w_file(struct v2w *w, const char *path)
+static int v2w_file_upto(struct v2w *w, const char *path, uint64_t limit)
 {
 	size_t len = 0, pos = 0, err_off;
 	uint8_t *buf = tu_read_file(path, &len);
+	if (limit && limit < len)
+		len = (size_t)limit; /* what the next file's header says was durable */
 	uint8_t *dec = malloc(AL_LINE_MAX), *work = malloc(AL_HASH_LEN + AL_BODY_MAX);
 	struct al_parsed p;
 	bool first = true;
@@ -244,6 +246,26 @@ out:
 	return rc;
 }
 
+static int v2w_file(struct v2w *w, const char *path)
+{
+	return v2w_file_upto(w, path, 0);
+}
+
+/* The prev_size the header of the file at path names (0: none). */
+static uint64_t header_prev_size(const char *path)
+{
+	size_t len, err_off;
+	uint8_t *b = tu_read_file(path, &len), dec[AL_LINE_MAX];
+	uint8_t *nl = b ? memchr(b, '\n', len) : NULL;
+	struct al_parsed p;
+	uint64_t r = 0;
+	if (nl && al_parse(b, (size_t)(nl - b), dec, &p, &err_off) == AL_PERR_OK &&
+	    (p.rec.present & AL_BIT(AL_F_PREV_SIZE)))
+		r = p.rec.f[AL_F_PREV_SIZE].u;
+	free(b);
+	return r;
+}
+
 static void v2w_done(struct v2w *w)
 {
 	al_seal_walk_wipe(&w->walk);
@@ -269,7 +291,17 @@ struct fx {
 	uint64_t wend[1 << 14];
 	_Atomic unsigned nw;
 	struct al_io_hooks io;
+	_Atomic unsigned fsyncs;
+	unsigned fail_fsync; /* fail this (1-based) fdatasync with -EIO; 0: none */
 };
+
+static int before_fsync(void *ctx, int fd, uint64_t off, size_t len)
+{
+	struct fx *f = ctx;
+	(void)fd, (void)off, (void)len;
+	unsigned n = atomic_fetch_add(&f->fsyncs, 1) + 1;
+	return f->fail_fsync && n == f->fail_fsync ? -EIO : 0;
+}
 
 static void after_write(void *ctx, int fd, uint64_t off, size_t len, long res)
 {
@@ -299,6 +331,7 @@ static struct fx *fx_new(uint32_t epoch)
 		   BOOT0, &f->k);
 	f->io.ctx = f;
 	f->io.after_write = after_write;
+	f->io.before_fsync = before_fsync;
 	return f;
 }
 
@@ -565,10 +598,12 @@ static void walk_chain(struct fx *f, struct v2w *w)
 	unsigned n = chain_files(f, files, 255);
 	v2w_init(w, &f->k);
 	for (unsigned i = 0; i < n; i++) {
-		if (v2w_file(w, files[i]) != 0)
+		uint64_t upto = i + 1 < n ? header_prev_size(files[i + 1]) : 0;
+		if (v2w_file_upto(w, files[i], upto) != 0)
 			fail_msg("%s", w->err);
-		free(files[i]);
 	}
+	for (unsigned i = 0; i < n; i++)
+		free(files[i]);
 }
 
 static void t_rotation(void **state)
@@ -773,6 +808,35 @@ static void t_crash_first_batch(void **state)
 	fx_free(f);
 }
 
+/* A failed fdatasync seals the file; the chain, its tree and its seals go on
+ * in the next file, and every seal there verifies. */
+static void t_failover(void **state)
+{
+	(void)state;
+	struct fx *f = fx_new(0);
+	struct auditlog *log;
+	struct v2w w;
+	struct auditlog_stats st;
+
+	f->fail_fsync = 4; /* open's batch is the 1st */
+	log = fx_open(f);
+	for (int i = 0; i < 6; i++) {
+		put_events(log, 20, false);
+		(void)auditlog_flush(log); /* the failed batch's flush fails */
+	}
+	put_events(log, 3, true);
+	assert_int_equal(auditlog_get_stats(log, &st, sizeof(st)), 0);
+	assert_int_equal(st.failovers, 1);
+	assert_int_equal(auditlog_close(log), 0);
+	walk_chain(f, &w);
+	assert_int_equal(w.events, 123); /* the async records were re-written */
+	assert_int_equal(w.opens, 1);
+	assert_int_equal(w.kinds[3], 1);
+	assert_int_equal(w.first_seq, 0);
+	v2w_done(&w);
+	fx_free(f);
+}
+
 static void t_upgrade(void **state)
 {
 	(void)state;
@@ -970,6 +1034,7 @@ int main(void)
 		cmocka_unit_test(t_rotation),
 		cmocka_unit_test(t_crash_rotated_first_batch),
 		cmocka_unit_test(t_crash_first_batch),
+		cmocka_unit_test(t_failover),
 		cmocka_unit_test(t_upgrade),
 		cmocka_unit_test(t_clock_step),
 		cmocka_unit_test(t_checkpoint_interval),
