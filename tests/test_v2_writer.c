@@ -837,6 +837,33 @@ static void t_failover(void **state)
 	fx_free(f);
 }
 
+/* The coalescing wait never runs past the epoch's end (its records are
+ * sealed in it): with a 1 s window and 5 ms left in the epoch, an async
+ * record is written within a fraction of the window. */
+static void t_coalesce_epoch_end(void **state)
+{
+	(void)state;
+	struct fx *f = fx_new(0);
+	struct auditlog_config *cfg = fx_config(f);
+	struct auditlog *log = NULL;
+	struct timespec a, b;
+
+	assert_int_equal(auditlog_config_set_async_coalesce_us(cfg, 1000000), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	auditlog_config_free(cfg);
+	uint64_t before = tu_file_size(f->path);
+	boot_set(f, 0, DELTA - 5000000u);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	put_events(log, 1, false);
+	while (tu_file_size(f->path) == before)
+		usleep(500);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	double ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+	assert_true(ms < 500);
+	assert_int_equal(auditlog_close(log), 0);
+	fx_free(f);
+}
+
 static void t_upgrade(void **state)
 {
 	(void)state;
@@ -1035,6 +1062,7 @@ int main(void)
 		cmocka_unit_test(t_crash_rotated_first_batch),
 		cmocka_unit_test(t_crash_first_batch),
 		cmocka_unit_test(t_failover),
+		cmocka_unit_test(t_coalesce_epoch_end),
 		cmocka_unit_test(t_upgrade),
 		cmocka_unit_test(t_clock_step),
 		cmocka_unit_test(t_checkpoint_interval),
