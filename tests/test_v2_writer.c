@@ -864,6 +864,80 @@ static void t_coalesce_epoch_end(void **state)
 	fx_free(f);
 }
 
+/* Bad configurations: v2 without sealing, key files of two hosts. */
+static void t_config_refused(void **state)
+{
+	(void)state;
+	struct fx *f = fx_new(0);
+	struct auditlog_config *cfg = tu_config(f->path);
+	struct auditlog *log = NULL;
+	struct tu_v2keys other;
+	char *d2 = tu_mkdtemp();
+
+	assert_int_equal(auditlog_config_set_format_version(cfg, 2), 0);
+	assert_int_equal(auditlog_open(cfg, &log), -EINVAL); /* no sealing */
+	tu_v2_keys(d2, "host-2.example", f->k.t0, DELTA, 0, boot_a, BOOT0, &other);
+	assert_int_equal(auditlog_config_set_sealing(cfg, f->k.state_path, other.sign_path), 0);
+	assert_int_equal(auditlog_open(cfg, &log), -EINVAL); /* two hosts */
+	assert_int_equal(access(f->path, F_OK), -1);
+	auditlog_config_free(cfg);
+	tu_v2_keys_free(&other);
+	tu_rmtree(d2);
+	free(d2);
+	fx_free(f);
+}
+
+/* Open finds a tree record within its bounded tail, reading back at most
+ * one more batch; a tail written with far larger batches and no tree record
+ * in reach is refused rather than scanned (open stays O(1)). */
+static void t_tree_out_of_reach(void **state)
+{
+	(void)state;
+	struct fx *f = fx_new(0);
+	struct auditlog_config *cfg = fx_config(f);
+	struct auditlog *log = NULL;
+	struct v2w w;
+	size_t len;
+
+	assert_int_equal(auditlog_config_set_max_batch_bytes(cfg, 1u << 20), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	for (int i = 0; i < 40; i++) {
+		put_events(log, 100, false);
+		assert_int_equal(auditlog_flush(log), 0); /* ~33 KB batches */
+	}
+	assert_int_equal(auditlog_close(log), 0);
+	walk_one(f, &w);
+	/* the last seal at least 100 KB past the last tree record before it */
+	uint8_t *b = tu_read_file(f->path, &len);
+	uint64_t cut = 0, last_tree = 0;
+	for (size_t pos = 0; pos < len;) {
+		uint8_t *nl = memchr(b + pos, '\n', len - pos);
+		size_t n = (size_t)(nl - (b + pos)) + 1;
+		if (memmem(b + pos, n < 120 ? n : 120, "\"type\":\"tree\"", 13))
+			last_tree = pos + n;
+		if (memmem(b + pos, n < 120 ? n : 120, "\"type\":\"seal\"", 13) &&
+		    pos + n > last_tree + (100u << 10) && !cut)
+			cut = pos + n;
+		pos += n;
+	}
+	free(b);
+	v2w_done(&w);
+	assert_true(cut > 0);
+	assert_int_equal(truncate(f->path, (off_t)cut), 0);
+	assert_int_equal(auditlog_config_set_max_batch_bytes(cfg, 16u << 10), 0);
+	assert_int_equal(auditlog_open(cfg, &log), -EBADMSG);
+	/* with the batch size it was written with, the window reaches it */
+	assert_int_equal(auditlog_config_set_max_batch_bytes(cfg, 1u << 20), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	put_events(log, 3, true);
+	assert_int_equal(auditlog_close(log), 0);
+	walk_one(f, &w);
+	assert_int_equal(w.opens, 2);
+	v2w_done(&w);
+	auditlog_config_free(cfg);
+	fx_free(f);
+}
+
 static void t_upgrade(void **state)
 {
 	(void)state;
@@ -1063,6 +1137,8 @@ int main(void)
 		cmocka_unit_test(t_crash_first_batch),
 		cmocka_unit_test(t_failover),
 		cmocka_unit_test(t_coalesce_epoch_end),
+		cmocka_unit_test(t_config_refused),
+		cmocka_unit_test(t_tree_out_of_reach),
 		cmocka_unit_test(t_upgrade),
 		cmocka_unit_test(t_clock_step),
 		cmocka_unit_test(t_checkpoint_interval),
