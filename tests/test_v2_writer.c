@@ -954,7 +954,6 @@ static void t_upgrade(void **state)
 	assert_int_equal(auditlog_close(log), 0);
 	walk_one(f, &w);
 	assert_int_equal(w.events, 40);
-	if (getenv("TU_DUMP")) { size_t dn; char *db = (char *)tu_read_file(f->path, &dn); fwrite(db, 1, dn, stderr); free(db); }
 	assert_int_equal(w.first_seq, 21); /* the open seal: the first v2 record */
 	assert_true(w.trees >= 1);
 	assert_true(w.ckpts >= 1);
