@@ -66,7 +66,10 @@ struct al_clock_hooks {
 
 int auditlog__config_set_clock(struct auditlog_config *cfg, const struct al_clock_hooks *h);
 
-/* The tail window auditlog_open() may read: inflight x max_batch + 8 KiB. */
+/* The tail window auditlog_open() may read: inflight x max_batch + 8 KiB.
+ * v2 may read one more max_batch when no tree record lies in it, and the
+ * same window of the previous file when the active one's first batch lost
+ * its seal (docs/format.md 19.5, 20.4): still O(1) in the log's size. */
 uint64_t auditlog__tail_bound(const struct auditlog_config *cfg);
 
 /* Batches in flight at once (write + fdatasync pairs). */
