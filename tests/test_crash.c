@@ -927,6 +927,13 @@ static void test_power_loss_torn_header(void **state)
 	struct mode md = M_PWRITE;
 	md.torn_header = true;
 	struct outcome o = power_loss_rounds(&md, test_seed(0x7042ull), 5);
+	if (tu_v2_mode()) {
+		/* v2's first write is header + tree + open seal: a cut after the
+		 * whole header line is repaired from right after that header
+		 * (docs/format.md 19.5), a cut inside it starts afresh */
+		assert_int_equal(o.untrusted_rounds + o.recovered_rounds, o.rounds);
+		return;
+	}
 	assert_int_equal(o.untrusted_rounds, o.rounds);
 	assert_int_equal(o.torn_aside, o.rounds); /* each reported recovered, nothing else */
 }

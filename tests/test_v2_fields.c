@@ -65,12 +65,10 @@ static void sha_hex(const uint8_t *p, size_t n, char out[65])
 
 /* ---- v2 logs ---------------------------------------------------------------- */
 
-/* The one place a v2 config is made (TEMPORARY: the unsealed seam until the
- * writer's sealing lands; the lead swaps in real keys at merge). */
+/* The one place a v2 config is made: a real sealing state and signing key. */
 static void v2_config(struct auditlog_config *cfg)
 {
-	assert_int_equal(auditlog_config_set_format_version(cfg, 2), 0);
-	assert_int_equal(auditlog__config_set_v2_unsealed(cfg, true), 0);
+	tu_v2_config_shared(cfg);
 }
 
 static struct auditlog *open_log(const char *path, unsigned version, size_t queue)
@@ -95,6 +93,20 @@ struct lines {
 	size_t n;
 };
 
+/* A v2 log's own records (seal, tree, checkpoint, clock: docs/format.md 12),
+ * which a v1 log does not have; test_v2_writer checks them. A string value
+ * cannot hold the unescaped member text. */
+static bool v2_own_record(const char *line)
+{
+	static const char *const t[] = {",\"type\":\"seal\",", ",\"type\":\"tree\",",
+					",\"type\":\"checkpoint\",", ",\"type\":\"clock\","};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (strstr(line, t[i]))
+			return true;
+	return false;
+}
+
+/* The lines of a log but the v2 writer's own records: the header and events. */
 static struct lines read_lines(const char *path)
 {
 	struct lines ls = {0};
@@ -112,7 +124,10 @@ static struct lines read_lines(const char *path)
 		assert_non_null(ls.v[ls.n]);
 		memcpy(ls.v[ls.n], buf + pos, n);
 		ls.v[ls.n][n] = '\0';
-		ls.n++;
+		if (v2_own_record(ls.v[ls.n]))
+			free(ls.v[ls.n]);
+		else
+			ls.n++;
 		pos += n + 1;
 	}
 	free(buf);
@@ -805,8 +820,17 @@ static void test_golden_v0(void **state)
 }
 
 
+/* Remove the line's ,"seq":N member: a v2 log's seals and tree records take
+ * seqs of their own between the events. */
+static void drop_seq(char *line)
+{
+	char *a = strstr(line, ",\"seq\":"), *b = a ? strchr(a + 1, ',') : NULL;
+	assert_non_null(b);
+	memmove(a, b, strlen(b) + 1);
+}
+
 /* The same events on a v1 and a v2 log, clock and ids frozen: every line is
- * the same but for "v" and "hash" (the producer's decoding of the fixed
+ * the same but for "v", "seq" and "hash" (the producer's decoding of the fixed
  * members is the worker's v1 decoding: repair, escapes, cuts, names), and
  * the v2 file checks. */
 static void test_v2_fixed_members(void **state)
@@ -836,6 +860,8 @@ static void test_v2_fixed_members(void **state)
 		assert_non_null(h2);
 		v[5] = '2';
 		*h1 = *h2 = '\0';
+		drop_seq(l1.v[i]);
+		drop_seq(l2.v[i]);
 		assert_string_equal(l1.v[i], l2.v[i]);
 	}
 	free_lines(&l1);

@@ -11,8 +11,15 @@
 
 #include <openssl/sha.h>
 
+#include <stdatomic.h>
+#include <time.h>
 #include "tu.h"
 #include "verify.h"
+#include "internal.h"
+#include "keyfile.h"
+#include "note.h"
+#include "sealkey.h"
+#include "sealer.h"
 
 char *tu_mkdtemp(void)
 {
@@ -103,19 +110,40 @@ static int bad(struct tu_walk *w, uint64_t off, const char *fmt, ...)
 	return -1;
 }
 
+/* Where damage may start (docs/format.md 7, 19.5): after any v0/v1 record;
+ * in v2 only after a seal or a file's header. */
+static bool tu_safe(const struct al_record *r)
+{
+	return r->version < 2 || r->type == 4 /* seal */ || r->type == AL_T_HEADER;
+}
+
+struct tu_walk_at {
+	struct tu_walk w;
+	uint8_t prev[AL_HASH_LEN];
+	char last_ts[AL_TS_LEN];
+	uint8_t last_v;
+	size_t pos; /* just past the record */
+};
+
 int tu_walk_file(const char *path, struct tu_walk *w,
 		 void (*on_event)(void *ctx, const struct al_parsed *p), void *ctx)
 {
 	size_t len, pos = 0, err_off;
 	uint8_t *buf = tu_read_file(path, &len);
 	uint8_t *dec = malloc(AL_LINE_MAX), *work = malloc(AL_HASH_LEN + AL_BODY_MAX);
+	uint8_t *dec2 = malloc(AL_LINE_MAX);
 	uint8_t prev[AL_HASH_LEN], got[AL_HASH_LEN];
 	char last_ts[AL_TS_LEN];
 	uint8_t last_v = 0;
 	int r = -1;
+	/* the state at the last safe record, and the v2 events after it, which
+	 * count only once a seal covers them */
+	struct tu_walk_at *safe = calloc(1, sizeof(*safe));
+	size_t *pend = NULL, npend = 0, cpend = 0;
+	bool have_safe = false;
 
 	memset(w, 0, sizeof(*w));
-	if (!buf) {
+	if (!buf || !safe) {
 		snprintf(w->error, sizeof(w->error), "cannot read %s", path);
 		goto out;
 	}
@@ -129,9 +157,27 @@ int tu_walk_file(const char *path, struct tu_walk *w,
 		}
 		size_t n = (size_t)(nl - (buf + pos));
 		enum al_perr e = al_parse(buf + pos, n, dec, &p, &err_off);
+		const struct al_record *rec = &p.rec;
+		uint64_t seq = rec->f[AL_F_SEQ].u;
+		const char *why = NULL;
 		if (e != AL_PERR_OK) {
-			/* damage: must be named by a later recovery record */
-			size_t q = pos;
+			why = "line does not parse";
+		} else if (w->records > 0) {
+			if (rec->type == AL_T_HEADER)
+				why = "header in the middle of a file";
+			else if (seq != w->last_seq + 1)
+				why = "seq does not follow";
+			else if (memcmp(rec->f[AL_F_TIMESTAMP].p, last_ts, AL_TS_LEN) < 0)
+				why = "timestamp decreases";
+			else if (rec->version < last_v)
+				why = "version decreases";
+			else if (!al_check_hash(&p, buf + pos, prev, work, got))
+				why = "hash mismatch";
+		}
+		if (why && have_safe) {
+			/* damage right after the last safe record: must be named by
+			 * a later recovery record */
+			size_t d = safe->pos, q = pos;
 			bool ok = false;
 			while (q < len && !ok) {
 				uint8_t *nl2 = memchr(buf + q, '\n', len - q);
@@ -141,33 +187,44 @@ int tu_walk_file(const char *path, struct tu_walk *w,
 				if (al_parse(buf + q, (size_t)(nl2 - (buf + q)), dec, &rp, &err_off) ==
 					    AL_PERR_OK &&
 				    rp.rec.type == AL_T_RECOVERY &&
-				    rp.rec.f[AL_F_DAMAGE_OFFSET].u == pos &&
-				    rp.rec.f[AL_F_LAST_SEQ].u == w->last_seq && w->records) {
+				    rp.rec.f[AL_F_DAMAGE_OFFSET].u == d &&
+				    rp.rec.f[AL_F_LAST_SEQ].u == safe->w.last_seq) {
 					uint64_t dl = rp.rec.f[AL_F_DAMAGE_LENGTH].u;
 					uint8_t md[32], want[32];
-					size_t rec_off = (size_t)(pos + dl);
+					size_t rec_off = (size_t)(d + dl);
 					if (rec_off < q && buf[rec_off] == '\n' && buf[rec_off - 1] != '\n')
 						rec_off++;
 					if (rec_off == q && al_unhex(rp.rec.f[AL_F_DAMAGE_SHA256].p, 64, want) == 0) {
-						SHA256(buf + pos, dl, md);
+						SHA256(buf + d, dl, md);
 						ok = memcmp(md, want, 32) == 0;
 					}
-					if (ok) {
-						pos = q;
+					if (ok)
 						break;
-					}
 				}
 				q = (size_t)(nl2 - buf) + 1;
 			}
 			if (!ok) {
-				bad(w, pos, "line does not parse (reason %d at +%zu) and no recovery record names it",
-				    (int)e, err_off);
+				if (e != AL_PERR_OK)
+					bad(w, pos, "line does not parse (reason %d at +%zu) and no recovery record names it",
+					    (int)e, err_off);
+				else
+					bad(w, pos, "%s at seq %llu and no recovery record names it", why,
+					    (unsigned long long)seq);
 				goto out;
 			}
+			/* back to the safe record; the unsealed events are damage */
+			*w = safe->w;
+			memcpy(prev, safe->prev, AL_HASH_LEN);
+			memcpy(last_ts, safe->last_ts, AL_TS_LEN);
+			last_v = safe->last_v;
+			npend = 0;
+			pos = q;
 			continue;
 		}
-		const struct al_record *rec = &p.rec;
-		uint64_t seq = rec->f[AL_F_SEQ].u;
+		if (why) {
+			bad(w, pos, "%s", why);
+			goto out;
+		}
 		if (w->records == 0) {
 			if (rec->type != AL_T_HEADER) {
 				bad(w, pos, "first record is not a header");
@@ -193,28 +250,10 @@ int tu_walk_file(const char *path, struct tu_walk *w,
 			snprintf(w->reason, sizeof(w->reason), "%.*s", (int)rec->f[AL_F_REASON].n,
 				 rec->f[AL_F_REASON].p);
 			w->first_seq = seq;
-		} else {
-			if (rec->type == AL_T_HEADER) {
-				bad(w, pos, "header in the middle of a file");
+			if (!al_check_hash(&p, buf + pos, prev, work, got)) {
+				bad(w, pos, "hash mismatch at seq %llu", (unsigned long long)seq);
 				goto out;
 			}
-			if (seq != w->last_seq + 1) {
-				bad(w, pos, "seq %llu after %llu", (unsigned long long)seq,
-				    (unsigned long long)w->last_seq);
-				goto out;
-			}
-			if (memcmp(rec->f[AL_F_TIMESTAMP].p, last_ts, AL_TS_LEN) < 0) {
-				bad(w, pos, "timestamp decreases at seq %llu", (unsigned long long)seq);
-				goto out;
-			}
-			if (rec->version < last_v) {
-				bad(w, pos, "version decreases at seq %llu", (unsigned long long)seq);
-				goto out;
-			}
-		}
-		if (!al_check_hash(&p, buf + pos, prev, work, got)) {
-			bad(w, pos, "hash mismatch at seq %llu", (unsigned long long)seq);
-			goto out;
 		}
 		memcpy(prev, got, 32);
 		memcpy(last_ts, rec->f[AL_F_TIMESTAMP].p, AL_TS_LEN);
@@ -223,21 +262,49 @@ int tu_walk_file(const char *path, struct tu_walk *w,
 		w->last_seq = seq;
 		memcpy(w->last_hash, got, 32);
 		if (rec->type == AL_T_EVENT) {
-			w->events++;
-			if (on_event)
-				on_event(ctx, &p);
+			if (npend == cpend) {
+				cpend = cpend ? 2 * cpend : 64;
+				pend = realloc(pend, cpend * sizeof(*pend));
+				assert_non_null(pend);
+			}
+			pend[npend++] = pos;
 		} else if (rec->type == AL_T_HEADER) {
 			w->headers++;
-		} else {
+		} else if (rec->type == AL_T_RECOVERY) {
 			w->recoveries++;
 		}
 		pos += n + 1;
+		if (tu_safe(rec)) {
+			/* what it follows is committed: count its events */
+			for (size_t i = 0; i < npend; i++) {
+				uint8_t *l0 = buf + pend[i], *e0 = memchr(l0, '\n', len - pend[i]);
+				struct al_parsed ep;
+				assert_int_equal(al_parse(l0, (size_t)(e0 - l0), dec2, &ep, &err_off), AL_PERR_OK);
+				w->events++;
+				if (on_event)
+					on_event(ctx, &ep);
+			}
+			npend = 0;
+			safe->w = *w;
+			memcpy(safe->prev, prev, AL_HASH_LEN);
+			memcpy(safe->last_ts, last_ts, AL_TS_LEN);
+			safe->last_v = last_v;
+			safe->pos = pos;
+			have_safe = true;
+		}
+	}
+	if (npend) {
+		bad(w, pos, "%zu event(s) after the last seal", npend);
+		goto out;
 	}
 	r = 0;
 out:
 	free(buf);
 	free(dec);
+	free(dec2);
 	free(work);
+	free(safe);
+	free(pend);
 	return r;
 }
 
@@ -263,11 +330,59 @@ struct auditlog_event tu_event(const char *action, uint64_t session)
 	};
 }
 
+/* AUDITLOG_TEST_V2=1: every tu_config() writes v2, sealed with one set of
+ * keys made at first use (real clocks, 10 s epochs) in a directory of its
+ * own, removed at exit by the process that made it. */
+static struct {
+	char *dir;
+	pid_t owner;
+	struct tu_v2keys k;
+} tu_v2env;
+
+static void tu_v2env_cleanup(void)
+{
+	if (!tu_v2env.dir)
+		return;
+	if (getpid() == tu_v2env.owner) /* a forked child leaves the keys to its parent */
+		tu_rmtree(tu_v2env.dir);
+	free(tu_v2env.dir);
+	tu_v2_keys_free(&tu_v2env.k);
+	tu_v2env.dir = NULL;
+}
+
+bool tu_v2_mode(void)
+{
+	const char *e = getenv("AUDITLOG_TEST_V2");
+	return e && strcmp(e, "1") == 0;
+}
+
+void tu_v2_config_shared(struct auditlog_config *cfg)
+{
+	if (!tu_v2env.dir) {
+		struct timespec w, b;
+		uint8_t id[16];
+
+		assert_int_equal(al_clock_boot_id(NULL, id), 0);
+		clock_gettime(CLOCK_REALTIME, &w);
+		clock_gettime(CLOCK_BOOTTIME, &b);
+		tu_v2env.dir = tu_mkdtemp();
+		tu_v2env.owner = getpid();
+		tu_v2_keys(tu_v2env.dir, "test-host",
+			   (uint64_t)w.tv_sec * 1000000000u + (uint64_t)w.tv_nsec,
+			   UINT64_C(10000000000), 0, id,
+			   (uint64_t)b.tv_sec * 1000000000u + (uint64_t)b.tv_nsec, &tu_v2env.k);
+		atexit(tu_v2env_cleanup);
+	}
+	tu_v2_config(cfg, &tu_v2env.k, NULL);
+}
+
 struct auditlog_config *tu_config(const char *path)
 {
 	struct auditlog_config *cfg = NULL;
 	if (auditlog_config_new(&cfg) < 0 || auditlog_config_set_path(cfg, path) < 0)
 		abort();
+	if (tu_v2_mode())
+		tu_v2_config_shared(cfg);
 	return cfg;
 }
 
@@ -476,4 +591,133 @@ json_t *tu_json_file_env(const char *var)
 	if (!j)
 		fprintf(stderr, "%s: %s (line %d)\n", p, err.text, err.line);
 	return j;
+}
+
+/* ---- v2 ------------------------------------------------------------------ */
+
+static uint64_t tu_clk_real(void *ctx)
+{
+	struct tu_clock *c = ctx;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + atomic_load(&c->wall_offset));
+}
+
+static uint64_t tu_clk_boot(void *ctx)
+{
+	struct tu_clock *c = ctx;
+	return atomic_fetch_add(&c->boot, atomic_load(&c->boot_step));
+}
+
+static void tu_clk_id(void *ctx, uint8_t out[16])
+{
+	memcpy(out, ((struct tu_clock *)ctx)->boot_id, 16);
+}
+
+void tu_clock_hooks(struct tu_clock *c, struct al_clock_hooks *ret)
+{
+	*ret = (struct al_clock_hooks){.ctx = c, .realtime = tu_clk_real, .boottime = tu_clk_boot,
+				       .boot_id = tu_clk_id};
+}
+
+static void tu_put(const char *path, const char *buf, size_t n)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, buf, n), (ssize_t)n);
+	assert_int_equal(fchmod(fd, 0600), 0);
+	close(fd);
+}
+
+void tu_v2_state_write(const struct tu_v2keys *k, uint32_t epoch, const uint8_t boot_id[16],
+		       uint64_t boot_start)
+{
+	struct al_sstate ss = {0};
+	char buf[8192];
+	long n;
+
+	ss.p.host_len = strlen(k->host);
+	memcpy(ss.p.host, k->host, ss.p.host_len);
+	memcpy(ss.p.key_id, k->key_id, 8);
+	ss.p.t0 = k->t0;
+	ss.p.delta = k->delta;
+	ss.max_jump = 1000;
+	memcpy(ss.boot_id, boot_id, 16);
+	ss.boot_start = boot_start;
+	assert_int_equal(al_seal_state_init(&ss.st, k->S, epoch), 0);
+	n = al_sstate_format(&ss, buf, sizeof(buf));
+	assert_true(n > 0);
+	/* a new file renamed over: the writer may hold the old one open */
+	char *tmp = NULL;
+	assert_true(asprintf(&tmp, "%s.tu", k->state_path) > 0);
+	tu_put(tmp, buf, (size_t)n);
+	assert_int_equal(rename(tmp, k->state_path), 0);
+	free(tmp);
+}
+
+void tu_v2_keys(const char *dir, const char *host, uint64_t t0, uint64_t delta, uint32_t epoch,
+		const uint8_t boot_id[16], uint64_t boot_start, struct tu_v2keys *k)
+{
+	struct al_vkey vk = {0};
+	struct al_ckey ck = {0};
+	char buf[8192];
+	long n;
+
+	memset(k, 0, sizeof(*k));
+	assert_true(strlen(host) < sizeof(k->host));
+	snprintf(k->host, sizeof(k->host), "%s", host);
+	k->t0 = t0;
+	k->delta = delta;
+	assert_int_equal(getentropy(k->S, sizeof(k->S)), 0);
+	assert_int_equal(getentropy(k->sign_seed, sizeof(k->sign_seed)), 0);
+	assert_int_equal(al_ed25519_public(k->sign_seed, k->pub), 0);
+	assert_int_equal(al_seal_key_id(k->S, (const uint8_t *)host, strlen(host), t0, delta, k->key_id),
+			 0);
+	k->state_path = tu_path(dir, "sealing-state");
+	k->sign_path = tu_path(dir, "signing-key");
+	k->pub_path = tu_path(dir, "checkpoint-key");
+	k->vkey_path = tu_path(dir, "verification-key");
+
+	vk.p.host_len = strlen(host);
+	memcpy(vk.p.host, host, vk.p.host_len);
+	memcpy(vk.p.key_id, k->key_id, 8);
+	vk.p.t0 = t0;
+	vk.p.delta = delta;
+	memcpy(vk.seed, k->S, 32);
+	n = al_vkey_format(&vk, buf, sizeof(buf));
+	assert_true(n > 0);
+	tu_put(k->vkey_path, buf, (size_t)n);
+
+	ck.host_len = strlen(host);
+	memcpy(ck.host, host, ck.host_len);
+	memcpy(ck.key, k->sign_seed, 32);
+	n = al_ckey_format(&ck, true, buf, sizeof(buf));
+	assert_true(n > 0);
+	tu_put(k->sign_path, buf, (size_t)n);
+	memcpy(ck.key, k->pub, 32);
+	n = al_ckey_format(&ck, false, buf, sizeof(buf));
+	assert_true(n > 0);
+	tu_put(k->pub_path, buf, (size_t)n);
+
+	tu_v2_state_write(k, epoch, boot_id, boot_start);
+}
+
+void tu_v2_keys_free(struct tu_v2keys *k)
+{
+	free(k->state_path);
+	free(k->sign_path);
+	free(k->pub_path);
+	free(k->vkey_path);
+	memset(k, 0, sizeof(*k));
+}
+
+void tu_v2_config(struct auditlog_config *cfg, const struct tu_v2keys *k, struct tu_clock *clock)
+{
+	assert_int_equal(auditlog_config_set_format_version(cfg, 2), 0);
+	assert_int_equal(auditlog_config_set_sealing(cfg, k->state_path, k->sign_path), 0);
+	if (clock) {
+		struct al_clock_hooks h;
+		tu_clock_hooks(clock, &h);
+		assert_int_equal(auditlog__config_set_clock(cfg, &h), 0);
+	}
 }

@@ -5,6 +5,8 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -89,6 +91,46 @@ unsigned tu_verify_stream(const char *path);
  * cannot be read. */
 json_t *tu_json_file_env(const char *var);
 
-/* Open a log at path with a fresh config; cfg tweaks through the callback. */
+/* ---- v2 (docs/format.md Part II) -------------------------------------- */
+
+/* A test clock for auditlog__config_set_clock (internal.h): the boot clock
+ * the test sets (ns; every read adds boot_step), the real wall clock plus
+ * wall_offset, and a boot id. */
+struct tu_clock {
+	_Atomic uint64_t boot;
+	_Atomic uint64_t boot_step;
+	_Atomic int64_t wall_offset;
+	uint8_t boot_id[16];
+};
+struct al_clock_hooks;
+void tu_clock_hooks(struct tu_clock *c, struct al_clock_hooks *ret);
+
+/* A host's v2 keys made with the format layer in dir: the sealing state at
+ * `epoch` (boot id and boot start as given), the checkpoint key pair, the
+ * verification key. Paths are malloc'ed; tu_v2_keys_free frees them. */
+struct tu_v2keys {
+	char *state_path, *sign_path, *pub_path, *vkey_path;
+	uint8_t S[32];
+	uint8_t key_id[8];
+	char host[64];
+	uint64_t t0, delta;
+	uint8_t sign_seed[32], pub[32];
+};
+void tu_v2_keys(const char *dir, const char *host, uint64_t t0, uint64_t delta, uint32_t epoch,
+		const uint8_t boot_id[16], uint64_t boot_start, struct tu_v2keys *ret);
+/* Rewrite the sealing state file at epoch (the same key), e.g. an older copy. */
+void tu_v2_state_write(const struct tu_v2keys *k, uint32_t epoch, const uint8_t boot_id[16],
+		       uint64_t boot_start);
+void tu_v2_keys_free(struct tu_v2keys *k);
+/* Format version 2 with k's state and signing key (and the clock, when not NULL). */
+void tu_v2_config(struct auditlog_config *cfg, const struct tu_v2keys *k, struct tu_clock *clock);
+
+/* A fresh config for a log at path. With AUDITLOG_TEST_V2=1 in the
+ * environment (tu_v2_mode), format version 2 with sealing keys made once per
+ * process, so that existing scenarios run with v2 too. */
 struct auditlog_config *tu_config(const char *path);
+bool tu_v2_mode(void);
+/* Format version 2 with the keys tu_config makes once per process (a real
+ * sealing state at the wall clock's epoch, delta 10 s). */
+void tu_v2_config_shared(struct auditlog_config *cfg);
 #endif

@@ -93,7 +93,17 @@ AUDITLOG_API int auditlog_config_set_async_coalesce_us(struct auditlog_config *c
  * process holds the keys; docs/format.md 17, 22): the sealing state file
  * (made by auditlog-keygen, advanced by the writer as epochs pass) and the
  * checkpoint signing key file. Both paths are copied. auditlog_open() with
- * format version 2 and no sealing answers -EINVAL. */
+ * format version 2 and no sealing answers -EINVAL.
+ *
+ * Both files must be regular files, not symbolic links, that neither group
+ * nor others may access (mode 0600 or stricter); their host ids must agree.
+ * The state's directory must be writable by the writer: each epoch advance
+ * writes a new state file there (O_EXCL, fdatasync, rename over, directory
+ * fsync) before that epoch's key is used, never a lower epoch than the file
+ * holds, under an OFD lock on "<state>.lock" beside it, so several
+ * processes may share one state. Keep that directory out of backups and
+ * snapshots: a copy of the state taken at epoch e forges every epoch >= e.
+ * What is sealed when, and what it costs: docs/durability.md "Format v2". */
 AUDITLOG_API int auditlog_config_set_sealing(struct auditlog_config *cfg, const char *state_path,
 					    const char *signing_key_path);
 /* v2: a signed checkpoint record every `records` records or `ms` milliseconds,
@@ -151,7 +161,25 @@ struct auditlog_event {
  *   -EMLINK   the file has more than one hard link
  *   -EBADMSG  the tail is damaged beyond what may be repaired (docs/format.md 7)
  *   -EPROTO   the configured version is lower than the log's last record
+ * and with format version 2 and sealing (auditlog_config_set_sealing):
+ *   -ESTALE   the sealing state's epoch is below that of the last seal at the
+ *             log's tail (a state replaced by an older copy)
+ *   -ELOOP    a key file is a symbolic link
+ *   -EINVAL   a key file is not a regular file, not exactly its format
+ *             (docs/format.md 17), or the two files name different hosts
+ *   -EPERM    a key file's mode lets group or others in (mode & 077)
+ *   -EFBIG    a key file far larger than its format allows
+ *   -ERANGE   the sealing key is exhausted (docs/format.md 17.2 rule 4)
+ *   -EBADMSG  also: no tree or checkpoint record within the bounded tail
+ *             (docs/format.md 20.4), so the tree cannot be continued in O(1)
  *   other -errno from the system.
+ * Nothing is written to the log when the key files are refused. Later, a
+ * seal step that fails (the state file cannot be advanced: -EIO, -ENOSPC...;
+ * another key put in its place: -ESTALE; the key exhausted: -ERANGE) fails
+ * the log closed with that error, and the batch it would have sealed is not
+ * written: its records are reported failed, never written unsealed. A v2 log
+ * opens with one synchronous batch ending in an `open` seal, and
+ * auditlog_close() ends it with a checkpoint and a `close` seal.
  */
 AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlog **ret_log);
 

@@ -41,13 +41,29 @@ struct al_io_hooks {
 
 int auditlog__config_set_io_hooks(struct auditlog_config *cfg, const struct al_io_hooks *h);
 
-/* TEMPORARY test seam for the producer's v2 work while the writer's sealing
- * is built (issue 12): format version 2 without a sealing state, so lines
- * carry no seal and do not verify as v2 requires. Removed once sealing lands;
- * never set outside tests. */
-int auditlog__config_set_v2_unsealed(struct auditlog_config *cfg, bool on);
+/*
+ * Clock hooks (tests only): when set, the writer reads every wall-clock time
+ * (record timestamps it makes itself, rotation age, the epoch schedule),
+ * every CLOCK_BOOTTIME reading (epochs, idle seals, checkpoint intervals) and
+ * the boot id through them, so epoch, clock-step and idle-seal tests run in
+ * milliseconds. Any of the three may be NULL (the real clock is read). With
+ * hooks set the worker never sleeps longer than 2 ms at a time, so a test
+ * that moves its clock sees the effect promptly. Called from the worker and
+ * from auditlog_open().
+ */
+struct al_clock_hooks {
+	void *ctx;
+	uint64_t (*realtime)(void *ctx);
+	uint64_t (*boottime)(void *ctx);
+	void (*boot_id)(void *ctx, uint8_t out[16]);
+};
 
-/* The tail window auditlog_open() may read: inflight x max_batch + 8 KiB. */
+int auditlog__config_set_clock(struct auditlog_config *cfg, const struct al_clock_hooks *h);
+
+/* The tail window auditlog_open() may read: inflight x max_batch + 8 KiB.
+ * v2 may read one more max_batch when no tree record lies in it, and the
+ * same window of the previous file when the active one's first batch lost
+ * its seal (docs/format.md 19.5, 20.4): still O(1) in the log's size. */
 uint64_t auditlog__tail_bound(const struct auditlog_config *cfg);
 
 /* Batches in flight at once (write + fdatasync pairs). */

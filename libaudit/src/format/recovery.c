@@ -6,6 +6,8 @@
 #include <openssl/sha.h>
 
 #include "recovery.h"
+#include "format_v2.h"
+
 
 static bool mem_sha(void *ctx, uint64_t off, uint64_t len, uint8_t out[AL_HASH_LEN])
 {
@@ -43,6 +45,8 @@ bool al_recovery_repairs(const struct al_parsed *p, const uint8_t *line, uint64_
 
 	if (r->type != AL_T_RECOVERY || r->f[AL_F_SEQ].u != t->seq + 1 || r->f[AL_F_LAST_SEQ].u != t->seq ||
 	    r->f[AL_F_DAMAGE_OFFSET].u != damage_off)
+		return false;
+	if (!al_recovery_may_follow(t->version, t->type))
 		return false;
 	uint64_t dl = r->f[AL_F_DAMAGE_LENGTH].u;
 	if (dl < 1 || dl > AL_RECOVERY_MAX)

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "format.h"
+#include "format_v2.h"
 
 /* The longest damage a writer repairs: its tail window at the largest
  * max_batch_bytes (2 batches in flight x 64 MiB + 8 KiB). */
@@ -23,6 +24,7 @@ struct al_tailrec {
 	uint8_t hash[AL_HASH_LEN];
 	char ts[AL_TS_LEN];
 	uint8_t version;
+	uint8_t type; /* its record type: v2 damage starts only after a seal or a header */
 };
 
 /* The bytes of the file the damage is in, for al_recovery_repairs:
@@ -51,10 +53,23 @@ struct al_recovery_io al_recovery_mem_io(const struct al_recovery_mem *m);
  * after the damage (the damage ends in '\n'), or one byte later when that byte
  * is the '\n' the writer added to damage that does not; version and timestamp
  * do not go back; it chains from t's hash; and damage_sha256 is the SHA-256 of
- * the damaged bytes. work: AL_HASH_LEN + AL_BODY_MAX bytes. */
+ * the damaged bytes. When t is a v2 record, it must be a seal (the end of a
+ * committed batch) or a header (a file's first line, whose first batch a
+ * crash cut before its seal): docs/format.md 19.5. work: AL_HASH_LEN + AL_BODY_MAX bytes. */
 bool al_recovery_repairs(const struct al_parsed *p, const uint8_t *line, uint64_t line_off,
 			 uint64_t damage_off, const struct al_tailrec *t, const struct al_recovery_io *io,
 			 uint8_t *work);
+
+/* May honest crash damage start right after a record of this version and
+ * type? Always in v0/v1; in v2 only after a seal (the end of a committed
+ * batch) or a header (a file's first line, whose first batch a crash cut
+ * before its seal): complete lines after the last seal were never
+ * acknowledged (docs/format.md 19.5). The one statement of that rule, for
+ * the writer's open and the verifier. */
+static inline bool al_recovery_may_follow(uint8_t version, uint8_t type)
+{
+	return version < 2 || type == AL_T_SEAL || type == AL_T_HEADER;
+}
 
 /* True when a file of `size` bytes starting with buf (all of it, or its
  * first AL_LINE_MAX bytes) is what a crash leaves while a chain's first

@@ -343,6 +343,21 @@ struct v2w {
 	/* --emit with keys: the verified lines waiting for their proofs */
 	uint8_t *pend;
 	size_t plen, pcap, sealed_to, signed_to, pend_before;
+	size_t pend_since_seal; /* bytes of pend added after the last seal */
+	/* where the chain stood right after its last seal (files only): a v2
+	 * crash's damage starts there, and the complete records written after
+	 * it were never acknowledged (docs/format.md 19.5), so a recovery record
+	 * naming that place takes them back */
+	struct {
+		bool on;
+		struct vfile *f;
+		uint64_t end, lineno; /* offset just past the seal's line, its line */
+		struct al_tailrec t;
+		uint64_t records, events, res_records, since_ckpt, ut_line, ut_off, ut_seq;
+		const char *ut_file;
+		bool tree_ok;
+		struct al_merkle_range range; /* only range.n hashes copied */
+	} snap;
 };
 
 struct walk {
@@ -623,7 +638,7 @@ static void pend_progress(struct walk *w)
 static void pend_drop(struct walk *w)
 {
 	struct v2w *v = &w->v2;
-	v->plen = v->sealed_to = v->signed_to = 0;
+	v->plen = v->sealed_to = v->signed_to = v->pend_since_seal = 0;
 }
 
 static void pend_add(struct walk *w, const uint8_t *line, size_t len)
@@ -645,6 +660,7 @@ static void pend_add(struct walk *w, const uint8_t *line, size_t len)
 	memcpy(v->pend + v->plen, line, len);
 	v->pend[v->plen + len] = '\n';
 	v->plen += len + 1;
+	v->pend_since_seal += len + 1;
 }
 
 /* The walk's v2 state is no longer known (damage, a record with a finding):
@@ -1018,6 +1034,114 @@ static unsigned min_version_of(const struct vctx *c, const struct al_parsed *p, 
 	return *by_key ? AL_V2 : c->o->min_version;
 }
 
+/* After a seal the walk accepted: where a v2 crash's damage may start. */
+static void v2_snapshot(struct walk *w, const struct al_parsed *p, const uint8_t h[AL_HASH_LEN],
+			uint64_t end, uint64_t lineno)
+{
+	struct v2w *v = &w->v2;
+
+	v->pend_since_seal = 0;
+	if (w->c->stream) /* (a stream cannot read the damaged bytes back) */
+		return;
+	v->snap.on = true;
+	v->snap.f = w->f;
+	v->snap.end = end;
+	v->snap.lineno = lineno;
+	v->snap.t.seq = p->rec.f[AL_F_SEQ].u;
+	memcpy(v->snap.t.hash, h, AL_HASH_LEN);
+	memcpy(v->snap.t.ts, p->rec.f[AL_F_TIMESTAMP].p, AL_TS_LEN);
+	v->snap.t.version = p->rec.version;
+	v->snap.t.type = p->rec.type;
+	v->snap.records = w->ch->records;
+	v->snap.events = w->ch->events;
+	v->snap.res_records = w->c->res->records;
+	v->snap.since_ckpt = v->since_ckpt;
+	v->snap.ut_file = v->ut_file;
+	v->snap.ut_line = v->ut_line;
+	v->snap.ut_off = v->ut_off;
+	v->snap.ut_seq = v->ut_seq;
+	v->snap.tree_ok = v->tree_ok;
+	if (v->tree_ok) {
+		v->snap.range.size = v->range.size;
+		v->snap.range.n = v->range.n;
+		memcpy(v->snap.range.h, v->range.h, (size_t)v->range.n * AL_HASH_LEN);
+	}
+}
+
+static bool file_sha(void *ctx, uint64_t off, uint64_t len, uint8_t out[AL_HASH_LEN]);
+static int file_byte(void *ctx, uint64_t off);
+static void v2_restore(struct walk *w);
+static void accept(struct walk *w, const struct al_parsed *p, const uint8_t h[AL_HASH_LEN],
+		   const uint8_t *line, size_t len, uint64_t seq, uint64_t off, uint64_t lineno, bool clean,
+		   bool ref);
+
+/* A recovery record whose damage starts right after the chain's last seal,
+ * while the walk has accepted complete records after that seal: those were
+ * never acknowledged, and the writer's open counted them into the damage
+ * (docs/format.md 19.5). When the record repairs exactly that (recovery.c's
+ * rule, from the seal), the walk goes back to the seal and on from the
+ * record; true then. A line that passed --emit without keys cannot be taken
+ * back (only gated lines wait). */
+static bool v2_rollback(struct walk *w, const struct al_parsed *p, const uint8_t *line, size_t len,
+			uint64_t lineno, uint64_t off)
+{
+	struct vctx *c = w->c;
+	struct v2w *v = &w->v2;
+	uint64_t seq = p->rec.f[AL_F_SEQ].u;
+
+	if (!v->snap.on || w->side || v->snap.f != w->f || !w->have_next || seq >= w->next ||
+	    seq != v->snap.t.seq + 1 || p->rec.f[AL_F_DAMAGE_OFFSET].u != v->snap.end || w->f->fd < 0 ||
+	    (c->gate && v->pend_since_seal > v->plen))
+		return false;
+	struct al_recovery_io io = {.sha = file_sha, .byte = file_byte, .ctx = w->f};
+	if (!al_recovery_repairs(p, line, off, v->snap.end, &v->snap.t, &io, c->work))
+		return false;
+	uint64_t taken = w->next - seq;
+	v2_restore(w);
+	report(c, AL_V_RECOVERED, w->f->path, v->snap.lineno + 1, v->snap.end, true, seq,
+	       "crash damage of %" PRIu64 " bytes repaired by the writer (recovery record at line %" PRIu64
+	       "); it holds %" PRIu64 " complete record(s) after the last seal, never acknowledged",
+	       p->rec.f[AL_F_DAMAGE_LENGTH].u, lineno, taken);
+	accept(w, p, p->hash, line, len, seq, off, lineno, true, true);
+	return true;
+}
+
+/* The walk goes back to where it stood after the chain's last seal (its
+ * counts, tree, lines waiting for --emit): what it accepted since was part
+ * of crash damage (v2_rollback, find_bridge). The chain state proper moves
+ * on from the recovery record that repairs it. */
+static void v2_restore(struct walk *w)
+{
+	struct vctx *c = w->c;
+	struct v2w *v = &w->v2;
+
+	w->ch->records = v->snap.records;
+	w->ch->events = v->snap.events;
+	c->res->records = v->snap.res_records;
+	v->since_seal = 0;
+	v->since_ckpt = v->snap.since_ckpt;
+	v->ut_file = v->snap.ut_file;
+	v->ut_line = v->snap.ut_line;
+	v->ut_off = v->snap.ut_off;
+	v->ut_seq = v->snap.ut_seq;
+	v->tree_ok = v->snap.tree_ok;
+	if (v->tree_ok) {
+		v->range.size = v->snap.range.size;
+		v->range.n = v->snap.range.n;
+		memcpy(v->range.h, v->snap.range.h, (size_t)v->range.n * AL_HASH_LEN);
+	}
+	if (c->gate) {
+		v->plen -= v->pend_since_seal;
+		if (v->sealed_to > v->plen)
+			v->sealed_to = v->plen;
+		if (v->signed_to > v->plen)
+			v->signed_to = v->plen;
+	}
+	v->pend_since_seal = 0;
+	w->damage = false;
+	w->x.on = false;
+}
+
 static void accept(struct walk *w, const struct al_parsed *p, const uint8_t h[AL_HASH_LEN],
 		   const uint8_t *line, size_t len, uint64_t seq, uint64_t off, uint64_t lineno, bool clean,
 		   bool ref)
@@ -1061,6 +1185,8 @@ static void accept(struct walk *w, const struct al_parsed *p, const uint8_t h[AL
 		return;
 	w->c->res->records++;
 	meet_anchors(w, seq, h);
+	if (v2 && clean && al_recovery_may_follow(p->rec.version, p->rec.type))
+		v2_snapshot(w, p, h, off + len + 1, lineno); /* a seal, or a v2 file's header */
 }
 
 /* Does [a, b] hold the seq of an anchor other than the first (the one the
@@ -1297,11 +1423,11 @@ static void process(struct walk *w, const struct al_parsed *p, const uint8_t *li
 			       "format version %u, dated after the verification key's t0: records from then on must "
 			       "be v2" : "format version %u is below --min-version %u", p->rec.version,
 			       c->o->min_version);
-		else if (p->rec.type == AL_T_RECOVERY && after_damage && w->last_version >= AL_V2 &&
-			 w->last_type != AL_T_SEAL)
+		else if (p->rec.type == AL_T_RECOVERY && after_damage &&
+			 !al_recovery_may_follow((uint8_t)w->last_version, w->last_type))
 			report(c, AL_V_INSERTED, path, lineno, off, true, seq,
-			       "a v2 recovery record whose damage does not start right after a seal (docs/format.md "
-			       "19.5: a committed batch ends with one)");
+			       "a v2 recovery record whose damage does not start right after a seal or the "
+			       "file's header (docs/format.md 19.5: a committed batch ends with a seal)");
 		else if (w->have_ts && memcmp(p->rec.f[AL_F_TIMESTAMP].p, w->last_ts, AL_TS_LEN) < 0)
 			report(c, AL_V_REORDERED, path, lineno, off, true, seq, "timestamp goes back");
 		else
@@ -1401,7 +1527,8 @@ static int file_byte(void *ctx, uint64_t off)
 }
 
 /* Does the recovery record whose line is at `at` repair damage at d? */
-static bool bridge_check(struct walk *w, uint64_t at, uint64_t d, uint64_t *ret_len)
+static bool bridge_check(struct walk *w, uint64_t at, uint64_t d, const struct al_tailrec *from,
+			 uint64_t *ret_len)
 {
 	struct vctx *c = w->c;
 	uint8_t line[AL_LINE_MAX];
@@ -1409,19 +1536,19 @@ static bool bridge_check(struct walk *w, uint64_t at, uint64_t d, uint64_t *ret_
 	size_t eoff;
 	ssize_t n = al_pread_full(w->f->fd, line, sizeof(line), at);
 	uint8_t *nl = n > 0 ? memchr(line, '\n', (size_t)n) : NULL;
-	/* TODO(merge): .type = w->last_type (the shared v2 rule, recovery.c) */
-	struct al_tailrec t = {.seq = w->next - 1, .version = (uint8_t)w->last_version};
+	struct al_tailrec t = {.seq = w->next - 1, .version = (uint8_t)w->last_version,
+			       .type = (uint8_t)w->last_type};
 	struct al_recovery_io io = {.sha = file_sha, .byte = file_byte, .ctx = w->f};
 
 	if (!nl || al_parse(line, (size_t)(nl - line), c->line2, &p, &eoff) != AL_PERR_OK)
 		return false;
-	if (w->last_version >= AL_V2 && w->last_type != AL_T_SEAL)
-		return false; /* TODO(merge): recovery.c's rule with .type says this */
 	memcpy(t.hash, w->prev, AL_HASH_LEN);
 	if (w->have_ts)
 		memcpy(t.ts, w->last_ts, AL_TS_LEN);
 	else
 		memset(t.ts, '0', AL_TS_LEN);
+	if (from)
+		t = *from;
 	if (!al_recovery_repairs(&p, line, at, d, &t, &io, c->work))
 		return false;
 	*ret_len = p.rec.f[AL_F_DAMAGE_LENGTH].u;
@@ -1448,13 +1575,26 @@ static bool find_bridge(struct walk *w, uint64_t lineno, uint64_t d, bool unpars
 		return unparsed && stream_defer(w->c->stream, lineno, d);
 	if (f->fd < 0)
 		return false;
+	/* v2: honest damage starts right after the last seal, and the complete
+	 * records accepted after it are part of it (docs/format.md 19.5) */
+	const struct al_tailrec *from = NULL;
+	uint64_t at_line = lineno;
+	if (w->last_version >= AL_V2 && !al_recovery_may_follow((uint8_t)w->last_version, w->last_type)) {
+		struct v2w *v = &w->v2;
+		if (!v->snap.on || v->snap.f != f || v->snap.end >= d || w->side ||
+		    (w->c->gate && v->pend_since_seal > v->plen))
+			return false;
+		from = &v->snap.t;
+		d = v->snap.end;
+		at_line = v->snap.lineno + 1;
+	}
 	end = f->limit - d > AL_RECOVERY_MAX + AL_LINE_MAX ? d + AL_RECOVERY_MAX + AL_LINE_MAX : f->limit;
 	/* what was seen ahead before */
 	unsigned keep = 0;
 	for (unsigned i = 0; i < w->rcn; i++) {
 		if (w->rc_off[i] <= d || w->rc_dmg[i] < d)
 			continue; /* behind us, or about damage before this one */
-		if (!found && w->rc_dmg[i] == d && bridge_check(w, w->rc_off[i], d, &dl))
+		if (!found && w->rc_dmg[i] == d && bridge_check(w, w->rc_off[i], d, from, &dl))
 			found = w->rc_off[i];
 		w->rc_off[keep] = w->rc_off[i];
 		w->rc_dmg[keep++] = w->rc_dmg[i];
@@ -1482,7 +1622,7 @@ static bool find_bridge(struct walk *w, uint64_t lineno, uint64_t d, bool unpars
 			    al_parse(buf + i, len, w->c->line2, &p, &eoff) == AL_PERR_OK &&
 			    p.rec.type == AL_T_RECOVERY) {
 				uint64_t at = pos + i, dm = p.rec.f[AL_F_DAMAGE_OFFSET].u;
-				if (dm == d && bridge_check(w, at, d, &dl))
+				if (dm == d && bridge_check(w, at, d, from, &dl))
 					found = at;
 				else if (dm > d && caching && w->rcn < 64) {
 					w->rc_off[w->rcn] = at;
@@ -1502,10 +1642,12 @@ static bool find_bridge(struct walk *w, uint64_t lineno, uint64_t d, bool unpars
 	free(buf);
 	if (!found)
 		return false;
+	if (from)
+		v2_restore(w);
 	w->bridge = true;
 	w->bridge_at = found;
 	w->bridge_off = d;
-	w->bridge_line = lineno;
+	w->bridge_line = at_line;
 	w->bridge_len = dl;
 	return true;
 }
@@ -1605,6 +1747,8 @@ static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t
 		}
 	}
 
+	if (p.rec.type == AL_T_RECOVERY && v2_rollback(w, &p, line, len, lineno, off))
+		return;
 	bool after_damage = false;
 	if (w->damage) {
 		if (p.rec.type == AL_T_RECOVERY && p.rec.f[AL_F_DAMAGE_OFFSET].u + w->f->base_off == w->damage_off &&
@@ -1616,8 +1760,7 @@ static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t
 			SHA256_Final(md, dl == span ? &w->damage_sha : &w->damage_nonl);
 			(void)al_unhex(p.rec.f[AL_F_DAMAGE_SHA256].p, 64, want);
 			bool sha_ok = CRYPTO_memcmp(md, want, AL_HASH_LEN) == 0;
-			/* v2: honest damage starts right after a seal (19.5) */
-			bool v2_ok = w->last_version < AL_V2 || w->last_type == AL_T_SEAL;
+			bool v2_ok = al_recovery_may_follow((uint8_t)w->last_version, w->last_type);
 			if (len_ok && sha_ok && v2_ok) {
 				w->damage = false;
 				report(c, AL_V_RECOVERED, path, w->damage_line, w->damage_off, true, seq,
@@ -3030,10 +3173,8 @@ static bool defer_try(struct al_vstream *s, const uint8_t *line, size_t len, uin
 	if (!al_maybe_recovery(line, len) || len + 1 > AL_LINE_MAX ||
 	    al_parse(line, len, s->c.line2, &p, &eoff) != AL_PERR_OK)
 		return false;
-	if (w->last_version >= AL_V2 && w->last_type != AL_T_SEAL)
-		return false; /* TODO(merge): recovery.c's rule with .type says this */
-	/* TODO(merge): .type = w->last_type (the shared v2 rule, recovery.c) */
-	struct al_tailrec t = {.seq = w->next - 1, .version = (uint8_t)w->last_version};
+	struct al_tailrec t = {.seq = w->next - 1, .version = (uint8_t)w->last_version,
+			       .type = (uint8_t)w->last_type};
 	struct al_recovery_mem m = {.buf = s->dbuf, .start = s->defer_d, .n = s->dlen};
 	struct al_recovery_io io = al_recovery_mem_io(&m);
 	memcpy(t.hash, w->prev, AL_HASH_LEN);

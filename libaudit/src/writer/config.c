@@ -168,14 +168,6 @@ AUDITLOG_API int auditlog_config_set_checkpoint_interval(struct auditlog_config 
 	return 0;
 }
 
-int auditlog__config_set_v2_unsealed(struct auditlog_config *cfg, bool on)
-{
-	if (!cfg)
-		return -EINVAL;
-	cfg->v2_unsealed = on;
-	return 0;
-}
-
 int auditlog__config_set_io_hooks(struct auditlog_config *cfg, const struct al_io_hooks *h)
 {
 	if (!cfg)
@@ -186,6 +178,20 @@ int auditlog__config_set_io_hooks(struct auditlog_config *cfg, const struct al_i
 	} else {
 		memset(&cfg->hooks, 0, sizeof(cfg->hooks));
 		cfg->has_hooks = false;
+	}
+	return 0;
+}
+
+int auditlog__config_set_clock(struct auditlog_config *cfg, const struct al_clock_hooks *h)
+{
+	if (!cfg)
+		return -EINVAL;
+	if (h) {
+		cfg->clock = *h;
+		cfg->has_clock = true;
+	} else {
+		memset(&cfg->clock, 0, sizeof(cfg->clock));
+		cfg->has_clock = false;
 	}
 	return 0;
 }

@@ -181,22 +181,51 @@ static void head_from(struct head *h, const struct al_parsed *p)
 	h->empty = false;
 }
 
+/* A record damage may start right after (docs/format.md 7, 19.5): any v0/v1
+ * record; in v2 only a seal (the end of a committed batch) or a header (a
+ * file's first line: its first batch lost its seal to a crash). */
+static bool is_safe(const struct al_parsed *p)
+{
+	return p->rec.version < AL_V2 || p->rec.type == AL_T_SEAL || p->rec.type == AL_T_HEADER;
+}
+
+/* What the tail scan found: the last record damage may start after (the
+ * chain continues from it), and the v2 tree and seals up to it. */
+struct scan {
+	struct head h;
+	uint8_t type;
+	uint64_t end;            /* file offset just past it */
+	uint64_t tree_end;       /* just past the last tree/checkpoint record before it (0: none) */
+	struct v2pos v2;
+};
+
 /*
- * Walk the tail window forward (docs/format.md 7). On return *ret_good_end is
- * the file offset just past the last trusted record (whose state is in *h).
+ * Walk the tail window forward (docs/format.md 7). On return *out describes
+ * the last trusted record damage may start after, *ret_good_end is just past
+ * it. v2 (19.5): complete lines after the last seal were never
+ * acknowledged; they are damage like a torn line.
  */
 static int scan_tail(struct auditlog *l, const uint8_t *buf, size_t win, uint64_t start,
-		     struct head *h, uint64_t *ret_good_end, bool *ret_unterminated)
+		     const struct v2pos *init, struct scan *out, uint64_t *ret_good_end,
+		     bool *ret_unterminated)
 {
 	struct al_parsed p;
 	size_t err_off, pos = 0;
-	bool have = false, damaged = false;
-	uint64_t good_end = 0, anchor_off = 0;
+	bool have = false, have_safe = false, damaged = false;
+	uint64_t anchor_off = 0, tree_end = 0;
+	struct head h = {0};
+	/* cur: after h; out: at the last safe record */
+	struct v2pos *cur = malloc(sizeof(*cur));
 
+	if (!cur)
+		return -ENOMEM;
+	memset(cur, 0, sizeof(*cur));
 	if (start > 0) {
 		const uint8_t *nl = memchr(buf, '\n', win);
-		if (!nl)
+		if (!nl) {
+			free(cur);
 			return -EBADMSG;
+		}
 		pos = (size_t)(nl - buf) + 1;
 	}
 	while (pos < win) {
@@ -206,69 +235,112 @@ static int scan_tail(struct auditlog *l, const uint8_t *buf, size_t win, uint64_
 			break;
 		size_t len = (size_t)(nl - line);
 		bool ok = al_parse(line, len, l->dec, &p, &err_off) == AL_PERR_OK;
+		const struct al_parsed *acc = &p;
+		struct al_parsed r;
 
 		if (ok && !have) {
 			/* anchor: the first complete line of the window */
-			head_from(h, &p);
+			head_from(&h, &p);
 			have = true;
 			anchor_off = start + pos;
-		} else if (ok && chains(h, &p, line, l->work)) {
-			head_from(h, &p);
+			if (init && start + pos == 0) {
+				/* the file's header, continuing the tree and seals
+				 * of the file before it */
+				al_v2pos_copy(cur, init);
+				al_v2_scan_note(cur, &p, AL_V2);
+			} else {
+				al_v2_scan_note(cur, &p, -1);
+			}
+		} else if (ok && chains(&h, &p, line, l->work)) {
+			int pv = h.version;
+			head_from(&h, &p);
+			al_v2_scan_note(cur, &p, pv);
 		} else if (ok && p.rec.type == AL_T_RECOVERY &&
 			   p.rec.f[AL_F_DAMAGE_OFFSET].u <= anchor_off &&
 			   p.rec.f[AL_F_DAMAGE_OFFSET].u + p.rec.f[AL_F_DAMAGE_LENGTH].u <=
 				   start + pos) {
 			/* an earlier repair whose damage covers everything we anchored
 			 * on: those lines were orphans; trust the repair instead */
-			head_from(h, &p);
+			head_from(&h, &p);
+			memset(cur, 0, sizeof(*cur));
+			al_v2_scan_note(cur, &p, -1);
+			have_safe = false;
+			tree_end = 0;
 		} else {
-			/* damage at good_end: bridged only by a recovery record that
-			 * repairs it (recovery.c: the rule the verifier applies too) */
-			struct al_recovery_mem wm = {.buf = buf, .start = start, .n = win};
-			struct al_recovery_io io = al_recovery_mem_io(&wm);
-			struct al_tailrec t = {.seq = h->seq, .version = h->version};
-			memcpy(t.hash, h->hash, AL_HASH_LEN);
-			memcpy(t.ts, h->ts_str, AL_TS_LEN);
-			size_t q = pos;
+			/* damage right after the last safe record: bridged only by a
+			 * recovery record that repairs it (recovery.c: the rule the
+			 * verifier applies too) */
 			bool bridged = false;
-			while (q < win && !bridged) {
-				const uint8_t *l2 = buf + q;
-				const uint8_t *nl2 = memchr(l2, '\n', win - q);
-				if (!nl2)
-					break;
-				size_t len2 = (size_t)(nl2 - l2);
-				struct al_parsed r;
-				if (good_end >= start && al_maybe_recovery(l2, len2) &&
-				    al_parse(l2, len2, l->dec, &r, &err_off) == AL_PERR_OK &&
-				    al_recovery_repairs(&r, l2, start + q, good_end, &t, &io, l->work)) {
-					head_from(h, &r);
-					nl = nl2;
-					bridged = true;
+			if (have_safe) {
+				struct al_recovery_mem wm = {.buf = buf, .start = start, .n = win};
+				struct al_recovery_io io = al_recovery_mem_io(&wm);
+				struct al_tailrec t = {.seq = out->h.seq, .version = out->h.version,
+						       .type = out->type};
+				memcpy(t.hash, out->h.hash, AL_HASH_LEN);
+				memcpy(t.ts, out->h.ts_str, AL_TS_LEN);
+				size_t q = pos;
+				while (q < win && !bridged) {
+					const uint8_t *l2 = buf + q;
+					const uint8_t *nl2 = memchr(l2, '\n', win - q);
+					if (!nl2)
+						break;
+					size_t len2 = (size_t)(nl2 - l2);
+					if (out->end >= start && al_maybe_recovery(l2, len2) &&
+					    al_parse(l2, len2, l->dec, &r, &err_off) == AL_PERR_OK &&
+					    al_recovery_repairs(&r, l2, start + q, out->end, &t, &io,
+								l->work)) {
+						head_from(&h, &r);
+						al_v2pos_copy(cur, &out->v2);
+						tree_end = out->tree_end;
+						al_v2_scan_note(cur, &r, out->h.version);
+						nl = nl2;
+						acc = &r;
+						bridged = true;
+					}
+					q = (size_t)(nl2 - buf) + 1;
 				}
-				q = (size_t)(nl2 - buf) + 1;
 			}
 			if (!bridged) {
 				damaged = true;
 				break;
 			}
 		}
-		good_end = start + (size_t)(nl - buf) + 1;
 		pos = (size_t)(nl - buf) + 1;
+		if (acc->rec.version >= AL_V2 &&
+		    (acc->rec.type == AL_T_TREE || acc->rec.type == AL_T_CHECKPOINT))
+			tree_end = start + pos;
+		if (is_safe(acc)) {
+			out->h = h;
+			out->type = acc->rec.type;
+			out->end = start + pos;
+			out->tree_end = tree_end;
+			al_v2pos_copy(&out->v2, cur);
+			have_safe = true;
+		}
 	}
-	if (!have)
-		return -EBADMSG;
 	/* A last line that lacks only its '\n' (the crash fell between its bytes
 	 * and the newline) is a whole record that chains on: keep it, and let
-	 * the caller end it, rather than call a valid record damage. */
+	 * the caller end it, rather than call a valid record damage (v2: only
+	 * a seal, which seals what it follows). */
 	*ret_unterminated = false;
-	if (!damaged && pos < win &&
+	if (have && !damaged && pos < win &&
 	    al_parse(buf + pos, win - pos, l->dec, &p, &err_off) == AL_PERR_OK &&
-	    chains(h, &p, buf + pos, l->work)) {
-		head_from(h, &p);
-		good_end = start + win;
+	    chains(&h, &p, buf + pos, l->work) && is_safe(&p)) {
+		int pv = h.version;
+		head_from(&h, &p);
+		al_v2_scan_note(cur, &p, pv);
+		out->h = h;
+		out->type = p.rec.type;
+		out->end = start + win;
+		out->tree_end = tree_end;
+		al_v2pos_copy(&out->v2, cur);
+		have_safe = true;
 		*ret_unterminated = true;
 	}
-	*ret_good_end = good_end;
+	free(cur);
+	if (!have || !have_safe)
+		return -EBADMSG;
+	*ret_good_end = out->end;
 	return 0;
 }
 
@@ -287,18 +359,16 @@ static int read_first_header(struct auditlog *l, uint64_t size, struct al_parsed
 	return 0;
 }
 
-/* Repair tail damage in place: an optional '\n' and a recovery record. */
-static int write_recovery(struct auditlog *l, const uint8_t *damage, uint64_t good_end,
-			  uint64_t size)
+/* Repair tail damage in place: an optional '\n' and a recovery record,
+ * appended to out at *len (the open batch). */
+static int format_recovery(struct auditlog *l, const uint8_t *damage, uint64_t good_end,
+			   uint64_t size, uint8_t *out, size_t *len)
 {
 	struct al_record rec = {.type = AL_T_RECOVERY};
 	uint8_t md[AL_HASH_LEN];
 	char mdhex[64];
-	uint8_t *out = l->line;
-	size_t pre = 0;
 	uint64_t dl = size - good_end;
 	long n;
-	int r;
 
 	SHA256(damage, dl, md);
 	al_hex(md, AL_HASH_LEN, mdhex);
@@ -310,25 +380,57 @@ static int write_recovery(struct auditlog *l, const uint8_t *damage, uint64_t go
 	rec.f[AL_F_DAMAGE_SHA256].p = (const uint8_t *)mdhex;
 	rec.f[AL_F_DAMAGE_SHA256].n = 64;
 
-	uint8_t buf[AL_LINE_MAX + 1];
 	if (damage[dl - 1] != '\n')
-		buf[pre++] = '\n';
-	n = al_chain_append(l, &rec, al_now_ns(), out);
+		out[(*len)++] = '\n';
+	n = al_chain_append(l, &rec, al_wall_ns(l), out + *len);
 	if (n < 0)
 		return (int)n;
-	memcpy(buf + pre, out, (size_t)n);
-	r = al_write_sync(l, buf, pre + (size_t)n, size);
-	if (r < 0)
-		return r;
-	l->file_off = size + pre + (size_t)n;
+	*len += (size_t)n;
 	atomic_fetch_add(&l->st.recoveries, 1);
 	return 0;
+}
+
+/*
+ * The batch auditlog_open() writes synchronously at off (docs/format.md 19.2,
+ * decision 3 of issue 12): what buf already holds (a header, or a repair),
+ * then in v2 a tree record (when the tree has a leaf) and the `open` seal,
+ * which names the chain's previous seal. Returns the bytes written.
+ */
+static long open_batch(struct auditlog *l, uint8_t *buf, size_t len, uint64_t off)
+{
+	int r;
+
+	if (l->sealer) {
+		bool moved, had_tree = l->v2.tree_state == V2T_ON;
+		unsigned k;
+		r = al_v2_epoch(l, &moved);
+		if (r < 0)
+			return r;
+		l->fmt_epoch = l->ep.epoch;
+		/* a tree record needs a leaf before it: a v1 chain's first v2
+		 * record is the open seal, so its tree record comes next batch */
+		r = al_v2_batch_tail(l, buf, &len, off, K_OPEN,
+				     had_tree || l->v2.tree_state == V2T_ON, false, false, &k);
+		if (r < 0)
+			return r;
+		l->tree_due = !had_tree; /* the tree began in this batch, after its tree slot */
+		l->ckpt_seq = l->tail.seq;
+		l->ckpt_boot = l->ep.boot_now;
+	}
+	if (len == 0)
+		return 0;
+	r = al_write_sync(l, buf, len, off);
+	if (r < 0)
+		return r;
+	if (l->sealer)
+		al_v2pos_copy(&l->v2_durable, &l->v2);
+	return (long)len;
 }
 
 static void name_rotated(struct auditlog *l, char *out, size_t cap)
 {
 	char ts[AL_TS_LEN];
-	al_format_ts(al_now_ns(), ts);
+	al_format_ts(al_wall_ns(l), ts);
 	/* 2026-11-30T10:48:14.123456789Z -> 20261130T104814.123456789Z */
 	snprintf(out, cap, "%s.%.4s%.2s%.2sT%.2s%.2s%.2s.%.9sZ-%llu", l->base, ts, ts + 5, ts + 8,
 		 ts + 11, ts + 14, ts + 17, ts + 20, (unsigned long long)l->file_first_seq);
@@ -381,13 +483,13 @@ int al_file_switch(struct auditlog *l, const char *reason)
 	l->need_header = true;
 	l->file_off = 0;
 	l->durable_size = 0;
-	l->file_created_ns = al_now_ns();
+	l->file_created_ns = al_wall_ns(l);
 	return 0;
 }
 
 static int untrusted(struct auditlog *l, char *why, size_t cap)
 {
-	uint64_t now = al_now_ns();
+	uint64_t now = al_wall_ns(l);
 	uint64_t ts = al_ts_ns(l->tail.ts_str);
 	uint64_t tol = l->cfg.future_tolerance_s * 1000000000u;
 
@@ -426,19 +528,22 @@ static int split_path(struct auditlog *l)
 static int start_new_chain(struct auditlog *l, const char *reason)
 {
 	long n;
-	int r;
+
+	uint8_t *buf = l->batches[0].buf; /* no batch is in use before the worker starts */
 
 	al_random_id(l->chain_id);
 	memset(&l->tail, 0, sizeof(l->tail));
 	l->tail.empty = true;
+	memset(&l->v2, 0, sizeof(l->v2)); /* a new chain: its tree starts at its header */
+	l->tree_rec_end = 0;
 	l->header_reason = reason;
 	l->need_header = true;
-	n = al_format_header(l, l->line);
+	n = al_format_header(l, buf);
 	if (n < 0)
 		return (int)n;
-	r = al_write_sync(l, l->line, (size_t)n, 0);
-	if (r < 0)
-		return r;
+	n = open_batch(l, buf, (size_t)n, 0);
+	if (n < 0)
+		return (int)n;
 	if (fsync(l->dirfd) < 0)
 		return -errno;
 	l->file_off = (uint64_t)n;
@@ -476,8 +581,63 @@ static bool newest_rotated(struct auditlog *l, char *out, size_t cap)
 	return found;
 }
 
+/*
+ * The v2 state (tree, last seal) at the end of the file a header names
+ * (prev_name, through prev_size: its durable head prev_seq), from that file's
+ * bounded tail: for a file whose first batch a crash cut before its seal.
+ */
+static int prev_file_v2(struct auditlog *l, const struct al_parsed *hp, struct v2pos *ret)
+{
+	char name[NAME_MAX + 1];
+	const struct al_record *h = &hp->rec;
+	uint64_t psize = h->f[AL_F_PREV_SIZE].u, bound = auditlog__tail_bound(&l->cfg);
+	uint8_t want[AL_HASH_LEN], *buf = NULL;
+	struct scan *sc = NULL;
+	uint64_t good_end;
+	bool unterminated;
+	int fd = -1, r;
+
+	if (h->f[AL_F_PREV_NAME].n >= sizeof(name) ||
+	    al_unhex(h->f[AL_F_PREV_HASH].p, 64, want) < 0 || psize == 0)
+		return -EBADMSG;
+	memcpy(name, h->f[AL_F_PREV_NAME].p, h->f[AL_F_PREV_NAME].n);
+	name[h->f[AL_F_PREV_NAME].n] = '\0';
+	if (strchr(name, '/'))
+		return -EBADMSG;
+	size_t win = psize < bound ? (size_t)psize : (size_t)bound;
+	fd = openat(l->dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -EBADMSG; /* the chain cannot be continued in O(1): the operator decides */
+	buf = malloc(win);
+	sc = malloc(sizeof(*sc));
+	r = buf && sc ? 0 : -ENOMEM;
+	for (size_t done = 0; r == 0 && done < win;) {
+		ssize_t k = pread(fd, buf + done, win - done, (off_t)(psize - win + done));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			r = k < 0 ? -errno : -EBADMSG;
+		else
+			done += (size_t)k;
+	}
+	if (r == 0)
+		r = scan_tail(l, buf, win, psize - win, NULL, sc, &good_end, &unterminated);
+	if (r == 0 && (good_end != psize || unterminated || sc->h.seq != h->f[AL_F_PREV_SEQ].u ||
+		       CRYPTO_memcmp(sc->h.hash, want, AL_HASH_LEN) != 0 ||
+		       sc->v2.tree_state == V2T_UNKNOWN))
+		r = -EBADMSG;
+	if (r == 0)
+		al_v2pos_copy(ret, &sc->v2);
+	close(fd);
+	free(buf);
+	free(sc);
+	return r;
+}
+
 int al_file_open(struct auditlog *l)
 {
+	struct v2pos *init_buf = NULL;  /* v2: the previous file's tree and seals */
+	const struct v2pos *init = NULL;
 	struct stat st;
 	struct al_parsed hp;
 	uint8_t *buf = NULL;
@@ -493,7 +653,7 @@ int al_file_open(struct auditlog *l)
 	r = open_locked(l, false, &st);
 	if (r < 0)
 		return r;
-	l->file_created_ns = al_now_ns();
+	l->file_created_ns = al_wall_ns(l);
 	if (st.st_size == 0) {
 		char rot[NAME_MAX + 1];
 		if (newest_rotated(l, rot, sizeof(rot)))
@@ -509,8 +669,12 @@ int al_file_open(struct auditlog *l)
 	uint64_t bound = auditlog__tail_bound(&l->cfg);
 	size_t win = size < bound ? (size_t)size : (size_t)bound;
 	buf = malloc(win > AL_LINE_MAX ? win : AL_LINE_MAX);
-	if (!buf)
+	struct scan *sc = malloc(sizeof(*sc));
+	if (!buf || !sc) {
+		free(buf);
+		free(sc);
 		return -ENOMEM;
+	}
 
 	r = read_first_header(l, size, &hp, buf);
 	if (r == -EBADMSG && al_torn_first_header(buf, size)) {
@@ -537,16 +701,59 @@ int al_file_open(struct auditlog *l)
 	l->file_first_seq = hp.rec.f[AL_F_SEQ].u;
 	l->file_created_ns = al_ts_ns((const char *)hp.rec.f[AL_F_TIMESTAMP].p);
 
-	r = al_read_hooked(l, buf, win, size - win);
-	if (r < 0)
-		goto out;
 	bool unterminated;
-	r = scan_tail(l, buf, win, size - win, &l->tail, &good_end, &unterminated);
-	if (r < 0)
-		goto out;
-	if (l->tail.version > l->cfg.version) {
-		r = -EPROTO;
-		goto out;
+	for (;;) {
+		r = al_read_hooked(l, buf, win, size - win);
+		if (r < 0)
+			goto out;
+		r = scan_tail(l, buf, win, size - win, init, sc, &good_end, &unterminated);
+		if (r < 0)
+			goto out;
+		l->tail = sc->h;
+		if (l->tail.version > l->cfg.version) {
+			r = -EPROTO;
+			goto out;
+		}
+		bool links = hp.rec.present & AL_BIT(AL_F_PREV_NAME);
+		if (!l->sealer || sc->h.version < AL_V2 ||
+		    (sc->v2.tree_state != V2T_UNKNOWN && (sc->v2.has_seal || !links)))
+			break; /* (a chain's first file may hold no seal yet) */
+		if (!init && win == size && hp.rec.version == AL_V2 && links) {
+			/* a file whose first batch lost its seal to a crash: the
+			 * tree and the last seal are the previous file's */
+			init = init_buf = malloc(sizeof(*init_buf));
+			if (!init_buf) {
+				r = -ENOMEM;
+				goto out;
+			}
+			r = prev_file_v2(l, &hp, init_buf);
+			if (r < 0)
+				goto out;
+			continue;
+		}
+		/* v2: no tree record in the window (written by a writer with a
+		 * larger max_batch_bytes?): read back at most one more batch */
+		uint64_t more = bound + l->cfg.max_batch_bytes;
+		if (win >= size || win >= more) {
+			r = -EBADMSG; /* the tree cannot be continued in O(1) */
+			goto out;
+		}
+		win = size < more ? (size_t)size : (size_t)more;
+		uint8_t *nb = realloc(buf, win);
+		if (!nb) {
+			r = -ENOMEM;
+			goto out;
+		}
+		buf = nb;
+	}
+	if (l->sealer) {
+		al_v2pos_copy(&l->v2, &sc->v2);
+		al_v2pos_copy(&l->v2_durable, &sc->v2);
+		l->tree_rec_end = sc->tree_end;
+		/* a sealing state replaced by an older copy (17.2 rule 5) */
+		if (l->v2.has_seal &&
+		    (r = l->sealer->ops->check_tail(l->sealer, l->v2.seal_key, l->v2.seal_epoch)) < 0)
+			goto out;
 	}
 	l->durable = l->tail;
 	l->durable_size = good_end;
@@ -564,20 +771,29 @@ int al_file_open(struct auditlog *l)
 		atomic_fetch_add(&l->st.untrusted_restarts, 1);
 		goto out;
 	}
+	uint8_t *ob = l->batches[0].buf; /* no batch is in use before the worker starts */
+	size_t olen = 0;
 	if (good_end < size) {
-		r = write_recovery(l, buf + (good_end - (size - win)), good_end, size);
+		r = format_recovery(l, buf + (good_end - (size - win)), good_end, size, ob, &olen);
 		if (r < 0)
 			goto out;
+	} else if (unterminated) {
+		ob[olen++] = '\n';
+	}
+	long n = open_batch(l, ob, olen, size);
+	if (n < 0) {
+		r = (int)n;
+		goto out;
+	}
+	l->file_off = size + (uint64_t)n;
+	if (n > 0) {
 		l->durable = l->tail;
 		l->durable_size = l->file_off;
-	} else if (unterminated) {
-		r = al_write_sync(l, "\n", 1, size);
-		if (r < 0)
-			goto out;
-		l->file_off = l->durable_size = size + 1;
 	}
 	r = 0;
 out:
 	free(buf);
+	free(sc);
+	free(init_buf);
 	return r;
 }

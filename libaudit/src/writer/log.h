@@ -18,6 +18,10 @@
 #include "format.h"
 #include "format_v2.h"
 #include "internal.h"
+#include "merkle.h"
+#include "note.h"
+#include "sealkey.h"
+#include "sealer.h"
 
 #define al_v2_prepare auditlog__al_v2_prepare
 #define al_v2_pack auditlog__al_v2_pack
@@ -41,10 +45,17 @@ struct auditlog_config {
 	char *signing_key_path;     /* the checkpoint signing key file (owned) */
 	uint64_t ckpt_records;      /* a checkpoint every this many records (0: never by count) */
 	uint64_t ckpt_ms;           /* ... or this many milliseconds (0: never by time) */
-	bool v2_unsealed;           /* test seam only: v2 lines without sealing (internal.h) */
 	struct al_io_hooks hooks;
 	bool has_hooks;
+	struct al_clock_hooks clock; /* test seam (internal.h) */
+	bool has_clock;
 };
+
+/* The config's clock hooks, or NULL. */
+static inline const struct al_clock_hooks *al_cfg_clock(const struct auditlog_config *c)
+{
+	return c->has_clock ? &c->clock : NULL;
+}
 
 /* ---- the queue ---------------------------------------------------------- */
 
@@ -135,6 +146,25 @@ void al_v2_pack(const struct al_v2_prep *p, uint8_t *d, uint16_t len[S__MAX], st
  * it; caller filled, s->v2.ncaller entries). Returns D_n (in the slot). */
 const uint8_t *al_v2_slot_record(const struct slot *s, struct al_record *r,
 				 struct al_v2_field caller[AL_CALLER_MAX]);
+/* ---- v2: where the chain's tree and seals stand ---------------------------- */
+
+enum { V2T_NONE, V2T_ON, V2T_UNKNOWN }; /* tree: not started (v0/v1 so far), on, unknown */
+enum { K_BATCH, K_IDLE, K_OPEN, K_CLOSE };
+extern const char *const al_seal_kind_word[4];
+
+struct v2pos {
+	uint8_t tree_state;
+	uint64_t first_seq;           /* seq of leaf 0 (the chain's first v2 record) */
+	bool has_seal;                /* the chain's last seal so far: */
+	uint8_t seal_kind;            /* K_* */
+	uint32_t seal_epoch;
+	uint64_t seal_seq;
+	uint8_t seal_key[AL_SEAL_KID_LEN];
+	struct al_merkle_range tree;  /* last: copied up to tree.n */
+};
+
+/* dst = src, copying only the range's used hashes. */
+void al_v2pos_copy(struct v2pos *dst, const struct v2pos *src);
 
 /* ---- batches ------------------------------------------------------------ */
 
@@ -169,6 +199,8 @@ struct batch {
 	size_t pending_len;  /* bytes the write in flight should have written */
 	size_t issued_len;   /* bytes it was issued for (a test hook may cut it) */
 	struct waiter *waiters;
+	bool is_close;       /* v2: ends with the close seal */
+	struct v2pos v2_after; /* v2: the tree and seals after its last record */
 };
 
 /* ---- the log ------------------------------------------------------------ */
@@ -257,6 +289,23 @@ struct auditlog {
 	unsigned fake_n;
 	uint8_t *pdec;           /* decode buffer for re-parsed lines */
 
+	/* v2 (docs/format.md Part II): the seal step and what the chain holds */
+	struct al_sealer *sealer;
+	struct v2pos v2;          /* after the last record formatted */
+	struct v2pos v2_durable;  /* after the durable head */
+	struct al_sealer_now ep;  /* the last epoch reading */
+	uint32_t fmt_epoch;       /* the epoch records are being formatted in */
+	unsigned since_check;     /* records since the last epoch reading */
+	bool tree_due;            /* the next batch carries a tree record */
+	uint64_t tree_rec_end;    /* file offset just past the last tree/checkpoint */
+	uint64_t ckpt_seq;        /* tail seq at the last checkpoint ... */
+	uint64_t ckpt_boot;       /* ... and its boot-clock time */
+	int64_t clock_noted;      /* wall - expected, as the last clock record said */
+	bool close_inflight, close_done;
+	size_t v2_reserve;        /* batch bytes kept for the clock/tree/checkpoint/seal lines */
+	char range_hex[AL_MERKLE_RANGE_MAX * 64];
+	uint8_t note[AL_NOTE_MAX];
+
 	struct al_ts_cache ts_cache;
 	/* the last PKCS#11 names looked up: most events repeat them */
 	struct p11cache {
@@ -290,6 +339,30 @@ int al_write_sync(struct auditlog *l, const void *buf, size_t len, uint64_t off)
 void al_random_id(uint8_t out[16]);
 uint64_t al_now_ns(void);
 
+/* seal_records.c: the v2 records the writer adds (docs/format.md 19-21) */
+/* Load the seal provider (auditlog_open, v2 with sealing). */
+int al_v2_start(struct auditlog *l);
+/* Read the epoch; when it moved past fmt_epoch, *ret_moved. 0 or -errno. */
+int al_v2_epoch(struct auditlog *l, bool *ret_moved);
+/* Append a seal of `kind` (K_*) for epoch l->fmt_epoch to out; the line
+ * length or -errno. */
+long al_v2_seal_line(struct auditlog *l, int kind, uint8_t *out);
+/* Append to buf at *len what ends a batch (docs/format.md 19.2, decision 1):
+ * a clock record when due, a tree record when `tree` (or due by bytes at file
+ * offset file_at), a checkpoint when `ckpt` (or due), and the seal of `kind`.
+ * *ret_nrec gets the number of records appended. 0 or -errno. */
+int al_v2_batch_tail(struct auditlog *l, uint8_t *buf, size_t *len, uint64_t file_at, int kind,
+		     bool tree, bool ckpt, bool content, unsigned *ret_nrec);
+/* A v2 record (type, seq, hash) was appended: its Merkle leaf. */
+void al_v2_leaf(struct v2pos *v, uint8_t type, uint64_t seq, const uint8_t hash[AL_HASH_LEN]);
+/* The tail scan's view: note a chained record p (prev_version: the version of
+ * the record before it, or -1 when p is the window's anchor). */
+void al_v2_scan_note(struct v2pos *v, const struct al_parsed *p, int prev_version);
+/* True when a v2 idle seal is due now (docs/format.md 19.2). */
+bool al_v2_idle_due(struct auditlog *l);
+/* ns of the boot clock until the worker must next look (idle seal). */
+uint64_t al_v2_timeout(struct auditlog *l);
+
 /* writer.c */
 /* Append the next record of the chain (raw strings; ts_ns is clamped to stay
  * non-decreasing) to out, advancing l->tail. Returns the line length. */
@@ -301,6 +374,13 @@ long al_chain_append_digest(struct auditlog *l, struct al_record *dec, const uin
 long al_chain_append_decoded(struct auditlog *l, struct al_record *dec, uint64_t ts_ns,
 			     uint8_t *out);
 uint64_t al_ts_ns(const char ts[AL_TS_LEN]);
+/* ts_ns kept non-decreasing along the chain (the tail's time at least). */
+uint64_t al_clamp_ts(struct auditlog *l, uint64_t ts_ns);
+/* The wall clock, through the test hooks when set. */
+static inline uint64_t al_wall_ns(const struct auditlog *l)
+{
+	return al_clock_realtime(al_cfg_clock(&l->cfg));
+}
 /* The header the next file starts with (l->need_header state). */
 long al_format_header(struct auditlog *l, uint8_t *out);
 

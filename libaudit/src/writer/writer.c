@@ -22,6 +22,7 @@
 
 #include "log.h"
 #include "p11names.h"
+#include "format_v2.h"
 
 #define DEC_CAP (AL_LINE_MAX * 3)
 #define INLINE_MAX (64u << 10) /* a lone batch up to this size is committed inline */
@@ -122,10 +123,12 @@ static long append_common(struct auditlog *l, struct al_record *dec, uint64_t ts
 	memcpy(l->tail.ts_str, dec->f[AL_F_TIMESTAMP].p, AL_TS_LEN);
 	l->tail.version = dec->version;
 	l->tail.empty = false;
+	if (l->sealer && dec->version == AL_V2) /* every v2 record is a Merkle leaf */
+		al_v2_leaf(&l->v2, dec->type, l->tail.seq, l->tail.hash);
 	return n;
 }
 
-static uint64_t clamp_ts(struct auditlog *l, uint64_t ts_ns)
+uint64_t al_clamp_ts(struct auditlog *l, uint64_t ts_ns)
 {
 	if (!l->tail.empty && ts_ns < l->tail.ts_ns)
 		return l->tail.ts_ns;
@@ -137,7 +140,7 @@ long al_chain_append(struct auditlog *l, struct al_record *raw, uint64_t ts_ns, 
 	char ts[AL_TS_LEN];
 	int r;
 
-	ts_ns = clamp_ts(l, ts_ns);
+	ts_ns = al_clamp_ts(l, ts_ns);
 	al_format_ts_cached(&l->ts_cache, ts_ns, ts);
 	raw->f[AL_F_TIMESTAMP].p = (const uint8_t *)ts;
 	raw->f[AL_F_TIMESTAMP].n = AL_TS_LEN;
@@ -153,7 +156,7 @@ long al_chain_append_digest(struct auditlog *l, struct al_record *dec, const uin
 {
 	char ts[AL_TS_LEN];
 
-	ts_ns = clamp_ts(l, ts_ns);
+	ts_ns = al_clamp_ts(l, ts_ns);
 	al_format_ts_cached(&l->ts_cache, ts_ns, ts);
 	dec->f[AL_F_TIMESTAMP].p = (const uint8_t *)ts;
 	dec->f[AL_F_TIMESTAMP].n = AL_TS_LEN;
@@ -166,7 +169,7 @@ long al_chain_append_decoded(struct auditlog *l, struct al_record *dec, uint64_t
 {
 	char ts[AL_TS_LEN];
 
-	ts_ns = clamp_ts(l, ts_ns);
+	ts_ns = al_clamp_ts(l, ts_ns);
 	al_format_ts_cached(&l->ts_cache, ts_ns, ts);
 	dec->f[AL_F_TIMESTAMP].p = (const uint8_t *)ts;
 	dec->f[AL_F_TIMESTAMP].n = AL_TS_LEN;
@@ -178,7 +181,7 @@ long al_format_header(struct auditlog *l, uint8_t *out)
 	struct al_record rec = {.type = AL_T_HEADER};
 	uint8_t fid[16];
 	char fid_hex[32], cid_hex[32], prev_hex[64], sid_hex[32];
-	uint64_t ts = al_now_ns();
+	uint64_t ts = al_wall_ns(l);
 	bool linked = strcmp(l->header_reason, "rotate") == 0 ||
 		      strcmp(l->header_reason, "io-error") == 0;
 	long n;
@@ -396,10 +399,12 @@ static inline __attribute__((always_inline)) void publish(struct auditlog *l, st
 }
 
 /* The producer's timestamp: the worker clamps it to stay non-decreasing. */
-static inline uint64_t producer_now_ns(void)
+static inline uint64_t producer_now_ns(const struct auditlog *l)
 {
 	struct timespec ts;
 
+	if (__builtin_expect(l->cfg.has_clock, 0)) /* tests drive the clock */
+		return al_wall_ns(l);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
@@ -438,7 +443,7 @@ static __attribute__((noinline)) int enqueue_v2(struct auditlog *l, const struct
 	s->kind = SLOT_EVENT;
 	s->waiter = w;
 	s->heap = heap;
-	s->ts_ns = producer_now_ns();
+	s->ts_ns = producer_now_ns(l);
 	s->flags = ev->flags;
 	s->outcome = (uint8_t)ev->outcome;
 	s->slot = ev->slot;
@@ -502,7 +507,7 @@ static int enqueue(struct auditlog *l, const struct auditlog_event *ev,
 	s->heap = heap;
 	if (kind == SLOT_EVENT) {
 		uint8_t *d = heap ? heap : s->inl;
-		s->ts_ns = producer_now_ns();
+		s->ts_ns = producer_now_ns(l);
 		s->flags = ev->flags;
 		s->outcome = (uint8_t)ev->outcome;
 		s->rv = ev->rv;
@@ -816,6 +821,13 @@ static void retire_ok(struct auditlog *l, struct batch *b)
 	l->durable.empty = false;
 	l->durable_size = b->off + b->len;
 	pthread_mutex_unlock(&l->head_lock);
+	if (l->sealer) {
+		al_v2pos_copy(&l->v2_durable, &b->v2_after);
+		if (b->is_close) {
+			l->close_done = true;
+			l->close_inflight = false;
+		}
+	}
 	atomic_fetch_add(&l->st.events_written, b->nevents);
 	atomic_fetch_add(&l->st.records_written, b->nrec);
 	atomic_fetch_add(&l->st.batches, 1);
@@ -899,6 +911,10 @@ static void failover(struct auditlog *l)
 	}
 	l->failover_err = 0;
 	l->tail = l->durable; /* the chain resumes from the last durable record */
+	if (l->sealer) { /* and so do its tree and seals */
+		al_v2pos_copy(&l->v2, &l->v2_durable);
+		l->close_inflight = false;
+	}
 
 	if (atomic_load(&l->error))
 		return; /* failed closed (ENOSPC past its deadline) */
@@ -999,7 +1015,7 @@ static void take_slot(struct auditlog *l, struct batch *b)
 static void take_requeued(struct auditlog *l, struct batch *b)
 {
 	while (l->requeue_pos < l->requeue_len &&
-	       b->len + AL_LINE_MAX <= l->cfg.max_batch_bytes) {
+	       b->len + AL_LINE_MAX + l->v2_reserve <= l->cfg.max_batch_bytes) {
 		const uint8_t *line = l->requeue + l->requeue_pos;
 		const uint8_t *nl = memchr(line, '\n', l->requeue_len - l->requeue_pos);
 		struct al_parsed p;
@@ -1039,7 +1055,7 @@ static bool rotation_due(struct auditlog *l)
 	if (l->cfg.rotate_bytes && l->file_off >= l->cfg.rotate_bytes)
 		return true;
 	if (l->cfg.rotate_age_s &&
-	    al_now_ns() - l->file_created_ns >= l->cfg.rotate_age_s * 1000000000u)
+	    al_wall_ns(l) - l->file_created_ns >= l->cfg.rotate_age_s * 1000000000u)
 		return true;
 	return false;
 }
@@ -1091,6 +1107,12 @@ static bool coalesce_hold(struct auditlog *l)
 			return false; /* waited its window already (left over from a full batch) */
 		l->hold_since_ns = now;
 		l->hold_until_ns = now + (window - age);
+		/* v2: never past the epoch's end (its records are sealed in it) */
+		if (l->sealer && l->sealer->ops->now(l->sealer, &l->ep) == 0) {
+			uint64_t left = l->ep.boot_end > l->ep.boot_now ? l->ep.boot_end - l->ep.boot_now : 0;
+			if (now + left < l->hold_until_ns)
+				l->hold_until_ns = now + left;
+		}
 		atomic_store_explicit(&l->hold_wake_pos, l->deq_pos + hold_max(l),
 				      memory_order_relaxed);
 	}
@@ -1111,7 +1133,10 @@ static bool fill_and_submit(struct auditlog *l)
 {
 	struct batch *b = free_batch(l);
 	uint64_t start = l->deq_pos;
-	bool progress = false;
+	bool progress = false, v2 = l->sealer != NULL, first_of_file = l->need_header;
+	uint32_t sealed_upto = 0; /* b->nrec at the last seal in b */
+	size_t reserve = v2 ? l->v2_reserve : 0;
+	int r;
 
 	if (!b)
 		return false;
@@ -1123,11 +1148,21 @@ static bool fill_and_submit(struct auditlog *l)
 	/* with size rotation, do not let one batch run far past the limit */
 	size_t limit = l->cfg.max_batch_bytes;
 	if (l->cfg.rotate_bytes && l->file_off < l->cfg.rotate_bytes &&
-	    l->cfg.rotate_bytes - l->file_off + AL_LINE_MAX < limit)
-		limit = (size_t)(l->cfg.rotate_bytes - l->file_off) + AL_LINE_MAX;
+	    l->cfg.rotate_bytes - l->file_off + AL_LINE_MAX + reserve < limit)
+		limit = (size_t)(l->cfg.rotate_bytes - l->file_off) + AL_LINE_MAX + reserve;
 	b->len = 0;
 	b->nrec = b->nevents = 0;
 	b->waiters = NULL;
+	b->is_close = false;
+	if (v2 && !atomic_load(&l->error)) {
+		/* the epoch at the batch's start (a boot-clock read) */
+		bool moved;
+		r = al_v2_epoch(l, &moved);
+		if (r < 0)
+			fail_closed(l, r);
+		else if (moved)
+			l->fmt_epoch = l->ep.epoch;
+	}
 	if (l->need_header && !atomic_load(&l->error)) {
 		long n = al_format_header(l, b->buf);
 		if (n < 0) {
@@ -1141,10 +1176,71 @@ static bool fill_and_submit(struct auditlog *l)
 		drop_requeued(l);
 	if (l->requeue_len)
 		take_requeued(l, b);
-	while (b->len + AL_LINE_MAX <= limit && slot_ready(l)) {
+	while (b->len + AL_LINE_MAX + reserve <= limit && slot_ready(l)) {
+		if (v2 && ++l->since_check >= AL_EPOCH_CHECK_EVERY && !atomic_load(&l->error)) {
+			/* split at an epoch boundary (docs/format.md 19.2): the
+			 * records formatted in e get e's seal, the rest e+1's */
+			bool moved;
+			r = al_v2_epoch(l, &moved);
+			if (r < 0) {
+				fail_closed(l, r);
+			} else if (moved) {
+				if (b->nrec > sealed_upto) {
+					long n = al_v2_seal_line(l, K_BATCH, b->buf + b->len);
+					if (n < 0) {
+						fail_closed(l, (int)n);
+					} else {
+						b->len += (size_t)n;
+						note_record(b, l, false);
+						sealed_upto = b->nrec;
+					}
+				}
+				l->fmt_epoch = l->ep.epoch;
+				continue; /* the seal took room: look again */
+			}
+		}
 		take_slot(l, b);
 		progress = true;
 	}
+	if (v2 && !atomic_load(&l->error)) {
+		/* every batch ends with a seal (decision 1 of issue 12) */
+		int kind = -1;
+		if (atomic_load(&l->stopping) && !slot_ready(l) && !l->requeue_len &&
+		    !l->close_inflight && !l->close_done)
+			kind = K_CLOSE; /* the last batch: a checkpoint, then the close seal */
+		else if (b->nrec > sealed_upto)
+			kind = K_BATCH;
+		else if (b->len == 0 && al_v2_idle_due(l)) {
+			kind = K_IDLE;
+			l->fmt_epoch = l->ep.epoch;
+		}
+		if (kind >= 0) {
+			unsigned k = 0;
+			r = al_v2_batch_tail(l, b->buf, &b->len, l->file_off, kind, first_of_file,
+					     kind == K_CLOSE, b->nrec > 0, &k);
+			if (r < 0) {
+				fail_closed(l, r);
+			} else {
+				b->nrec += k - 1;
+				note_record(b, l, false);
+				if (kind == K_CLOSE) {
+					b->is_close = true;
+					l->close_inflight = true;
+				}
+			}
+		}
+	}
+	if (v2 && b->len && atomic_load(&l->error)) {
+		/* the seal step failed: nothing unsealed is written; the log is
+		 * closed with that error and these records fail with it */
+		int err = atomic_load(&l->error);
+		atomic_fetch_add(&l->st.events_failed, b->nevents);
+		release_waiters(l, b, err);
+		b->len = 0;
+		return true;
+	}
+	if (v2 && b->len)
+		al_v2pos_copy(&b->v2_after, &l->v2);
 
 	if (progress && atomic_load(&l->full_waiters)) {
 		atomic_fetch_add(&l->space_gen, 1);
@@ -1277,7 +1373,8 @@ static void *worker_main(void *arg)
 			continue;
 
 		if (atomic_load(&l->stopping) && !slot_ready(l) && inflight_batches(l) == 0 &&
-		    !l->requeue_len && !l->failover_err)
+		    !l->requeue_len && !l->failover_err &&
+		    (!l->sealer || l->close_done || atomic_load(&l->error)))
 			break;
 
 		/* Nothing to do now: sleep until a completion, an event or a retry. */
@@ -1313,6 +1410,12 @@ static void *worker_main(void *arg)
 			uint64_t left = l->hold_until_ns > mnow ? l->hold_until_ns - mnow : 1;
 			if (!timeout || left < timeout)
 				timeout = left;
+		}
+		if (want_events) {
+			/* v2: wake for the epoch's idle seal (its midpoint) */
+			uint64_t t2 = al_v2_timeout(l);
+			if (t2 && (!timeout || t2 < timeout))
+				timeout = t2;
 		}
 		if (atomic_load(&l->stopping) && !timeout)
 			timeout = 10 * 1000 * 1000; /* draining: never sleep without bound */
@@ -1365,6 +1468,7 @@ static void log_free(struct auditlog *l)
 	free(l->pdec);
 	free(l->dir);
 	free(l->base);
+	al_sealer_free(l->sealer);
 	free(l->cfg.path);
 	free(l->cfg.seal_state_path);
 	free(l->cfg.signing_key_path);
@@ -1379,8 +1483,8 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 
 	if (!cfg || !cfg->path || !ret_log)
 		return -EINVAL;
-	if (cfg->version == 2 && !cfg->v2_unsealed)
-		return cfg->seal_state_path ? -EOPNOTSUPP /* issue 12: being built */ : -EINVAL;
+	if (cfg->version == 2 && !cfg->seal_state_path)
+		return -EINVAL;
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
@@ -1415,6 +1519,11 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 		goto err;
 	}
 
+	if (cfg->version == 2) {
+		r = al_v2_start(l);
+		if (r < 0)
+			goto err;
+	}
 	r = al_file_open(l);
 	if (r < 0)
 		goto err;

@@ -1,0 +1,309 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The v2 records the writer adds to a chain (docs/format.md 19-21): the seal
+ * that ends every batch (batch, idle, open, close), the tree and checkpoint
+ * records, the clock record, and the Merkle tree they describe. The keys
+ * stay behind the seal provider (sealer.h).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stddef.h>
+
+#include <openssl/crypto.h>
+
+#include "log.h"
+#include "sealer.h"
+#include "seal.h"
+
+const char *const al_seal_kind_word[4] = {"batch", "idle", "open", "close"};
+
+void al_v2pos_copy(struct v2pos *dst, const struct v2pos *src)
+{
+	memcpy(dst, src, offsetof(struct v2pos, tree) + offsetof(struct al_merkle_range, h));
+	memcpy(dst->tree.h, src->tree.h, (size_t)src->tree.n * AL_HASH_LEN);
+}
+
+void al_v2_leaf(struct v2pos *v, uint8_t type, uint64_t seq, const uint8_t hash[AL_HASH_LEN])
+{
+	(void)type;
+	if (v->tree_state == V2T_NONE) {
+		/* the chain's first v2 record: leaf 0 (docs/format.md 18) */
+		al_merkle_range_init(&v->tree);
+		v->first_seq = seq;
+		v->tree_state = V2T_ON;
+	}
+	if (v->tree_state == V2T_ON)
+		(void)al_merkle_range_append(&v->tree, hash); /* -EOVERFLOW only past 2^53 */
+}
+
+static int kind_index(const uint8_t *p, size_t n)
+{
+	for (int i = 0; i < 4; i++)
+		if (strlen(al_seal_kind_word[i]) == n && memcmp(al_seal_kind_word[i], p, n) == 0)
+			return i;
+	return -1;
+}
+
+void al_v2_scan_note(struct v2pos *v, const struct al_parsed *p, int prev_version)
+{
+	const struct al_record *r = &p->rec;
+
+	if (prev_version < 0) { /* the window's anchor: what came before is unknown */
+		v->has_seal = false;
+		if (r->version < AL_V2)
+			v->tree_state = V2T_NONE;
+		else if (r->type == AL_T_HEADER && r->f[AL_F_SEQ].u == 0 &&
+			 !(r->present & AL_BIT(AL_F_PREV_NAME)))
+			v->tree_state = V2T_NONE; /* a v2 chain's first record: leaf 0 */
+		else
+			v->tree_state = V2T_UNKNOWN;
+	}
+	if (r->version < AL_V2)
+		return;
+	if (r->type == AL_T_TREE || r->type == AL_T_CHECKPOINT) {
+		uint8_t h[AL_MERKLE_RANGE_MAX][AL_HASH_LEN];
+		const struct al_val *rg = &r->f[AL_F_RANGE];
+		size_t n = rg->n / 64;
+		/* the parser checked 64 hex digits per set bit of size */
+		if (n <= AL_MERKLE_RANGE_MAX && al_unhex(rg->p, rg->n, h[0]) == 0 &&
+		    al_merkle_range_set(&v->tree, r->f[AL_F_SIZE].u, h[0], n) == 0) {
+			v->first_seq = r->f[AL_F_FIRST_SEQ].u;
+			v->tree_state = V2T_ON;
+		}
+	}
+	al_v2_leaf(v, r->type, r->f[AL_F_SEQ].u, p->hash);
+	if (r->type == AL_T_SEAL) {
+		int k = kind_index(r->f[AL_F_KIND].p, r->f[AL_F_KIND].n);
+		v->has_seal = true;
+		v->seal_kind = (uint8_t)(k < 0 ? K_BATCH : k);
+		v->seal_epoch = (uint32_t)r->f[AL_F_EPOCH].u;
+		v->seal_seq = r->f[AL_F_SEQ].u;
+		(void)al_unhex(r->f[AL_F_SEAL_KEY].p, 2 * AL_SEAL_KID_LEN, v->seal_key);
+	}
+}
+
+int al_v2_start(struct auditlog *l)
+{
+	int r = al_sealer_inproc_open(l->cfg.seal_state_path, l->cfg.signing_key_path,
+				      al_cfg_clock(&l->cfg), &l->sealer);
+	if (r < 0)
+		return r;
+	r = l->sealer->ops->now(l->sealer, &l->ep);
+	if (r < 0)
+		return r;
+	l->fmt_epoch = l->ep.epoch;
+	l->ckpt_boot = l->ep.boot_now;
+	/* the clock, tree (or checkpoint) and seal lines a batch may end with:
+	 * each well below these bounds (a range of 53 hashes is 3392 bytes, a
+	 * note at most AL_NOTE_MAX, escaped at most twice that) */
+	l->v2_reserve = 256 + (512 + AL_MERKLE_RANGE_MAX * 64 + 2 * AL_NOTE_MAX) + 512;
+	return 0;
+}
+
+int al_v2_epoch(struct auditlog *l, bool *ret_moved)
+{
+	int r = l->sealer->ops->now(l->sealer, &l->ep);
+
+	l->since_check = 0;
+	if (r < 0)
+		return r;
+	*ret_moved = l->ep.epoch > l->fmt_epoch;
+	return 0;
+}
+
+static uint64_t next_ts(struct auditlog *l)
+{
+	return al_clamp_ts(l, al_clock_realtime(al_cfg_clock(&l->cfg)));
+}
+
+long al_v2_seal_line(struct auditlog *l, int kind, uint8_t *out)
+{
+	struct al_v2_seal s = {.kind = al_seal_kind_word[kind], .epoch = l->fmt_epoch};
+	struct al_record rec = {.type = AL_T_SEAL};
+	char ts[AL_TS_LEN], kid[2 * AL_SEAL_KID_LEN], mac[64];
+	uint64_t ts_ns = next_ts(l);
+	long n;
+	int r;
+
+	al_hex(l->chain_id, 16, s.chain_id);
+	if (kind == K_OPEN && l->v2.has_seal) {
+		s.has_prev = true;
+		s.prev_seal = l->v2.seal_seq;
+		s.prev_kind = al_seal_kind_word[l->v2.seal_kind];
+	}
+	al_format_ts_cached(&l->ts_cache, ts_ns, ts);
+	r = l->sealer->ops->seal(l->sealer, &s, l->tail.hash, l->tail.empty ? 0 : l->tail.seq + 1, ts);
+	if (r < 0)
+		return r;
+	al_hex(s.key_id, AL_SEAL_KID_LEN, kid);
+	al_hex(s.mac, AL_HASH_LEN, mac);
+	rec.present = AL_BIT(AL_F_KIND) | AL_BIT(AL_F_EPOCH) | AL_BIT(AL_F_SEAL_KEY) |
+		      AL_BIT(AL_F_CHAIN_ID) | AL_BIT(AL_F_MAC);
+	rec.f[AL_F_KIND] = (struct al_val){(const uint8_t *)s.kind, strlen(s.kind), 0};
+	rec.f[AL_F_EPOCH].u = s.epoch;
+	rec.f[AL_F_SEAL_KEY] = (struct al_val){(const uint8_t *)kid, sizeof(kid), 0};
+	rec.f[AL_F_CHAIN_ID] = (struct al_val){(const uint8_t *)s.chain_id, 32, 0};
+	rec.f[AL_F_MAC] = (struct al_val){(const uint8_t *)mac, sizeof(mac), 0};
+	if (s.has_prev) {
+		rec.present |= AL_BIT(AL_F_PREV_SEAL) | AL_BIT(AL_F_PREV_KIND);
+		rec.f[AL_F_PREV_SEAL].u = s.prev_seal;
+		rec.f[AL_F_PREV_KIND] = (struct al_val){(const uint8_t *)s.prev_kind,
+							strlen(s.prev_kind), 0};
+	}
+	n = al_chain_append_decoded(l, &rec, ts_ns, out);
+	OPENSSL_cleanse(mac, sizeof(mac));
+	if (n < 0)
+		return n;
+	l->v2.has_seal = true;
+	l->v2.seal_kind = (uint8_t)kind;
+	l->v2.seal_epoch = s.epoch;
+	l->v2.seal_seq = l->tail.seq;
+	memcpy(l->v2.seal_key, s.key_id, AL_SEAL_KID_LEN);
+	if (s.epoch > l->fmt_epoch) /* a provider may seal with a later epoch */
+		l->fmt_epoch = s.epoch;
+	return n;
+}
+
+/* The tree's compact range in hex (docs/format.md 18.3) into l->range_hex. */
+static size_t range_hex(struct auditlog *l)
+{
+	for (unsigned i = 0; i < l->v2.tree.n; i++)
+		al_hex(l->v2.tree.h[i], AL_HASH_LEN, l->range_hex + 64 * i);
+	return (size_t)l->v2.tree.n * 64;
+}
+
+static long tree_line(struct auditlog *l, bool signed_, uint8_t *out)
+{
+	struct al_record rec = {.type = signed_ ? AL_T_CHECKPOINT : AL_T_TREE};
+	struct v2pos *v = &l->v2;
+	size_t rn = range_hex(l);
+
+	rec.present = AL_BIT(AL_F_SIZE) | AL_BIT(AL_F_FIRST_SEQ) | AL_BIT(AL_F_RANGE);
+	rec.f[AL_F_SIZE].u = v->tree.size;
+	rec.f[AL_F_FIRST_SEQ].u = v->first_seq;
+	rec.f[AL_F_RANGE] = (struct al_val){(const uint8_t *)l->range_hex, rn, 0};
+	if (signed_) {
+		uint8_t origin[AL_ORIGIN_MAX], text[AL_NOTE_MAX], root[AL_HASH_LEN], cid[32];
+		long on, tn, nn;
+
+		/* the tree covers first_seq .. the tail (docs/format.md 20.1) */
+		if (v->tree.size != l->tail.seq + 1 - v->first_seq)
+			return -EINVAL;
+		al_hex(l->chain_id, 16, (char *)cid);
+		on = al_checkpoint_origin(l->sealer->host, l->sealer->host_len, cid, origin);
+		if (on < 0)
+			return on;
+		if (al_merkle_range_root(&v->tree, root) < 0)
+			return -EINVAL;
+		tn = al_checkpoint_text(origin, (size_t)on, v->tree.size, root, l->tail.seq,
+					l->tail.hash, v->first_seq, text, sizeof(text));
+		if (tn < 0)
+			return tn;
+		nn = l->sealer->ops->sign(l->sealer, origin, (size_t)on, text, (size_t)tn, l->note,
+					  sizeof(l->note));
+		if (nn < 0)
+			return nn;
+		rec.present |= AL_BIT(AL_F_NOTE);
+		rec.f[AL_F_NOTE] = (struct al_val){l->note, (size_t)nn, 0};
+	}
+	return al_chain_append_decoded(l, &rec, next_ts(l), out);
+}
+
+static long clock_line(struct auditlog *l, uint8_t *out)
+{
+	struct al_record rec = {.type = AL_T_CLOCK};
+	char exp[AL_TS_LEN], wall[AL_TS_LEN];
+
+	al_format_ts(l->ep.expected, exp);
+	al_format_ts(l->ep.wall, wall);
+	rec.present = AL_BIT(AL_F_EPOCH) | AL_BIT(AL_F_EXPECTED) | AL_BIT(AL_F_WALL);
+	rec.f[AL_F_EPOCH].u = l->ep.epoch;
+	rec.f[AL_F_EXPECTED] = (struct al_val){(const uint8_t *)exp, AL_TS_LEN, 0};
+	rec.f[AL_F_WALL] = (struct al_val){(const uint8_t *)wall, AL_TS_LEN, 0};
+	return al_chain_append_decoded(l, &rec, next_ts(l), out);
+}
+
+/* A clock record is due when the wall clock moved more than delta away
+ * from what the last clock record (or the state, at first) said. */
+static bool clock_due(struct auditlog *l)
+{
+	int64_t off = (int64_t)(l->ep.wall - l->ep.expected);
+	int64_t d = off - l->clock_noted;
+
+	if (!l->ep.clock && !l->clock_noted)
+		return false;
+	return (uint64_t)(d < 0 ? -d : d) > l->sealer->delta;
+}
+
+int al_v2_batch_tail(struct auditlog *l, uint8_t *buf, size_t *len, uint64_t file_at, int kind,
+		     bool tree, bool ckpt, bool content, unsigned *ret_nrec)
+{
+	unsigned k = 0;
+	long n;
+
+	if (clock_due(l)) {
+		n = clock_line(l, buf + *len);
+		if (n < 0)
+			return (int)n;
+		*len += (size_t)n;
+		k++;
+		l->clock_noted = (int64_t)(l->ep.wall - l->ep.expected);
+	}
+	if (l->v2.tree_state == V2T_ON && l->v2.tree.size > 0) {
+		if (!ckpt && content)
+			ckpt = (l->cfg.ckpt_records && l->tail.seq - l->ckpt_seq >= l->cfg.ckpt_records) ||
+			       (l->cfg.ckpt_ms &&
+				l->ep.boot_now - l->ckpt_boot >= l->cfg.ckpt_ms * 1000000u);
+		uint64_t at = file_at + *len;
+		if (!ckpt && !tree)
+			tree = l->tree_due || at < l->tree_rec_end ||
+			       at - l->tree_rec_end > l->cfg.max_batch_bytes / 2;
+		if (ckpt || tree) {
+			n = tree_line(l, ckpt, buf + *len);
+			if (n < 0)
+				return (int)n;
+			*len += (size_t)n;
+			k++;
+			l->tree_rec_end = file_at + *len;
+			l->tree_due = false;
+			if (ckpt) {
+				l->ckpt_seq = l->tail.seq;
+				l->ckpt_boot = l->ep.boot_now;
+			}
+		}
+	}
+	n = al_v2_seal_line(l, kind, buf + *len);
+	if (n < 0)
+		return (int)n;
+	*len += (size_t)n;
+	*ret_nrec = k + 1;
+	return 0;
+}
+
+bool al_v2_idle_due(struct auditlog *l)
+{
+	if (!l->sealer || l->close_done || l->close_inflight)
+		return false;
+	if (l->sealer->ops->now(l->sealer, &l->ep) < 0)
+		return false;
+	return (!l->v2.has_seal || l->v2.seal_epoch < l->ep.epoch) &&
+	       l->ep.boot_now >= l->ep.boot_start + l->sealer->delta / 2;
+}
+
+uint64_t al_v2_timeout(struct auditlog *l)
+{
+	uint64_t mid, t;
+
+	if (!l->sealer || l->close_done)
+		return 0;
+	if (l->sealer->ops->now(l->sealer, &l->ep) < 0)
+		return 0;
+	mid = l->ep.boot_start + l->sealer->delta / 2;
+	if (l->v2.has_seal && l->v2.seal_epoch >= l->ep.epoch)
+		mid += l->sealer->delta; /* this epoch has its seal: the next one's midpoint */
+	t = mid > l->ep.boot_now ? mid - l->ep.boot_now : 1000;
+	if (l->cfg.has_clock && t > 2000000u)
+		t = 2000000u; /* a test's clock moves by itself: look often */
+	return t;
+}
