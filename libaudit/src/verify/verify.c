@@ -1018,8 +1018,8 @@ static void v2_end(struct walk *w)
 		c->res->unsigned_tail += v->since_ckpt;
 		w->ch->unsigned_tail += v->since_ckpt;
 	}
-	for (const uint8_t *p = v->pend; p < v->pend + v->plen; p++)
-		c->res->pending += *p == '\n';
+	for (size_t i = 0; i < v->plen; i++) /* (pend is NULL while nothing waits) */
+		c->res->pending += v->pend[i] == '\n';
 	free(v->pend);
 	free(v->wn);
 	memset(v, 0, sizeof(*v));
