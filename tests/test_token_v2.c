@@ -514,6 +514,12 @@ static void test_v2_older_state(void **state)
 	assert_int_equal(stat(log0, &st), 0);
 	after = (size_t)st.st_size;
 	assert_int_equal(before, after);
+	{
+		/* nor went on to another chain */
+		char *p1 = tu_path(audit_dir, "softtoken-1.log");
+		assert_true(stat(p1, &st) < 0 && errno == ENOENT);
+		free(p1);
+	}
 }
 
 int main(int argc, char **argv)
