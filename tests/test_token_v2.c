@@ -480,6 +480,36 @@ static void test_v2_refusals(void **state)
 	assert_int_equal(chmod(keys.pub_path, 0600), 0);
 	refused(CKR_GENERAL_ERROR, "not both of auditlog-keygen's format");
 
+	/* keys in audit_dir or in token_dir */
+	{
+		char *moved = tu_path(dir, "signing-key");
+		assert_int_equal(rename(keys.sign_path, moved), 0);
+		snprintf(line, sizeof(line),
+			 "token_dir = %s\naudit_dir = %s\npbkdf2_iterations = 1000\nslots = 1\n"
+			 "audit_format_version = 2\naudit_seal_state = %s\naudit_signing_key = %s\n",
+			 token_dir, dir, keys.state_path, moved);
+		{
+			FILE *fp = fopen(conf, "w");
+			assert_non_null(fp);
+			fputs(line, fp);
+			fclose(fp);
+		}
+		refused(CKR_GENERAL_ERROR, "is in audit_dir: refused");
+		snprintf(line, sizeof(line),
+			 "token_dir = %s\naudit_dir = %s\npbkdf2_iterations = 1000\nslots = 1\n"
+			 "audit_format_version = 2\naudit_seal_state = %s\naudit_signing_key = %s\n",
+			 dir, audit_dir, keys.state_path, moved);
+		{
+			FILE *fp = fopen(conf, "w");
+			assert_non_null(fp);
+			fputs(line, fp);
+			fclose(fp);
+		}
+		refused(CKR_GENERAL_ERROR, "is in token_dir: refused");
+		assert_int_equal(rename(moved, keys.sign_path), 0);
+		free(moved);
+	}
+
 	/* all well: it works */
 	write_conf(NULL);
 	assert_int_equal(init_only(NULL), CKR_OK);

@@ -149,13 +149,40 @@ static int seal_file_check(const char *key, const char *path, char *err, size_t 
 	return r;
 }
 
+/* Is the directory of the file at path the directory dir? */
+static bool in_dir(const char *path, const char *dir)
+{
+	struct stat a, b;
+	char *d = strdup(path);
+	bool same;
+
+	if (!d)
+		return false;
+	*strrchr(d, '/') = '\0'; /* an absolute path (config.c) */
+	same = stat(d[0] ? d : "/", &a) == 0 && stat(dir, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+	free(d);
+	return same;
+}
+
 static int seal_files_check(const struct tok_config *c, char *err, size_t errlen)
 {
+	const char *const keys[2][2] = { { "audit_seal_state", c->audit_seal_state },
+					 { "audit_signing_key", c->audit_signing_key } };
 	char *dir, *lock;
-	int r = seal_file_check("audit_seal_state", c->audit_seal_state, err, errlen);
+	int r = 0;
 
-	if (r == 0)
-		r = seal_file_check("audit_signing_key", c->audit_signing_key, err, errlen);
+	for (int i = 0; i < 2 && r == 0; i++) {
+		r = seal_file_check(keys[i][0], keys[i][1], err, errlen);
+		/* Key files among the chains would be read as logs by every
+		 * verification of audit_dir (and the state's advances leave
+		 * files there); in token_dir, beside the store. */
+		if (r == 0 && (in_dir(keys[i][1], c->audit_dir) || in_dir(keys[i][1], c->token_dir))) {
+			snprintf(err, errlen, "%s %s is in %s: refused (keep the keys in a directory of their own)",
+				 keys[i][0], keys[i][1], in_dir(keys[i][1], c->audit_dir) ? "audit_dir" : "token_dir");
+			r = -EINVAL;
+		}
+	}
 	if (r < 0)
 		return r;
 	/* Each epoch advance writes a new state file beside the old one and
