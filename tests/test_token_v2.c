@@ -255,6 +255,15 @@ static void refused(CK_RV want, const char *what)
 	assert_true(stat(log0, &st) < 0 || st.st_size == 0);
 }
 
+static CK_RV init_only(CK_VOID_PTR a)
+{
+	CK_RV rv = f->C_Initialize(a);
+
+	if (rv == CKR_OK)
+		(void)f->C_Finalize(NULL);
+	return rv;
+}
+
 /* ---- tests ------------------------------------------------------------------ */
 
 static void test_v2_trail_verifies(void **state)
@@ -417,15 +426,6 @@ static void test_v2_processes_share_state(void **state)
 	}
 }
 
-static CK_RV init_only(CK_VOID_PTR a)
-{
-	CK_RV rv = f->C_Initialize(a);
-
-	if (rv == CKR_OK)
-		(void)f->C_Finalize(NULL);
-	return rv;
-}
-
 static void test_v2_refusals(void **state)
 {
 	char *link, line[1024];
@@ -453,6 +453,18 @@ static void test_v2_refusals(void **state)
 	assert_int_equal(chmod(keys.state_path, 0640), 0);
 	refused(CKR_GENERAL_ERROR, "audit_seal_state");
 	refused(CKR_GENERAL_ERROR, "has mode 0640");
+	/* audit_fail_closed = false: said, and the token runs without a trail */
+	write_conf("audit_fail_closed = false\n");
+	{
+		CK_RV rv;
+		char *msg = stderr_of(init_only, &rv);
+		struct stat st;
+		assert_int_equal(rv, CKR_OK);
+		assert_non_null(strstr(msg, "has mode 0640"));
+		assert_true(stat(log0, &st) < 0 || st.st_size == 0);
+		free(msg);
+	}
+	write_conf(NULL);
 	assert_int_equal(chmod(keys.state_path, 0600), 0);
 	assert_int_equal(chmod(keys.sign_path, 0604), 0);
 	refused(CKR_GENERAL_ERROR, "audit_signing_key");
