@@ -522,9 +522,16 @@ static void test_v2_refusals(void **state)
 		free(moved);
 	}
 
-	/* all well: it works */
-	write_conf(NULL);
-	assert_int_equal(init_only(NULL), CKR_OK);
+	write_conf_raw("audit_checkpoint_ms = 500\n");
+	refused(CKR_ARGUMENTS_BAD, "audit_checkpoint_ms is set but audit_format_version is 1");
+
+	/* all well: it works, with a checkpoint after every record */
+	write_conf("audit_sync = all\naudit_checkpoint_records = 1\naudit_checkpoint_ms = 0\n");
+	assert_int_equal(f->C_Initialize(NULL), CKR_OK);
+	init_token();
+	assert_int_equal(f->C_Finalize(NULL), CKR_OK);
+	/* 8 events (C_Initialize ... C_Finalize) */
+	assert_true(count(log0, "\"type\":\"checkpoint\"") >= 8);
 }
 
 /* A sealing state replaced by an older copy (-ESTALE): C_Initialize fails
