@@ -107,12 +107,118 @@ static void share_rotated(void)
 	closedir(d);
 }
 
+/* Format v2 in-process (docs/token.md "Format v2"): before any chain is
+ * tried, each key file the library will refuse is named with the reason,
+ * so that the refusal reads as the file's and not as a chain's (and an
+ * unreadable key is not taken for a chain of another user's: -EACCES would
+ * walk every name). libauditlog still makes the same checks and is the one
+ * that enforces them (auditlog_config_set_sealing). */
+static int seal_file_check(const char *key, const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY), r = 0;
+
+	if (fd < 0) {
+		r = -errno;
+		if (r == -ELOOP)
+			snprintf(err, errlen, "%s %s is a symbolic link: refused (name the file itself)", key, path);
+		else if (r == -ENOENT)
+			snprintf(err, errlen, "%s %s does not exist (auditlog-keygen makes it: docs/keys.md)", key,
+				 path);
+		else if (r == -EACCES)
+			snprintf(err, errlen,
+				 "%s %s is not readable by this process (uid %u): in-process sealing runs as the "
+				 "keys' owner only",
+				 key, path, (unsigned)geteuid());
+		else
+			snprintf(err, errlen, "cannot open %s %s: %s", key, path, strerror(-r));
+		return r;
+	}
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "cannot stat %s %s: %s", key, path, strerror(-r));
+	} else if (!S_ISREG(st.st_mode)) {
+		r = -EINVAL;
+		snprintf(err, errlen, "%s %s is not a regular file: refused", key, path);
+	} else if (st.st_mode & 077) {
+		r = -EPERM;
+		snprintf(err, errlen, "%s %s has mode %04o, open to group or others: refused (chmod 600)", key,
+			 path, (unsigned)(st.st_mode & 07777));
+	}
+	close(fd);
+	return r;
+}
+
+/* Is the directory of the file at path the directory dir? */
+static bool in_dir(const char *path, const char *dir)
+{
+	struct stat a, b;
+	char *d = strdup(path);
+	bool same;
+
+	if (!d)
+		return false;
+	*strrchr(d, '/') = '\0'; /* an absolute path (config.c) */
+	same = stat(d[0] ? d : "/", &a) == 0 && stat(dir, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+	free(d);
+	return same;
+}
+
+static int seal_files_check(const struct tok_config *c, char *err, size_t errlen)
+{
+	const char *const keys[2][2] = { { "audit_seal_state", c->audit_seal_state },
+					 { "audit_signing_key", c->audit_signing_key } };
+	char *dir, *lock;
+	int r = 0;
+
+	for (int i = 0; i < 2 && r == 0; i++) {
+		r = seal_file_check(keys[i][0], keys[i][1], err, errlen);
+		/* Key files among the chains would be read as logs by every
+		 * verification of audit_dir (and the state's advances leave
+		 * files there); in token_dir, beside the store. */
+		if (r == 0 && (in_dir(keys[i][1], c->audit_dir) || in_dir(keys[i][1], c->token_dir))) {
+			snprintf(err, errlen, "%s %s is in %s: refused (keep the keys in a directory of their own)",
+				 keys[i][0], keys[i][1], in_dir(keys[i][1], c->audit_dir) ? "audit_dir" : "token_dir");
+			r = -EINVAL;
+		}
+	}
+	if (r < 0)
+		return r;
+	/* Each epoch advance writes a new state file beside the old one and
+	 * takes <state>.lock there (auditlog_config_set_sealing). */
+	dir = strdup(c->audit_seal_state);
+	if (!dir)
+		return -ENOMEM;
+	*strrchr(dir, '/') = '\0'; /* an absolute path (config.c) */
+	if (faccessat(AT_FDCWD, dir[0] ? dir : "/", W_OK | X_OK, AT_EACCESS) < 0) {
+		r = -errno;
+		snprintf(err, errlen,
+			 "the directory of audit_seal_state %s is not writable by this process (%s): every "
+			 "epoch writes a new state file there",
+			 c->audit_seal_state, strerror(-r));
+	}
+	free(dir);
+	if (r < 0)
+		return r;
+	if (asprintf(&lock, "%s.lock", c->audit_seal_state) < 0)
+		return -ENOMEM;
+	if (faccessat(AT_FDCWD, lock, R_OK | W_OK, AT_EACCESS) < 0 && errno != ENOENT) {
+		r = -errno;
+		snprintf(err, errlen, "the sealing state's lock %s is not writable by this process (%s)", lock,
+			 strerror(-r));
+	}
+	free(lock);
+	return r;
+}
+
 CK_RV tok_audit_open(char *err, size_t errlen)
 {
 	struct tok_config *c = &tok_g.cfg;
 	struct auditlog_config *ac = NULL;
 	CK_RV rv = CKR_GENERAL_ERROR;
 	unsigned denied = 0;
+	char *tried = NULL; /* the last chain file tried, for messages */
 	int r = 0;
 
 	tok_g.audit_fd = -1;
@@ -141,6 +247,24 @@ CK_RV tok_audit_open(char *err, size_t errlen)
 		rv = CKR_ARGUMENTS_BAD;
 		goto out;
 	}
+	if (c->audit_format_version == 2) {
+		r = seal_files_check(c, err, errlen);
+		if (r == -ENOMEM) {
+			rv = CKR_HOST_MEMORY;
+			goto out;
+		}
+		if (r == 0)
+			r = auditlog_config_set_sealing(ac, c->audit_seal_state, c->audit_signing_key);
+		if (r == 0 && c->audit_checkpoint_set)
+			r = auditlog_config_set_checkpoint_interval(ac, c->audit_checkpoint_records,
+								    c->audit_checkpoint_ms);
+		if (r < 0) {
+			if (!err[0])
+				snprintf(err, errlen, "%s: the sealing settings are refused: %s", c->path,
+					 strerror(-r));
+			goto refused;
+		}
+	}
 	for (unsigned i = 0; i < TOK_MAX_CHAINS; i++) {
 		char *path;
 		if (asprintf(&path, "%s/softtoken-%u.log", c->audit_dir, i) < 0) {
@@ -160,7 +284,8 @@ CK_RV tok_audit_open(char *err, size_t errlen)
 			rv = CKR_OK;
 			goto out;
 		}
-		free(path);
+		free(tried);
+		tried = path;
 		/* Locked by a running process, or not ours to write (a file
 		 * another user left, EACCES): the next name. */
 		if (r == -EACCES)
@@ -168,14 +293,28 @@ CK_RV tok_audit_open(char *err, size_t errlen)
 		if (r != -EBUSY && r != -EACCES)
 			break;
 	}
-	if (r == -EPERM)
+	if (r == -EPERM && err[0])
 		; /* chain_prepare said why */
+	else if (c->audit_format_version == 2 && r == -ESTALE)
+		snprintf(err, errlen,
+			 "the sealing state %s is at an epoch below the last seal in %s (an older copy put in "
+			 "its place?): refused",
+			 c->audit_seal_state, tried ? tried : c->audit_dir);
+	else if (c->audit_format_version == 2 && r == -ERANGE)
+		snprintf(err, errlen, "the sealing key of %s is exhausted (its last epoch has passed)",
+			 c->audit_seal_state);
+	else if (c->audit_format_version == 2 && (r == -EINVAL || r == -EFBIG || r == -EPERM || r == -ELOOP))
+		snprintf(err, errlen,
+			 "cannot open the audit log %s with the sealing state %s and the signing key %s: %s "
+			 "(not both of auditlog-keygen's format and of one host, or a file refused)",
+			 tried ? tried : c->audit_dir, c->audit_seal_state, c->audit_signing_key, strerror(-r));
 	else if (r == -EBUSY || r == -EACCES)
 		snprintf(err, errlen, "all %u audit chains in %s are in use (%u not writable by us)", TOK_MAX_CHAINS,
 			 c->audit_dir, denied);
 	else
 		snprintf(err, errlen, "cannot open the audit log in %s: %s%s", c->audit_dir, strerror(-r),
 			 r == -EBADMSG ? " (damage beyond the repair bound: run auditlog-verify)" : "");
+refused:
 	if (!c->audit_fail_closed) {
 		/* Said, counted, and the module runs without a trail. */
 		atomic_fetch_add(&tok_g.audit_errors, 1);
@@ -187,6 +326,7 @@ CK_RV tok_audit_open(char *err, size_t errlen)
 		rv = CKR_OK;
 	}
 out:
+	free(tried);
 	auditlog_config_free(ac);
 	return rv;
 }

@@ -14,6 +14,9 @@
 
 /* chosen from p11-bench runs (docs/benchmarks.md) */
 #define TOK_AUDIT_COALESCE_US 1000
+/* libauditlog's checkpoint defaults (auditlog_config_set_checkpoint_interval) */
+#define TOK_CKPT_RECORDS_DEFAULT 100000
+#define TOK_CKPT_MS_DEFAULT 1000
 
 static void say(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -66,7 +69,8 @@ enum key {
 	K_TOKEN_DIR, K_AUDIT_DIR, K_AUDIT_ENABLED, K_AUDIT_SYNC, K_AUDIT_FAIL_CLOSED,
 	K_AUDIT_VERIFY, K_AUDIT_FORMAT, K_AUDIT_QUEUE, K_AUDIT_ROTATE_BYTES, K_AUDIT_ROTATE_AGE,
 	K_AUDIT_ENOSPC, K_AUDIT_COALESCE, K_PBKDF2, K_MAX_PIN_FAILURES, K_SLOTS, K_AUDIT_BACKEND,
-	K_AUDIT_QUEUE_FULL, K_RSA_MIN_BITS, K__MAX
+	K_AUDIT_QUEUE_FULL, K_RSA_MIN_BITS, K_AUDIT_SEAL_STATE, K_AUDIT_SIGNING_KEY,
+	K_AUDIT_CKPT_RECORDS, K_AUDIT_CKPT_MS, K__MAX
 };
 
 static const char *const key_names[K__MAX] = {
@@ -88,7 +92,21 @@ static const char *const key_names[K__MAX] = {
 	[K_AUDIT_BACKEND] = "audit_backend",
 	[K_AUDIT_QUEUE_FULL] = "audit_queue_full",
 	[K_RSA_MIN_BITS] = "rsa_min_bits",
+	[K_AUDIT_SEAL_STATE] = "audit_seal_state",
+	[K_AUDIT_SIGNING_KEY] = "audit_signing_key",
+	[K_AUDIT_CKPT_RECORDS] = "audit_checkpoint_records",
+	[K_AUDIT_CKPT_MS] = "audit_checkpoint_ms",
 };
+
+/* An absolute path into *dst (relative ones would depend on the caller's cwd). */
+static bool set_path(char **dst, const char *v)
+{
+	if (v[0] != '/')
+		return false;
+	free(*dst);
+	*dst = strdup(v);
+	return *dst != NULL;
+}
 
 static bool set_key(struct tok_config *c, enum key k, const char *v)
 {
@@ -96,15 +114,24 @@ static bool set_key(struct tok_config *c, enum key k, const char *v)
 
 	switch (k) {
 	case K_TOKEN_DIR:
+		return set_path(&c->token_dir, v);
 	case K_AUDIT_DIR:
-		if (v[0] != '/')
-			return false; /* relative paths would depend on the caller's cwd */
-		free(k == K_TOKEN_DIR ? c->token_dir : c->audit_dir);
-		if (k == K_TOKEN_DIR)
-			c->token_dir = strdup(v);
-		else
-			c->audit_dir = strdup(v);
-		return (k == K_TOKEN_DIR ? c->token_dir : c->audit_dir) != NULL;
+		return set_path(&c->audit_dir, v);
+	case K_AUDIT_SEAL_STATE:
+		return set_path(&c->audit_seal_state, v);
+	case K_AUDIT_SIGNING_KEY:
+		return set_path(&c->audit_signing_key, v);
+	case K_AUDIT_CKPT_RECORDS:
+		/* the library's bound (auditlog_config_set_checkpoint_interval) */
+		if (!parse_u64(v, 0, INT32_MAX, &c->audit_checkpoint_records))
+			return false;
+		c->audit_checkpoint_set = true;
+		return true;
+	case K_AUDIT_CKPT_MS:
+		if (!parse_u64(v, 0, UINT64_C(1) << 32, &c->audit_checkpoint_ms))
+			return false;
+		c->audit_checkpoint_set = true;
+		return true;
 	case K_AUDIT_ENABLED:
 		return parse_bool(v, &c->audit_enabled);
 	case K_AUDIT_FAIL_CLOSED:
@@ -128,7 +155,7 @@ static bool set_key(struct tok_config *c, enum key k, const char *v)
 			return false;
 		return true;
 	case K_AUDIT_FORMAT:
-		if (!parse_u64(v, 0, 1, &u))
+		if (!parse_u64(v, 0, 2, &u))
 			return false;
 		c->audit_format_version = (unsigned)u;
 		return true;
@@ -180,7 +207,7 @@ static const char *const key_hint[K__MAX] = {
 	[K_AUDIT_SYNC] = "sensitive, all or none",
 	[K_AUDIT_FAIL_CLOSED] = "true or false",
 	[K_AUDIT_VERIFY] = "tail or full",
-	[K_AUDIT_FORMAT] = "0 or 1",
+	[K_AUDIT_FORMAT] = "0, 1 or 2",
 	[K_AUDIT_QUEUE] = "64..16777216",
 	[K_AUDIT_ROTATE_BYTES] = "bytes, 0 = never",
 	[K_AUDIT_ROTATE_AGE] = "seconds, 0 = never",
@@ -192,6 +219,10 @@ static const char *const key_hint[K__MAX] = {
 	[K_AUDIT_BACKEND] = "auto, io_uring or pwrite",
 	[K_AUDIT_QUEUE_FULL] = "block or fail",
 	[K_RSA_MIN_BITS] = "1024..4096",
+	[K_AUDIT_SEAL_STATE] = "an absolute path",
+	[K_AUDIT_SIGNING_KEY] = "an absolute path",
+	[K_AUDIT_CKPT_RECORDS] = "records, 0..2147483647 (0 = by time only)",
+	[K_AUDIT_CKPT_MS] = "milliseconds, 0..4294967296 (0 = by count only)",
 };
 
 CK_RV tok_config_load(struct tok_config *c, char *err, size_t errlen)
@@ -285,6 +316,35 @@ CK_RV tok_config_load(struct tok_config *c, char *err, size_t errlen)
 		say(err, errlen, "%s: token_dir is required", path);
 		goto fail;
 	}
+	/* Format v2 (in-process sealing, docs/token.md "Format v2"): both key
+	 * files, and only with v2, so that no setting is silently ignored. */
+	if (c->audit_format_version == 2 && (!c->audit_seal_state || !c->audit_signing_key)) {
+		say(err, errlen, "%s: audit_format_version = 2 needs %s (the %s file of auditlog-keygen)", path,
+		    !c->audit_seal_state ? "audit_seal_state" : "audit_signing_key",
+		    !c->audit_seal_state ? "sealing-state" : "signing-key");
+		goto fail;
+	}
+	if (c->audit_format_version != 2 &&
+	    (c->audit_seal_state || c->audit_signing_key || c->audit_checkpoint_set)) {
+		say(err, errlen, "%s: %s is set but audit_format_version is %u (it applies to 2 only)", path,
+		    c->audit_seal_state ? "audit_seal_state"
+		    : c->audit_signing_key ? "audit_signing_key"
+		    : seen[K_AUDIT_CKPT_RECORDS] ? "audit_checkpoint_records" : "audit_checkpoint_ms",
+		    c->audit_format_version);
+		goto fail;
+	}
+	if (c->audit_checkpoint_set) {
+		/* the library's defaults for the one not given */
+		if (!seen[K_AUDIT_CKPT_RECORDS])
+			c->audit_checkpoint_records = TOK_CKPT_RECORDS_DEFAULT;
+		if (!seen[K_AUDIT_CKPT_MS])
+			c->audit_checkpoint_ms = TOK_CKPT_MS_DEFAULT;
+		if (!c->audit_checkpoint_records && !c->audit_checkpoint_ms) {
+			say(err, errlen, "%s: audit_checkpoint_records and audit_checkpoint_ms may not both be 0",
+			    path);
+			goto fail;
+		}
+	}
 	if (!c->audit_dir && asprintf(&c->audit_dir, "%s/audit", c->token_dir) < 0) {
 		c->audit_dir = NULL;
 		rv = CKR_HOST_MEMORY;
@@ -306,7 +366,10 @@ void tok_config_free(struct tok_config *c)
 	free(c->path);
 	free(c->token_dir);
 	free(c->audit_dir);
+	free(c->audit_seal_state);
+	free(c->audit_signing_key);
 	c->path = c->token_dir = c->audit_dir = NULL;
+	c->audit_seal_state = c->audit_signing_key = NULL;
 }
 
 /* Here rather than in module.c: softtoken-util shares this file. */

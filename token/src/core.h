@@ -44,6 +44,11 @@ struct tok_config {
 	enum auditlog_backend audit_backend; /* audit_backend */
 	bool audit_queue_eagain;             /* audit_queue_full = fail: AUDITLOG_FULL_EAGAIN */
 	uint64_t rsa_min_bits;               /* 1024..4096: generation, import, private-key use */
+	/* format v2, in-process sealing: both required with audit_format_version = 2 */
+	char *audit_seal_state;  /* audit_seal_state: the sealing state file */
+	char *audit_signing_key; /* audit_signing_key: the checkpoint signing key file */
+	bool audit_checkpoint_set; /* audit_checkpoint_records or _ms given */
+	uint64_t audit_checkpoint_records, audit_checkpoint_ms;
 };
 
 #define TOK_DEFAULT_CONF "/etc/softtoken/softtoken.conf"

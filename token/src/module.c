@@ -209,6 +209,8 @@ static CK_RV verify_audit_dir(char *err, size_t errlen)
 	CK_RV rv = CKR_OK;
 	int r = al_verify_add_path(tok_g.cfg.audit_dir, &paths, &n, &cap);
 
+	if (r == -ENOENT)
+		return CKR_OK; /* no trail yet: tok_audit_open creates audit_dir */
 	if (r < 0) {
 		snprintf(err, errlen, "cannot list %s: %s", tok_g.cfg.audit_dir, strerror(-r));
 		return CKR_GENERAL_ERROR;
