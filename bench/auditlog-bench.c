@@ -2414,8 +2414,8 @@ static void print_json(const struct report *R)
 	jopen(&j, NULL, '{');
 	jstr(&j, "tool", PROG);
 	jopen(&j, "phases", '[');
-	static const char *const phn[] = {"sustained", "sync", "enqueue", "token"};
-	for (unsigned i = 0; i < 4; i++)
+	static const char *const phn[] = {"sustained", "sync", "enqueue", "token", "parts"};
+	for (unsigned i = 0; i < sizeof(phn) / sizeof(phn[0]); i++)
 		if (ph & (1u << i)) {
 			fprintf(j.f, "%s\"%s\"", j.first ? "" : ",", phn[i]);
 			j.first = false;
