@@ -65,6 +65,11 @@
 #include "benchutil.h"
 #include "cli.h"
 #include "format.h"
+#include "format_v2.h"
+#include "merkle.h"
+#include "note.h"
+#include "seal.h"
+#include "sealkey.h"
 
 #ifndef AUDITLOG_BENCH_BUILD_TYPE
 #define AUDITLOG_BENCH_BUILD_TYPE "unknown"
@@ -119,7 +124,8 @@ const char *const bench_prog = PROG;
 #define PH_SYNC 2u
 #define PH_ENQUEUE 4u
 #define PH_TOKEN 8u
-#define PH_ALL (PH_SUSTAINED | PH_SYNC | PH_ENQUEUE | PH_TOKEN)
+#define PH_PARTS 16u /* v2's format functions one by one (measure_parts) */
+#define PH_ALL (PH_SUSTAINED | PH_SYNC | PH_ENQUEUE | PH_TOKEN | PH_PARTS)
 
 static const unsigned sweep_sizes[] = {16, 64, 256, 1024, 4096, 16384};
 #define NSWEEP (sizeof(sweep_sizes) / sizeof(sweep_sizes[0]))
@@ -368,7 +374,7 @@ static unsigned parse_phases(const char *arg)
 		const char *name;
 		unsigned bit;
 	} ph[] = {{"sustained", PH_SUSTAINED}, {"sync", PH_SYNC}, {"enqueue", PH_ENQUEUE},
-		  {"token", PH_TOKEN}, {"all", PH_ALL}};
+		  {"token", PH_TOKEN}, {"parts", PH_PARTS}, {"all", PH_ALL}};
 	unsigned m = 0;
 	const char *p = arg;
 
@@ -379,7 +385,7 @@ static unsigned parse_phases(const char *arg)
 			if (strlen(ph[i].name) == n && strncmp(p, ph[i].name, n) == 0)
 				bit = ph[i].bit;
 		if (!bit)
-			bad_arg("--phases: '%.*s' is not sustained, sync, enqueue, token or all",
+			bad_arg("--phases: '%.*s' is not sustained, sync, enqueue, token, parts or all",
 				(int)n, p);
 		m |= bit;
 		if (!p[n])
@@ -407,8 +413,9 @@ static void usage(FILE *f)
 	      "  --signing-key FILE   v2: the checkpoint signing key file\n"
 	      "  --line-size N        lines of N bytes (drop members, pad with a detail;\n"
 	      "                       default: the token's shape, about 340 bytes)\n"
-	      "  --phases LIST        of sustained,sync,enqueue,token (default: all);\n"
-	      "                       sustained includes its raw ceiling\n"
+	      "  --phases LIST        of sustained,sync,enqueue,token,parts (default: all);\n"
+	      "                       sustained includes its raw ceiling; parts times v2's\n"
+	      "                       format functions one by one\n"
 	      "  --coalesce-us N      auditlog_config_set_async_coalesce_us of every log\n"
 	      "                       (default 0, the library's)\n"
 	      "  --token-records N    records of each token-shaped arm (default 2000)\n"
@@ -1083,6 +1090,68 @@ static int run_producers(struct producer *p, unsigned nthreads, struct auditlog 
 	return 0;
 }
 
+/* ---- v2's non-event records, counted in the file ------------------------------------ */
+
+/* The writer's counters give records and events, not the types between them:
+ * read the bytes [off0, off1) of a log file back and count each line's
+ * "type" (v2: header, seal, tree, checkpoint; v0/v1 have no seal or tree). */
+struct rectypes {
+	bool counted;
+	uint64_t event, header, seal, tree, checkpoint, other;
+};
+
+static int count_types(const char *path, off_t off0, off_t off1, struct rectypes *t)
+{
+	static const char key[] = "\"type\":\"";
+	FILE *f = fopen(path, "re");
+	char *line = NULL;
+	size_t cap = 0;
+	off_t at = off0;
+	int r = 0;
+
+	memset(t, 0, sizeof(*t));
+	if (!f)
+		return -errno;
+	if (fseeko(f, off0, SEEK_SET) < 0) {
+		r = -errno;
+		goto out;
+	}
+	while (at < off1) {
+		ssize_t n = getline(&line, &cap, f);
+		if (n < 0)
+			break;
+		at += n;
+		const char *p = memmem(line, (size_t)n, key, sizeof(key) - 1);
+		const char *v = p ? p + sizeof(key) - 1 : "";
+		if (strncmp(v, "event\"", 6) == 0)
+			t->event++;
+		else if (strncmp(v, "seal\"", 5) == 0)
+			t->seal++;
+		else if (strncmp(v, "tree\"", 5) == 0)
+			t->tree++;
+		else if (strncmp(v, "checkpoint\"", 11) == 0)
+			t->checkpoint++;
+		else if (strncmp(v, "header\"", 7) == 0)
+			t->header++;
+		else
+			t->other++;
+	}
+	if (ferror(f))
+		r = -EIO;
+	else
+		t->counted = true;
+out:
+	free(line);
+	fclose(f);
+	return r;
+}
+
+static off_t file_size(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
 /* ---- phase 1: sustained throughput ------------------------------------------ */
 
 struct sustained {
@@ -1095,6 +1164,7 @@ struct sustained {
 	double worker_ns_per_event, process_ns_per_event, producers_ns_per_event;
 	double parts_ns_per_event; /* producers + worker: DESIGN.md's total */
 	double other_ns_per_event; /* process - producers - worker: io_uring's io-wq, main */
+	struct rectypes types; /* the whole log file (not counted with --rotate-bytes) */
 };
 
 /* Resolution of thread_cpu_ns()'s source. */
@@ -1165,6 +1235,8 @@ static int phase_sustained(const struct opts *o, const char *path, struct sustai
 			  o->events, s->st.events_written, s->st.events_failed, s->st.error);
 		return -EIO;
 	}
+	if (!o->rotate_bytes && (r = count_types(path, 0, file_size(path), &s->types)) < 0)
+		error_msg("cannot read %s back: %s", path, strerror(-r)); /* not a figure: go on */
 	s->seconds = (double)(t1 - t0) / 1e9;
 	s->events_per_s = (double)o->events / s->seconds;
 	s->line_avg = s->st.records_written ?
@@ -1738,7 +1810,9 @@ struct token_arm {
 	double caller_ns_per_record; /* sync arm: the caller's CPU in record_sync (NAN: async,
 				      * whose caller spins through its gaps) */
 	double others_ns_per_record; /* process CPU but the caller's: worker, io-wq */
-	bool exact; /* the log grew by exactly one record per operation */
+	bool exact; /* the log grew by exactly one event record per operation */
+	struct rectypes types; /* the records the arm added, by type (v2: seals, trees) */
+	double seals_per_record, trees_per_record, checkpoints_per_record;
 };
 #define NTOKEN 3u
 #define TOKEN_WARMUP 10u
@@ -1768,6 +1842,7 @@ static int token_arm_run(const struct opts *o, const char *dir, struct token_arm
 	pid_t wtid = find_worker();
 	bool wf = wtid > 0 && thread_cpu_ns(wtid, &w0, &src) == 0;
 	auditlog_get_stats(log, &s0, sizeof(s0));
+	off_t off0 = file_size(path), off1 = -1;
 	c0 = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	p0 = cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	t0 = next = now_ns();
@@ -1790,6 +1865,7 @@ static int token_arm_run(const struct opts *o, const char *dir, struct token_arm
 	if (wf && thread_cpu_ns(wtid, &w1, &src) < 0)
 		wf = false;
 	auditlog_get_stats(log, &s1, sizeof(s1));
+	off1 = file_size(path); /* before close: its close seal is not the arm's */
 	rc = auditlog_close(log);
 	if (r < 0)
 		error_msg("token-shaped arm %s: %s", a->name, strerror(-r));
@@ -1805,8 +1881,26 @@ static int token_arm_run(const struct opts *o, const char *dir, struct token_arm
 	a->d.largest_batch = s1.largest_batch;
 	a->d.coalesced_batches = s1.coalesced_batches - s0.coalesced_batches;
 	a->d.inline_batches = s1.inline_batches - s0.inline_batches;
-	a->exact = a->d.events_written == a->records && a->d.records_written == a->records;
+	if (off0 < 0 || off1 < off0)
+		r = -EIO;
+	else
+		r = count_types(path, off0, off1, &a->types);
+	if (r < 0) {
+		error_msg("token-shaped arm %s: cannot read %s back: %s", a->name, path,
+			  strerror(-r));
+		return r;
+	}
+	/* v0/v1: one record per operation; v2: one event record per operation and
+	 * the seal and tree records the writer adds, nothing else */
+	a->exact = a->d.events_written == a->records && a->types.event == a->records &&
+		   a->types.header == 0 && a->types.other == 0 &&
+		   a->d.records_written == a->records + a->types.seal + a->types.tree +
+						   a->types.checkpoint &&
+		   (o->version == 2 || a->d.records_written == a->records);
 	double n = (double)a->records;
+	a->seals_per_record = (double)a->types.seal / n;
+	a->trees_per_record = (double)a->types.tree / n;
+	a->checkpoints_per_record = (double)a->types.checkpoint / n;
 	a->bytes_per_record = (double)a->d.bytes_written / n;
 	a->fsyncs_per_record = (double)a->d.fsyncs / n;
 	a->batches_per_record = (double)a->d.batches / n;
@@ -1816,8 +1910,12 @@ static int token_arm_run(const struct opts *o, const char *dir, struct token_arm
 	a->others_ns_per_record = ((double)(p1 - p0) - (double)(c1 - c0)) / n;
 	if (!a->exact) {
 		error_msg("token-shaped arm %s: %" PRIu64 " operations but %" PRIu64
-			  " events and %" PRIu64 " records written",
-			  a->name, a->records, a->d.events_written, a->d.records_written);
+			  " events and %" PRIu64 " records written (in the file: %" PRIu64
+			  " events, %" PRIu64 " seals, %" PRIu64 " trees, %" PRIu64 " checkpoints, %" PRIu64
+			  " others)",
+			  a->name, a->records, a->d.events_written, a->d.records_written, a->types.event,
+			  a->types.seal, a->types.tree, a->types.checkpoint,
+			  a->types.other + a->types.header);
 		return -EIO;
 	}
 	return 0;
@@ -1888,6 +1986,140 @@ static void measure_v2_step(struct v2step *v)
 out:
 	fmtbuf_free(&b);
 	free(body);
+}
+
+/* ---- --phases parts: each v2 format function alone ------------------------------------ */
+
+/* Issue 12 asks for the cost of each part of v2: CPU time per call of the
+ * format-layer function that does it, one thread, on this run's events,
+ * with fixed test keys (the writer calls the same functions):
+ *   digest      al_v2_record_digest  producer, per event (decode excluded)
+ *   emit        al_emit_digest       worker, per event: the line + chain step
+ *   chain step  al_v2_chain_step     worker, per event (inside emit)
+ *   tree        al_merkle_range_append  worker, per event
+ *   tree root   al_merkle_range_root    per tree or checkpoint record
+ *   seal        al_v2_seal_sign      per batch (members, body, HMAC)
+ *   seal key    al_seal_mac_key      per epoch (Kmac of a new epoch key)
+ *   signature   al_note_sign         per checkpoint (Ed25519 over the note)
+ * The sustained phase's worker and producer CPU are the figures that count;
+ * these say where inside them the time goes. */
+#define PARTS_N 200000u
+#define PARTS_SIGN_N 2000u
+enum { P_DIGEST, P_EMIT, P_CHAIN, P_TREE, P_ROOT, P_SEAL, P_SEALKEY, P_SIGN, NPARTS };
+static const char *const part_name[NPARTS] = {"digest", "emit", "chain_step", "tree_append",
+					      "tree_root", "seal", "seal_key", "signature"};
+static const char *const part_fn[NPARTS] = {
+	"al_v2_record_digest", "al_emit_digest", "al_v2_chain_step", "al_merkle_range_append",
+	"al_merkle_range_root", "al_v2_seal_sign", "al_seal_mac_key", "al_note_sign"};
+static const char *const part_per[NPARTS] = {"event",  "event",      "event", "event",
+					     "record", "batch",      "epoch", "checkpoint"};
+struct parts {
+	int err;
+	double ns[NPARTS];
+	unsigned n[NPARTS];
+};
+
+static int measure_parts(struct parts *P)
+{
+	struct fmtbuf b;
+	struct auditlog_event ev[NVAR];
+	struct al_record d[1];
+	uint8_t *body = malloc(AL_BODY_MAX), *line = malloc(AL_LINE_MAX + 1);
+	uint8_t (*dig)[AL_HASH_LEN] = malloc(NVAR * AL_HASH_LEN);
+	uint8_t prev[AL_HASH_LEN] = {0}, root[AL_HASH_LEN], seed[32];
+	uint8_t origin[AL_ORIGIN_MAX], text[AL_NOTE_MAX], note[AL_NOTE_MAX], kmac[AL_HASH_LEN];
+	struct al_merkle_range *tree = malloc(sizeof(*tree));
+	struct al_emit_out eo;
+	char ts[AL_TS_LEN];
+	uint64_t t0, base = realtime_ns();
+	volatile uint8_t sink = 0;
+	long n;
+	int r = 0;
+
+	memset(P, 0, sizeof(*P));
+	for (unsigned k = 0; k < NPARTS; k++)
+		P->ns[k] = NAN;
+	if (fmtbuf_init(&b) < 0 || !body || !line || !dig || !tree) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (unsigned i = 0; i < 32; i++)
+		seed[i] = (uint8_t)(0x40 + i); /* a fixed test key: the cost does not depend on it */
+	al_format_ts(base, ts);
+	/* decoded records (fmtbuf holds one at a time: keep the digests, emit each
+	 * from a fresh decode below) */
+	for (unsigned i = 0; i < NVAR && !r; i++) {
+		make_event(&ev[i], 0, i);
+		r = decode_event(&b, &ev[i], 2, i, base + i, &d[0]);
+		if (!r && (n = al_v2_record_digest(&d[0], body, dig[i])) < 0)
+			r = (int)n;
+	}
+	if (r)
+		goto out;
+
+#define TIMED(k, iters, stmt)                                                 \
+	do {                                                                  \
+		t0 = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);                   \
+		for (unsigned i_ = 0; i_ < (iters) && !r; i_++) {             \
+			unsigned i = i_;                                      \
+			(void)i;                                              \
+			stmt;                                                 \
+		}                                                             \
+		P->ns[k] = (double)(cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0) / (iters); \
+		P->n[k] = (iters);                                            \
+	} while (0)
+
+	/* digest and emit work on one decoded record per variant, decoded once
+	 * (the decode is the producer's encoding, reported by the enqueue phase) */
+	r = decode_event(&b, &ev[0], 2, 0, base, &d[0]);
+	if (r)
+		goto out;
+	TIMED(P_DIGEST, PARTS_N, if ((n = al_v2_record_digest(&d[0], body, dig[0])) < 0) r = (int)n);
+	TIMED(P_EMIT, PARTS_N, {
+		if ((n = al_emit_digest(&d[0], dig[0], prev, line, &eo)) < 0)
+			r = (int)n;
+		memcpy(prev, eo.hash, AL_HASH_LEN);
+	});
+	TIMED(P_CHAIN, PARTS_N, {
+		al_v2_chain_step(prev, i, ts, dig[i & (NVAR - 1)], root);
+		memcpy(prev, root, AL_HASH_LEN);
+	});
+	al_merkle_range_init(tree);
+	TIMED(P_TREE, PARTS_N, r = al_merkle_range_append(tree, prev); prev[i & 31] ^= (uint8_t)i);
+	TIMED(P_ROOT, PARTS_N / 10, r = al_merkle_range_root(tree, root); sink ^= root[0]);
+	if (r)
+		goto out;
+	struct al_v2_seal seal = {.kind = "batch", .epoch = 12345};
+	memcpy(seal.key_id, seed, sizeof(seal.key_id));
+	memset(seal.chain_id, 'a', sizeof(seal.chain_id));
+	TIMED(P_SEAL, PARTS_N / 10, r = al_v2_seal_sign(&seal, kmac, prev, i, ts); prev[0] ^= seal.mac[0]);
+	TIMED(P_SEALKEY, PARTS_N / 10, r = al_seal_mac_key(seed, kmac); seed[0] ^= kmac[0]);
+	uint8_t cid[32];
+	memset(cid, 'b', sizeof(cid));
+	long on = al_checkpoint_origin((const uint8_t *)"bench", 5, cid, origin);
+	long tn = on < 0 ? on :
+		al_checkpoint_text(origin, (size_t)on, tree->size, root, tree->size,
+				   prev, 0, text, sizeof(text));
+	if (tn < 0) {
+		r = (int)tn;
+		goto out;
+	}
+	TIMED(P_SIGN, PARTS_SIGN_N, {
+		n = al_note_sign(seed, origin, (size_t)on, text, (size_t)tn, note, sizeof(note));
+		if (n < 0)
+			r = (int)n;
+		sink ^= note[0];
+	});
+#undef TIMED
+out:
+	(void)sink;
+	P->err = r;
+	fmtbuf_free(&b);
+	free(body);
+	free(line);
+	free(dig);
+	free(tree);
+	return r;
 }
 
 /* ---- reporting ------------------------------------------------------------------------ */
@@ -1984,6 +2216,7 @@ struct report {
 	const struct enqlat *q;
 	const struct token_arm *tok; /* NTOKEN */
 	const struct v2step *v2;
+	const struct parts *parts;
 	double raw_line_avg;
 	double ratio;
 	struct target t[NTARGETS];
@@ -2035,6 +2268,11 @@ static void print_table(const struct report *R)
 		       su->st.largest_batch, su->st.fsyncs, su->st.queue_high_water);
 		if (su->st.rotations)
 			printf("  rotations     %" PRIu64 "\n", su->st.rotations);
+		if (su->types.counted && o->version == 2)
+			printf("  v2 records    %" PRIu64 " seals, %" PRIu64 " trees, %" PRIu64
+			       " checkpoints in the log (%.2f seals/s)\n",
+			       su->types.seal, su->types.tree, su->types.checkpoint,
+			       (double)su->types.seal / su->seconds);
 		printf("\nCPU per event (sustained phase)\n");
 		if (su->worker_found)
 			printf("  worker        %7.1f ns  (%.3f s on CPU; thread auditlog-worker, %s, "
@@ -2114,9 +2352,32 @@ static void print_table(const struct report *R)
 			       t->batches_per_record, t->records_per_batch, t->worker_ns_per_record,
 			       caller, t->others_ns_per_record);
 		}
-		printf("  every arm's log holds exactly one record per operation; CPU: the worker's,\n"
-		       "  the caller's in record_sync (async callers spin through their gaps: not\n"
-		       "  shown), and the process's but the caller's (worker, io-wq)\n");
+		if (o->version == 2) {
+			printf("  v2 records an arm added, per operation:\n");
+			for (unsigned i = 0; i < NTOKEN; i++) {
+				const struct token_arm *t = &R->tok[i];
+				printf("  %-15s seals %.3f, trees %.3f, checkpoints %.4f "
+				       "(%" PRIu64 ", %" PRIu64 ", %" PRIu64 ")\n",
+				       t->name, t->seals_per_record, t->trees_per_record,
+				       t->checkpoints_per_record, t->types.seal, t->types.tree,
+				       t->types.checkpoint);
+			}
+		}
+		printf("  every arm's log holds exactly one event record per operation (v2: and\n"
+		       "  the seals and trees above); CPU: the worker's, the caller's in\n"
+		       "  record_sync (async callers spin through their gaps: not shown), and the\n"
+		       "  process's but the caller's (worker, io-wq)\n");
+	}
+
+	if (ph & PH_PARTS) {
+		const struct parts *P = R->parts;
+		printf("\nv2 parts (format layer alone, one thread, CPU time per call, test keys)\n");
+		if (P->err)
+			printf("  not measured: %s\n", strerror(-P->err));
+		else
+			for (unsigned k = 0; k < NPARTS; k++)
+				printf("  %-12s %9.1f ns per %-10s (%s, %u calls)\n", part_name[k],
+				       P->ns[k], part_per[k], part_fn[k], P->n[k]);
 	}
 
 	printf("\nfigures against their targets\n");
@@ -2153,8 +2414,8 @@ static void print_json(const struct report *R)
 	jopen(&j, NULL, '{');
 	jstr(&j, "tool", PROG);
 	jopen(&j, "phases", '[');
-	static const char *const phn[] = {"sustained", "sync", "enqueue", "token"};
-	for (unsigned i = 0; i < 4; i++)
+	static const char *const phn[] = {"sustained", "sync", "enqueue", "token", "parts"};
+	for (unsigned i = 0; i < sizeof(phn) / sizeof(phn[0]); i++)
 		if (ph & (1u << i)) {
 			fprintf(j.f, "%s\"%s\"", j.first ? "" : ",", phn[i]);
 			j.first = false;
@@ -2205,6 +2466,13 @@ static void print_json(const struct report *R)
 		ju64(&j, "events", V2_STEP_EVENTS);
 		jclose(&j, '}');
 	}
+	if ((ph & PH_PARTS) && !R->parts->err) {
+		char k[64];
+		for (unsigned i = 0; i < NPARTS; i++) {
+			snprintf(k, sizeof(k), "part_%s_ns", part_name[i]);
+			jfix(&j, k, R->parts->ns[i], 1);
+		}
+	}
 	if (ph & PH_SUSTAINED) {
 		jfix(&j, "worker_cpu_ns_per_event", su->worker_ns_per_event, 1);
 		jstr(&j, "worker_cpu_source", su->worker_found ? su->worker_src : "none");
@@ -2218,6 +2486,11 @@ static void print_json(const struct report *R)
 		ju64(&j, "largest_batch", su->st.largest_batch);
 		ju64(&j, "bytes_written", su->st.bytes_written);
 		ju64(&j, "rotations", su->st.rotations);
+		if (su->types.counted) {
+			ju64(&j, "log_seals", su->types.seal);
+			ju64(&j, "log_trees", su->types.tree);
+			ju64(&j, "log_checkpoints", su->types.checkpoint);
+		}
 		jopen(&j, "raw_sweep", '[');
 		for (unsigned k = 0; k < NSWEEP; k++) {
 			const struct sweep_pt *pt = &c->pt[k];
@@ -2268,6 +2541,12 @@ static void print_json(const struct report *R)
 			jfix(&j, "worker_cpu_ns_per_record", t->worker_ns_per_record, 0);
 			jfix(&j, "caller_cpu_ns_per_record", t->caller_ns_per_record, 0);
 			jfix(&j, "other_threads_cpu_ns_per_record", t->others_ns_per_record, 0);
+			ju64(&j, "seals", t->types.seal);
+			ju64(&j, "trees", t->types.tree);
+			ju64(&j, "checkpoints", t->types.checkpoint);
+			jfix(&j, "seals_per_record", t->seals_per_record, 3);
+			jfix(&j, "trees_per_record", t->trees_per_record, 3);
+			jfix(&j, "checkpoints_per_record", t->checkpoints_per_record, 4);
 			jbool(&j, "one_record_per_operation", t->exact);
 			jclose(&j, '}');
 		}
@@ -2438,6 +2717,7 @@ static int run_bench(const struct opts *o)
 	struct enqlat q = {0};
 	struct token_arm tok[NTOKEN] = {{0}};
 	struct v2step v2 = {0};
+	struct parts parts = {0};
 	struct pool pl = {0};
 	struct stat st;
 	double probe_ns = 0, line_avg;
@@ -2506,10 +2786,16 @@ static int run_bench(const struct opts *o)
 	}
 	if ((ph & PH_TOKEN) && phase_token(o, tmpl, tok) < 0)
 		goto out;
+	if (ph & PH_PARTS) {
+		progress("v2 parts: format functions, %u calls each", PARTS_N);
+		if (measure_parts(&parts) < 0)
+			error_msg("v2 parts: %s", strerror(-parts.err)); /* reported, not fatal */
+	}
 
 	(void)read_small("/proc/loadavg", e.load_end, sizeof(e.load_end));
 	struct report R = {
 		.o = o, .e = &e, .su = &su, .c = &c, .sy = &sy, .q = &q, .tok = tok, .v2 = &v2,
+		.parts = &parts,
 		.raw_line_avg = pl.avg,
 		.ratio = (ph & PH_SUSTAINED) ? su.events_per_s / c.events_per_s : NAN,
 	};

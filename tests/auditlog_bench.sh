@@ -5,16 +5,19 @@
 # (worker, producers, their sum), the token-shaped arms with exactly one record
 # per operation, --line-size makes lines of the size asked for (through --log,
 # checked on the file itself), format v2 passes the sealing files to the
-# library and reports its refusal, bad arguments exit 2, and no directory is
-# left behind. Timings are never asserted.
+# library and reports its refusal, with real keys (AUDITLOG_KEYGEN) its
+# token-shaped arms hold one event record per operation plus the seals and
+# trees the writer adds, --phases parts reports each v2 format function, bad
+# arguments exit 2, and no directory is left behind. Timings are never asserted.
 #
-#   auditlog_bench.sh AUDITLOG_BENCH
+#   auditlog_bench.sh AUDITLOG_BENCH [AUDITLOG_KEYGEN]
 #
 # Exit 77 (skip) when /usr/bin/python3 is missing or the scratch directory
 # under $TMPDIR (default /var/tmp) is on a file system the bench refuses.
 set -euo pipefail
 
-BENCH=${1:?usage: auditlog_bench.sh AUDITLOG_BENCH}
+BENCH=${1:?usage: auditlog_bench.sh AUDITLOG_BENCH [AUDITLOG_KEYGEN]}
+KEYGEN=${2:-}
 PY=/usr/bin/python3
 
 if [ ! -x "$PY" ]; then
@@ -97,7 +100,12 @@ run 0 --json --dir "$vtmp" --events 20000 --threads 2 --sync-samples 20 \
 "$PY" - "$vtmp/out" <<'EOF' || fail "the JSON report of a full run"
 import json, sys
 rep = json.load(open(sys.argv[1]))
-assert rep["phases"] == ["sustained", "sync", "enqueue", "token"], rep["phases"]
+assert rep["phases"] == ["sustained", "sync", "enqueue", "token", "parts"], rep["phases"]
+for p in ("digest", "emit", "chain_step", "tree_append", "tree_root", "seal", "seal_key",
+          "signature"):
+    assert rep["part_%s_ns" % p] > 0, (p, rep.get("part_%s_ns" % p))
+# v1: no seal, tree or checkpoint in the logs
+assert rep["log_seals"] == rep["log_trees"] == rep["log_checkpoints"] == 0, rep
 for k in ("worker_cpu_ns_per_event", "producers_cpu_ns_per_event", "total_cpu_ns_per_event",
           "process_cpu_ns_per_event", "enqueue_cpu_ns_per_call", "sustained_events_per_s",
           "ratio_to_ceiling", "sync_ratio", "enqueue_p50_ns"):
@@ -121,6 +129,7 @@ assert set(arms) == {"sync", "async", "async-coalesce"}, set(arms)
 for a in arms.values():
     assert a["records"] == 50 and a["one_record_per_operation"], a
     assert a["events_written"] == 50 and a["records_written"] == 50, a
+    assert a["seals"] == a["trees"] == a["checkpoints"] == 0, a
     # bytes per record: one event line each
     assert abs(a["bytes_per_record"] - rep["line_bytes_avg"]) < 8, (a, rep["line_bytes_avg"])
     assert abs(a["bytes_per_record"] - a["bytes_written"] / 50) <= 0.051, a
@@ -146,6 +155,41 @@ for a in rep["token"]:
     # fitted at the seq of a default run (7 digits); these logs count from 11
     assert 1024 - 8 <= a["bytes_per_record"] <= 1024, a
 EOF
+
+# -- v2 with real keys: the token-shaped arms count the writer's seals and
+# trees (read back from each arm's bytes), and the sustained log's
+if [ -n "$KEYGEN" ]; then
+	mkdir "$vtmp/keys"
+	"$KEYGEN" --dir "$vtmp/keys" --host bench --delta 1 >/dev/null 2>"$vtmp/err" ||
+		fail "auditlog-keygen: $(cat "$vtmp/err")"
+	run 0 --json --dir "$vtmp" --format-version 2 --seal-state "$vtmp/keys/sealing-state" \
+		--signing-key "$vtmp/keys/signing-key" --phases sustained,token,parts --events 20000 \
+		--threads 2 --token-records 30 --token-gap-us 50
+	"$PY" - "$vtmp/out" <<'EOF' || fail "the JSON report of a v2 run"
+import json, sys
+rep = json.load(open(sys.argv[1]))
+assert rep["format_version"] == 2 and rep["phases"] == ["sustained", "token", "parts"], rep
+assert rep["targets"]["worker_cpu_ns_per_event"]["target"] == "<= 350"
+# every batch ends with its seal (and the open and close seals frame the log)
+assert rep["log_seals"] >= rep["batches"] >= 1, (rep["log_seals"], rep["batches"])
+assert rep["log_trees"] >= 1, rep["log_trees"]
+arms = {a["arm"]: a for a in rep["token"]}
+for a in arms.values():
+    assert a["records"] == 30 and a["events_written"] == 30 and a["one_record_per_operation"], a
+    assert a["records_written"] == 30 + a["seals"] + a["trees"] + a["checkpoints"], a
+    # one seal a batch at least, in the batch's own write (a batch across an epoch
+    # boundary has one an epoch, an idle seal is a batch of its own)
+    assert a["seals"] >= a["batches"] >= 1, a
+    assert abs(a["seals_per_record"] - a["seals"] / 30) <= 0.0006, a
+s = arms["sync"]
+# record_sync: one batch, one fdatasync and one seal per record
+assert s["batches"] == s["fsyncs"] and s["seals"] >= s["batches"] >= 30, s
+assert s["records_per_batch"] >= 1.9 and s["fsyncs_per_record"] < 1.2, s
+assert s["bytes_per_record"] > 1.5 * rep["line_bytes_avg"], (s, rep["line_bytes_avg"])
+for p in ("digest", "emit", "tree_append", "seal", "signature"):
+    assert rep["part_%s_ns" % p] > 0, p
+EOF
+fi
 
 # every run removed its own directory
 left=$(find "$vtmp" -maxdepth 1 -name 'auditlog-bench.*' | head -1)
