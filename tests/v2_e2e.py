@@ -452,12 +452,13 @@ def run_all():
     check(rc == 1 and os.strerror(116) in err and before == after,
           "an older state copy: the writer refuses to open (%s), nothing written" % err.strip())
 
-    follow_cases(log, recs, VK, ka)
+    follow_cases(logb, recsb, ["--verify-key", os.path.join(kb, "verify-key")], ka, VK)
     crash_case(ka, ALL)
 
 
-def follow_cases(log, recs, VK, ka):
-    # lines after the last seal wait (pending), and pass once their seal comes
+def follow_cases(log, recs, VK, ka, VK_A):
+    # lines after the last seal wait (pending), and pass once their seal
+    # comes: host B's one-file log, fed to a follower a piece at a time
     d = os.path.join(TMP, "follow-pending")
     os.makedirs(d)
     first = [r for r in recs if r.file == "audit.log"]
@@ -498,7 +499,7 @@ def follow_cases(log, recs, VK, ka):
     while not os.path.exists(os.path.join(d, "audit.log")) or not os.path.getsize(os.path.join(d, "audit.log")):
         time.sleep(0.02)
     out = open(os.path.join(TMP, "follow-live.out"), "wb")
-    p = subprocess.Popen([VERIFY, "--follow", "--emit"] + VK + [d], stdout=out, stderr=subprocess.PIPE)
+    p = subprocess.Popen([VERIFY, "--follow", "--emit"] + VK_A + [d], stdout=out, stderr=subprocess.PIPE)
     check(w.wait() == 0, "live writer")
     want = b"".join(r.line for r in parse(d))
     for _ in range(100):
