@@ -528,9 +528,22 @@ def crash_case(ka, ALL):
     p.send_signal(signal.SIGKILL)
     p.wait()
     p.stdout.close()
+    with open(path, "rb") as f:
+        whole = f.read()
+    check(whole.endswith(b"\n"), "kill -9 left whole lines (%d bytes): a batch is one write" % len(whole))
+    recs = parse(d)
+    # as killed: the library reopens it, its open seal names the last batch seal
+    dk = copy_dir(d, os.path.join(TMP, "crash-as-killed"))
+    rc, err = writer(dk, ka, 10, rotate=0, pause_ms=10)
+    rk = parse(dk)
+    op = next(r for r in rk[len(recs):] if r.type == "seal")  # (after a tree record)
+    check(rc == 0 and op.type == "seal" and op.members["kind"] == b"open" and
+          op.members["prev_seal"] == recs[-1].seq and op.members["prev_kind"] == b"batch" and
+          "recovery" not in [r.type for r in rk],
+          "kill -9, reopened: an open seal after the last batch seal, no recovery (%s)" % err.strip())
+    expect("crash-as-killed", dk, ALL, {"unsigned-tail": 1})
     # the last batch torn as a power loss leaves it: cut inside the record
     # after the last complete seal (kill -9 alone loses no written byte)
-    recs = parse(d)
     last = [r.seq for r in recs if r.type == "seal"][-1]
     keep = sum(len(r.line) for r in recs[:last + 1])
     torn = len(recs) - 1 - last  # complete records after the last seal (none: the batch is one write)
