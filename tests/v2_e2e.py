@@ -16,7 +16,9 @@ seals, epoch-split batches). Then:
     its exact classes and exit code;
   * --follow on a live writer, and lines after the last seal pending;
   * kill -9 of a writer mid-run, reopened by the library: `recovered` only.
-Usage: v2_e2e.py AUDITLOG_KEYGEN AUDITLOG_VERIFY V2_E2E_WRITER
+  * examples/login-service.c (auditlog-login-service) as a user runs it,
+    twice on one log: intact with both keys, every attempt recorded.
+Usage: v2_e2e.py AUDITLOG_KEYGEN AUDITLOG_VERIFY V2_E2E_WRITER LOGIN_SERVICE
 """
 import calendar
 import json
@@ -34,7 +36,7 @@ import gen_v2_vectors as V  # noqa: E402
 import v2log  # noqa: E402
 from v2log import Holder, Log  # noqa: E402
 
-KEYGEN = VERIFY = WRITER = TMP = None
+KEYGEN = VERIFY = WRITER = LOGIN = TMP = None
 FAILED = []
 
 
@@ -248,11 +250,11 @@ def replace_caller(target, key, value):
 # ---- the cases ---------------------------------------------------------------
 
 def main():
-    global KEYGEN, VERIFY, WRITER, TMP
-    if len(sys.argv) != 4:
+    global KEYGEN, VERIFY, WRITER, LOGIN, TMP
+    if len(sys.argv) != 5:
         sys.stderr.write(__doc__)
         return 2
-    KEYGEN, VERIFY, WRITER = sys.argv[1:]
+    KEYGEN, VERIFY, WRITER, LOGIN = sys.argv[1:]
     TMP = tempfile.mkdtemp(prefix="auditlog-v2e2e.", dir=os.environ.get("TMPDIR", "/var/tmp"))
     try:
         run_all()
@@ -454,6 +456,22 @@ def run_all():
 
     follow_cases(logb, recsb, ["--verify-key", os.path.join(kb, "verify-key")], ka, VK)
     crash_case(ka, ALL)
+    login_case(ka, ALL)
+
+
+def login_case(ka, ALL):
+    d = os.path.join(TMP, "login")
+    os.makedirs(d)
+    attempts = b"".join(b"%s 192.0.2.%d password %s\n" % (u, i, b"bad" if i % 4 else b"ok")
+                        for i, u in enumerate([b"alice", b"bob", b"carol"] * 4))
+    for life in range(2):
+        p = subprocess.run([LOGIN, os.path.join(d, "audit.log"), os.path.join(ka, "sealing-state"),
+                            os.path.join(ka, "signing-key")], input=attempts, capture_output=True)
+        check(p.returncode == 0, "auditlog-login-service, life %d (%s)" % (life + 1, p.stderr.decode().strip()))
+    ev = [r for r in parse(d) if r.type == "event"]
+    check(len(ev) >= 24 and all(dict(r.caller).get(b"user.name") for r in ev),
+          "auditlog-login-service: %d events, each with user.name" % len(ev))
+    expect("login-service", d, ALL, {"unsigned-tail": 1})
 
 
 def follow_cases(log, recs, VK, ka, VK_A):
