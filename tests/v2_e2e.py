@@ -434,8 +434,12 @@ def run_all():
     # ---- cut the tail at a seal, the writer goes on: a gap ----------------
     d = copy_dir(after2, os.path.join(TMP, "cut"))
     r2 = parse(d)
-    c = [r for r in r2 if r.type == "seal" and r.file == "audit.log" and r.members["kind"] == b"batch"][-1]
-    size = sum(len(r.line) for r in r2 if r.file == "audit.log" and r.seq <= c.seq)
+    c = [r for r in r2 if r.type == "seal" and r.members["kind"] == b"batch"][-1]
+    size = sum(len(r.line) for r in r2 if r.file == c.file and r.seq <= c.seq)
+    names = chain_files(d)
+    for n in names[names.index(c.file) + 1:]:  # files after the cut's: gone
+        os.unlink(os.path.join(d, n))
+    os.rename(os.path.join(d, c.file), os.path.join(d, "audit.log"))
     os.truncate(os.path.join(d, "audit.log"), size)
     while KA.epoch(time.time_ns()) < c.members["epoch"] + 2:  # the writer goes on later
         time.sleep(0.1)
