@@ -145,6 +145,10 @@ class Orig:
 
 
 def rebuild(recs, keys, holder, edit=None, upto=None):
+    return rebuild_log(recs, keys, holder, edit, upto)[0]
+
+
+def rebuild_log(recs, keys, holder, edit=None, upto=None):
     """the real log's records again, written by v2log's Log as `holder`
     writes: hashes, trees and checkpoints recomputed; seals MACed where the
     holder can, else the original MAC. edit(rec) returns (type, fixed,
@@ -184,7 +188,7 @@ def rebuild(recs, keys, holder, edit=None, upto=None):
             out.add(rtype, r.ns, fixed, caller)
         lines.append((r.file, out.lines[-1]))
         sizes[r.file] = sizes.get(r.file, 0) + len(out.lines[-1])
-    return lines
+    return lines, out
 
 
 def write_dir(d, lines):
@@ -431,6 +435,20 @@ def run_all():
     expect("splice", d, ALL + ["--verify-key", os.path.join(kb, "verify-key"),
                                "--pubkey", os.path.join(kb, "pubkey")], {"bad-seal": 1, "unsigned-tail": None})
 
+    # ---- replay an old epoch's seal later, its MAC with it ----------------
+    bseals = [r for r in recs if r.type == "seal" and r.members["kind"] == b"batch"]
+    old_s, later = bseals[1], bseals[-3]
+    orig = Orig(recs)
+    orig.recs[later.seq]["members"] = dict(old_s.members)
+
+    def replay_seal(r):
+        return (r.type, old_s.fixed if r.seq == later.seq else r.fixed, r.caller, 2)
+    att = rebuild(recs, KA, Holder(KA, seal_from=None, sign=False, orig=orig), replay_seal)
+    d = write_dir(os.path.join(TMP, "replay-epoch"), att)
+    n_after = sum(r.type == "seal" and r.seq > later.seq for r in recs)
+    expect("replay-old-epoch", d, [], {"bad-seal": 1})  # its epoch goes down
+    expect("replay-old-epoch", d, VK, {"bad-seal": 1 + n_after})
+
     # ---- cut the tail at a seal, the writer goes on: a gap ----------------
     d = copy_dir(after2, os.path.join(TMP, "cut"))
     r2 = parse(d)
@@ -463,6 +481,18 @@ def run_all():
     follow_cases(logb, recsb, ["--verify-key", os.path.join(kb, "verify-key")], ka, VK)
     crash_case(ka, ALL)
     login_case(ka, ALL)
+
+    # ---- root now (the sealing state as the later lives left it) fabricates
+    # a record dated back, after the log's close
+    now = StateKeys(ka, os.path.join(ka, "sealing-state"))
+    lines, out = rebuild_log(recs, KA, Holder(KA))
+    out.h = Holder(now, seal_from=now.state_epoch)
+    out.event(recs[-1].ns + 1)
+    out.seal("batch", recs[-1].ns + 2, epoch=now.state_epoch)
+    check(now.state_epoch > seals[-1].members["epoch"] + 1, "the state now: epoch %d, the log's last seal %d"
+          % (now.state_epoch, seals[-1].members["epoch"]))
+    d = write_dir(os.path.join(TMP, "backdated"), lines + [("audit.log", ln) for ln in out.lines[-2:]])
+    expect("backdated", d, VK, {"clock": 1}, rc=0)
 
 
 def login_case(ka, ALL):
