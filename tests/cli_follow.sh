@@ -79,6 +79,27 @@ vpid=
 [ "$rc" = 0 ] || { cat "$d/herr" >&2; fail "exit $rc in a hostile directory"; }
 cmp -s "$d/hout" "$d/hwant" || { cat "$d/herr" >&2; fail "--emit in a hostile directory differs from the log"; }
 
+# started before the writer wrote its header (an empty file): it waits,
+# then follows the log once its first record is complete
+mkdir "$d/early"
+: >"$d/early/audit.log"
+"$VERIFY" --follow --emit "$d/early" >"$d/eout" 2>"$d/eerr" &
+vpid=$!
+sleep 0.5
+kill -0 "$vpid" 2>/dev/null || { cat "$d/eerr" >&2; fail "--follow on an empty file did not wait"; }
+mkdir "$d/made"
+"$WRITER" "$d/made/audit.log" 10 0 || fail "writer"
+cat "$d/made/audit.log" >>"$d/early/audit.log"
+want=$(wc -c <"$d/early/audit.log")
+i=0
+while [ "$(wc -c <"$d/eout")" -lt "$want" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+kill -TERM "$vpid" 2>/dev/null
+wait "$vpid"
+rc=$?
+vpid=
+[ "$rc" = 0 ] || { cat "$d/eerr" >&2; fail "exit $rc after waiting for the first record"; }
+cmp -s "$d/eout" "$d/early/audit.log" || { cat "$d/eerr" >&2; fail "--emit after waiting differs from the log"; }
+
 # --follow on two chains: a usage error
 mkdir "$d/two"
 "$WRITER" "$d/two/a.log" 10 0 && "$WRITER" "$d/two/b.log" 10 0 || fail "writer"

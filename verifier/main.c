@@ -649,6 +649,12 @@ int main(int argc, char **argv)
 		ret = 2;
 		goto out;
 	}
+	if (o.follow) {
+		struct sigaction sa = {.sa_handler = on_signal}; /* no SA_RESTART: the poll wakes */
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+	}
 	if (from_stdin)
 		goto verify;
 relist:
@@ -676,9 +682,18 @@ relist:
 		}
 		n = k;
 		if (n == 0) {
-			fprintf(stderr, "auditlog-verify: --follow: no complete record to start from yet\n");
-			ret = 2;
-			goto out;
+			/* the writer has created its file but not yet written its
+			 * header (or nothing exists yet): wait for it, as for a
+			 * partial last line; a stop ends it with nothing verified */
+			free_list(paths, 0);
+			paths = NULL;
+			if (stop_requested) {
+				ret = 0;
+				goto out;
+			}
+			struct timespec ts = {0, 100 * 1000 * 1000};
+			nanosleep(&ts, NULL);
+			goto relist;
 		}
 	}
 	qsort(paths, n, sizeof(char *), cmp_str); /* stable output; order comes from the links */
@@ -686,10 +701,6 @@ verify:
 	if (rep.json && !rep.findings)
 		rep.findings = json_array();
 	if (o.follow) {
-		struct sigaction sa = {.sa_handler = on_signal}; /* no SA_RESTART: the poll wakes */
-		sigemptyset(&sa.sa_mask);
-		sigaction(SIGINT, &sa, NULL);
-		sigaction(SIGTERM, &sa, NULL);
 		o.stop = &stop_requested;
 		o.on_wait = on_wait;
 	}
