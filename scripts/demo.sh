@@ -3,12 +3,16 @@
 # temporary directory, drive it with a real PKCS#11 client (pkcs11-tool) and
 # check its results with OpenSSL, run a short head-to-head with SoftHSMv2
 # (p11-bench), then verify the token's audit trail with auditlog-verify and
-# print what it holds.
+# print what it holds. Then the same token on format v2 (in-process sealing,
+# 1 s epochs): the auditor's verification proves its trail; root rewrites an
+# operation of an earlier epoch with the keys the host holds now (caught by
+# the seals, not by a plain chain or the re-signed checkpoints); root cutting
+# the tail shows as a `gap`, the honest limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 cmake --preset release >/dev/null
-cmake --build build/release --target softtoken softtoken-util auditlog-verify p11-bench >/dev/null
+cmake --build build/release --target softtoken softtoken-util auditlog-verify auditlog-keygen p11-bench >/dev/null
 
 b=build/release
 mod=$PWD/$b/token/libsofttoken.so
@@ -76,5 +80,55 @@ $b/verifier/auditlog-verify "$dir/audit"
 echo
 echo "records by action:"
 cat "$dir/audit"/softtoken-*.log | grep -o '"action":"[A-Za-z_]*"' | cut -d'"' -f4 | sort | uniq -c | sort -rn
+echo
+echo "== format v2: the trail whoever owns the host cannot rewrite unseen (docs/keys.md)"
+# the host keeps the sealing state and the checkpoint signing key (in-process
+# mode: single-user deployments); the verification key goes to the auditor
+mkdir -p "$dir/host-keys" "$dir/auditor" "$dir/tokens-v2"
+$b/keygen/auditlog-keygen --host demo.example --delta 1 --dir "$dir/host-keys" \
+	--verify-key "$dir/auditor/verify-key" | grep -E '^(host|key-id|delta) '
+printf '%s\n' "token_dir = $dir/tokens-v2" "audit_dir = $dir/audit-v2" "audit_format_version = 2" \
+	"audit_seal_state = $dir/host-keys/sealing-state" "audit_signing_key = $dir/host-keys/signing-key" \
+	>"$dir/softtoken-v2.conf"
+export SOFTTOKEN_CONF=$dir/softtoken-v2.conf
+$b/token/softtoken-util --module "$mod" init --slot 0 --label demo-v2 --so-pin-file "$dir/so.pin" --pin-file "$dir/user.pin" >/dev/null
+p11 --keypairgen --key-type EC:prime256v1 --label v2-signer --id 11 | head -1
+p11 --sign -m ECDSA-SHA256 --id 11 -i "$dir/message" -o "$dir/v2a.sig"
+sleep 2.2 # two epochs pass: what was sealed before them is out of the host's reach
+p11 --sign -m ECDSA-SHA256 --id 11 -i "$dir/message" -o "$dir/v2b.sig"
+VK=(--verify-key "$dir/auditor/verify-key")
+PK=(--pubkey "$dir/host-keys/pubkey")
+v2=$dir/audit-v2
+verdict() { # expected exit, what, auditlog-verify arguments...
+	local want=$1 what=$2 rc=0 out
+	shift 2
+	out=$($b/verifier/auditlog-verify "$@" 2>&1) || rc=$?
+	printf '%s: exit %d\n' "$what" "$rc"
+	# the first two findings, how many more, and the summary
+	printf '%s\n' "$out" | awk '/: offset [0-9]+, seq/ { if (++n <= 2) print "    " $0; next }
+		/^(intact|findings|v2):/ { s = s "    " $0 "\n" }
+		END { if (n > 2) print "    ... and " n - 2 " more"; printf "%s", s }'
+	[ "$rc" = "$want" ] || { echo "expected exit $want" >&2; exit 1; }
+}
+verdict 0 "the auditor: seals (verification key) and checkpoints (public key)" "${VK[@]}" "${PK[@]}" "$v2"
+
+echo
+echo "-- root, now: takes the sealing state and signing key and rewrites an earlier operation"
+python3 scripts/root-attack.py rewrite "$v2" softtoken-0.log "$dir/host-keys/sealing-state" \
+	"$dir/host-keys/signing-key" "$dir/attacked"
+verdict 0 "a plain chain check (all that v1 offers)" "$dir/attacked"
+verdict 0 "checkpoints alone (root holds the signing key)" "${PK[@]}" "$dir/attacked"
+verdict 1 "the auditor's seals" "${VK[@]}" "${PK[@]}" "$dir/attacked"
+
+echo
+echo "-- root cuts the tail at a seal and lets the token go on: a gap, the honest limit"
+python3 scripts/root-attack.py cut "$v2" softtoken-0.log "$dir/cut"
+cp "$dir/cut/softtoken-0.log" "$v2/softtoken-0.log"
+sleep 2.2
+p11 --sign -m ECDSA-SHA256 --id 11 -i "$dir/message" -o "$dir/v2c.sig"
+verdict 0 "the auditor (a gap is reported, not an integrity failure)" "${VK[@]}" "${PK[@]}" "$v2"
+$b/verifier/auditlog-verify "${VK[@]}" "${PK[@]}" "$v2" 2>&1 | grep -q 'gap' || { echo "no gap reported" >&2; exit 1; }
+verdict 1 "the auditor with --strict" --strict "${VK[@]}" "${PK[@]}" "$v2"
+
 echo
 echo "(left in $dir; remove it when done)"

@@ -98,11 +98,11 @@ class StateKeys(RealKeys):
 
 # ---- the real log, parsed -------------------------------------------------
 
-def chain_files(d):
+def chain_files(d, base="audit.log"):
     """a log directory's files in chain order: rotated ones by the first seq
     of their name (<name>.<time>-<first seq>), the active file last"""
-    rot = sorted((int(n.rsplit("-", 1)[1]), n) for n in os.listdir(d) if n.startswith("audit.log."))
-    return [n for _, n in rot] + ["audit.log"]
+    rot = sorted((int(n.rsplit("-", 1)[1]), n) for n in os.listdir(d) if n.startswith(base + "."))
+    return [n for _, n in rot] + [base]
 
 
 def ns_of(ts):
@@ -121,15 +121,16 @@ class Rec:
         (_, ts), (_, self.seq), (_, self.v), (_, self.type) = pairs[:4]
         assert pairs[-1][0] == "hash" and self.v == 2, line
         self.ts, self.ns = ts.encode(), ns_of(ts.encode())
-        self.fixed = [(k, raw(v)) for k, v in pairs[4:-1] if k in V.TAGS]
+        # key_id: the line holds the hex of the raw bytes, which Log.add hexes
+        self.fixed = [(k, bytes.fromhex(v) if k == "key_id" else raw(v)) for k, v in pairs[4:-1]
+                      if k in V.TAGS]
         self.caller = [(k.encode(), raw(v)) for k, v in pairs[4:-1] if k not in V.TAGS]
-        assert all(k != "key_id" for k, _ in self.fixed)  # (hex: not written here)
         self.members = dict(self.fixed)  # what Holder takes from an original
 
 
-def parse(d):
+def parse(d, base="audit.log"):
     out = []
-    for n in chain_files(d):
+    for n in chain_files(d, base):
         with open(os.path.join(d, n), "rb") as f:
             out += [Rec(n, ln) for ln in f.read().splitlines(keepends=True)]
     assert [r.seq for r in out] == list(range(len(out)))
