@@ -462,7 +462,7 @@ static void test_lockout_every_path(void **state)
 static char grp_name[32], user_a[32], user_b[32];
 static uid_t uid_a, uid_b;
 static gid_t gid_s;
-static char *gdir, *saved_module, *saved_helper;
+static char *gdir, *saved_module, *saved_helper, *saved_verifier;
 
 static int run_cmd(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int run_cmd(const char *fmt, ...)
@@ -551,8 +551,10 @@ static int setup_group(void **state)
 		return -1;
 	saved_module = (char *)module_path;
 	saved_helper = (char *)helper_path;
+	saved_verifier = (char *)verifier_path;
 	module_path = copy_exe(saved_module, lib);
 	helper_path = copy_exe(saved_helper, lib);
+	verifier_path = copy_exe(saved_verifier, lib); /* run as the users too */
 	free(lib);
 	conf = tu_path(gdir, "softtoken.conf");
 	token_dir = tu_path(gdir, "tokens");
@@ -583,8 +585,10 @@ static int teardown_group(void **state)
 	gdir = NULL;
 	free((char *)module_path);
 	free((char *)helper_path);
+	free((char *)verifier_path);
 	module_path = saved_module;
 	helper_path = saved_helper;
+	verifier_path = saved_verifier;
 	free(conf);
 	free(token_dir);
 	conf = token_dir = NULL;
