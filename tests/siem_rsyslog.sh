@@ -89,7 +89,7 @@ ruleset(name="auditlog_ship") {
 # the active file and its rotated names: a file renamed by rotation is still
 # read to its end, and one rotated while rsyslogd was down is found again
 input(type="imfile" file="$d/host$h/log/audit.log*" tag="auditlog" ruleset="auditlog_ship"
-      freshStartTail="off" reopenOnTruncate="off")
+      freshStartTail="off" reopenOnTruncate="off" persistStateInterval="1")
 EOF
 done
 
