@@ -10,6 +10,7 @@
  * 1 on a failure, 2 on usage.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -247,21 +248,32 @@ out:
 	return AL_SW_HDR + an;
 }
 
+/* Bind and listen under a temporary name beside path, then rename it into
+ * place (never over an existing file): a client that sees the path can
+ * connect at once. */
 static int listen_on(const char *path)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd;
+	int fd, r = 0;
 
-	if (strlen(path) >= sizeof(sa.sun_path))
+	if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s.%ld.tmp", path, (long)getpid()) >=
+	    sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, path);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		r = -errno;
+		goto out;
+	}
 	/* anyone may connect; SO_PEERCRED decides who is answered */
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(path, 0666) < 0 ||
-	    listen(fd, 64) < 0) {
-		int r = -errno;
+	if (chmod(sa.sun_path, 0666) < 0 || listen(fd, 64) < 0 ||
+	    renameat2(AT_FDCWD, sa.sun_path, AT_FDCWD, path, RENAME_NOREPLACE) < 0) {
+		r = -errno;
+		unlink(sa.sun_path);
+	}
+out:
+	if (r < 0) {
 		close(fd);
 		return r;
 	}
