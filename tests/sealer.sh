@@ -127,6 +127,14 @@ lost() { # NAME SLEEP
 	[ $rc -le 1 ] || { cat "$d/v.out" >&2; fail "$1: verify exit $rc"; }
 	grep -q '^intact' "$d/v.out" || { cat "$d/v.out" >&2; fail "$1: not intact"; }
 	sed "s/^/  $1 writer: /" "$d/$1.out"
+	# a new sealer on the same state: the log reopens and its chain continues
+	start_sealer --allow-uid "$me"
+	"$WRITER" "$d/$1.log" "$d/sock" 20 0 2>"$d/$1.err" || { cat "$d/$1.err" >&2; fail "$1: reopen"; }
+	stop_sealer
+	"$VERIFY" --verify-key "$d/k/verify-key" --pubkey "$d/k/pubkey" "$d/$1.log" >"$d/v.out" 2>&1
+	[ $? -le 1 ] && grep -q '^intact' "$d/v.out" || { cat "$d/v.out" >&2; fail "$1: after reopen"; }
+	grep -c '"type":"event"' "$d/$1.log" | grep -qx 50 || fail "$1: not 30 + 20 events after reopen"
+	grep -q '^intact' "$d/v.out" && sed -n "s/^/  $1 reopened: /p" "$d/v.out" | grep -v 'head\|chain '
 }
 lost h 0
 lost i 1.2
