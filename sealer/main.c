@@ -13,7 +13,6 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -29,6 +28,7 @@
 
 #include <openssl/crypto.h>
 
+#include "cli.h"
 #include "note.h"
 #include "sealer.h"
 #include "seal_wire.h"
@@ -47,6 +47,7 @@ static const char usage[] =
 	"  --socket PATH        the UNIX socket to create (must not exist)\n"
 	"  --allow-uid UID      accept peers with this uid (repeatable)\n"
 	"  --allow-gid GID      accept peers with this primary gid (repeatable)\n"
+	"  --version            the version\n"
 	"Without --allow-uid and --allow-gid only the sealer's own uid is accepted.\n";
 
 struct conn {
@@ -71,14 +72,6 @@ static bool peer_allowed(const struct ucred *c)
 	return false;
 }
 
-static int parse_id(const char *s, unsigned long *ret)
-{
-	char *end;
-
-	errno = 0;
-	*ret = strtoul(s, &end, 10);
-	return errno || end == s || *end || *s == '-' || *ret >= UINT_MAX ? -EINVAL : 0;
-}
 
 /* A chain id is 32 lowercase hex (docs/format.md 12). */
 static bool chain_id_ok(const uint8_t *c)
@@ -289,6 +282,7 @@ int main(int argc, char **argv)
 		{"allow-uid", required_argument, NULL, 'u'},
 		{"allow-gid", required_argument, NULL, 'g'},
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *state = NULL, *skey = NULL, *sock = NULL;
@@ -297,36 +291,40 @@ int main(int argc, char **argv)
 	struct al_sealer *s = NULL;
 	uint8_t *q = NULL, *a = NULL;
 	unsigned nconn = 0;
-	unsigned long v;
+	uint64_t v;
 	sigset_t mask;
 	int opt, r, lfd = -1, sfd = -1, rc = 1;
 	bool stop = false;
 
-	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	opterr = 0; /* a bad option gets one line: cli_bad_option */
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 's': state = optarg; break;
 		case 'k': skey = optarg; break;
 		case 'S': sock = optarg; break;
 		case 'u':
 		case 'g':
-			if (parse_id(optarg, &v) < 0 || (opt == 'u' ? n_uid : n_gid) >= MAX_ALLOW) {
-				fprintf(stderr, PROG ": bad --allow-%s '%s'\n", opt == 'u' ? "uid" : "gid",
-					optarg);
-				return 2;
-			}
+			/* (uid_t)-1 is "no id" to the kernel */
+			if (cli_parse_udec(optarg, strlen(optarg), UINT32_MAX - 1, &v) < 0)
+				return cli_usage_error(PROG, "--allow-%s '%s' is not a number below 2^32-1",
+						       opt == 'u' ? "uid" : "gid", optarg);
+			if ((opt == 'u' ? n_uid : n_gid) >= MAX_ALLOW)
+				return cli_usage_error(PROG, "more than %d --allow-%s", MAX_ALLOW,
+						       opt == 'u' ? "uid" : "gid");
 			if (opt == 'u')
 				allow_uid[n_uid++] = (uid_t)v;
 			else
 				allow_gid[n_gid++] = (gid_t)v;
 			break;
 		case 'h': fputs(usage, stdout); return 0;
-		default: fputs(usage, stderr); return 2;
+		case 'V': return cli_version(PROG);
+		default: return cli_bad_option(PROG, "h", opts, argv);
 		}
 	}
-	if (!state || !skey || !sock || optind != argc) {
-		fputs(usage, stderr);
-		return 2;
-	}
+	if (optind != argc)
+		return cli_usage_error(PROG, "unexpected argument '%s'", argv[optind]);
+	if (!state || !skey || !sock)
+		return cli_usage_error(PROG, "give --state FILE, --signing-key FILE and --socket PATH");
 	if (n_uid == 0 && n_gid == 0)
 		allow_uid[n_uid++] = getuid();
 	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* no core, no ptrace by the same uid */
