@@ -182,8 +182,11 @@ static size_t answer(struct al_sealer *s, struct conn *c, const uint8_t *q, size
 		r = s->ops->now(s, &nw);
 		if (r < 0)
 			break;
-		if (nw.epoch > sl.epoch)
-			sl.epoch = nw.epoch;
+		if (sl.epoch > nw.epoch) {
+			r = -EINVAL; /* a future epoch would move the state past every writer */
+			break;
+		}
+		sl.epoch = nw.epoch;
 		r = s->ops->seal(s, &sl, b + 56, al_sw_le64(b + 8), ts);
 		if (r < 0)
 			break;

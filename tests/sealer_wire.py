@@ -128,12 +128,15 @@ def main():
         expect(call(s, OP_SEAL, seal_req(0, 0, 5, b"0123456789ABCDEF0123456789abcdef"))[0],
                -errno.EINVAL, "SEAL, upper-case chain id")
         expect(call(s, OP_SEAL, seal_req(0, 0, 5, chain)[:-1])[0], -errno.EINVAL, "SEAL of 119 bytes")
+        # a future epoch is refused (it would move the state past every writer)
+        expect(call(s, OP_SEAL, seal_req(0, epoch + 1000, 5, chain))[0], -errno.EINVAL,
+               "SEAL, an epoch 1000 ahead")
         r, a = call(s, OP_SEAL, seal_req(0, 0, 5, chain))
         expect(r, 0, "SEAL")
         if len(a) != 44:
             fail("SEAL answer of %d bytes" % len(a))
         sepoch, skid = struct.unpack("<I8s", a[:12])
-        if sepoch < epoch or skid.hex() != st["key-id"]:
+        if not epoch <= sepoch <= epoch + 1 or skid.hex() != st["key-id"]:
             fail("SEAL answer: epoch %d (now %d), key id %s" % (sepoch, epoch, skid.hex()))
         # bound: another chain is refused on this connection
         other = b"fedcba9876543210fedcba9876543210"
