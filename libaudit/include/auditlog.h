@@ -106,6 +106,19 @@ AUDITLOG_API int auditlog_config_set_async_coalesce_us(struct auditlog_config *c
  * What is sealed when, and what it costs: docs/durability.md "Format v2". */
 AUDITLOG_API int auditlog_config_set_sealing(struct auditlog_config *cfg, const char *state_path,
 					    const char *signing_key_path);
+/* Format v2 with auditlog-sealer (several users' programs on one host:
+ * docs/sealer.md, docs/keys.md "Deployments"): the sealer, listening on the
+ * UNIX socket at `path`, holds the sealing state and the signing key; this
+ * process holds neither. The path is copied. Exactly one of this and
+ * auditlog_config_set_sealing() with format version 2 (auditlog_open()
+ * answers -EINVAL for both or neither; version 1 ignores both).
+ * auditlog_open() connects: -ENOENT / -ECONNREFUSED when no sealer listens,
+ * -EACCES when the sealer refuses this process's uid and gid, -EPROTO for a
+ * peer that does not speak the protocol. A sealer lost later (it exited, or
+ * gave no answer within 5 s) fails the log closed with -ENOTCONN (or
+ * -ETIMEDOUT) at the next seal: the batch that seal would have ended is not
+ * written and its records are reported failed; nothing is reopened. */
+AUDITLOG_API int auditlog_config_set_sealer_socket(struct auditlog_config *cfg, const char *path);
 /* v2: a signed checkpoint record every `records` records or `ms` milliseconds,
  * whichever comes first (0 turns one off, not both; default 100000 and 1000),
  * and always at close. */

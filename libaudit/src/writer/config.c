@@ -33,6 +33,7 @@ AUDITLOG_API void auditlog_config_free(struct auditlog_config *cfg)
 	free(cfg->path);
 	free(cfg->seal_state_path);
 	free(cfg->signing_key_path);
+	free(cfg->sealer_socket);
 	free(cfg);
 }
 
@@ -154,6 +155,20 @@ AUDITLOG_API int auditlog_config_set_sealing(struct auditlog_config *cfg, const 
 	free(cfg->signing_key_path);
 	cfg->seal_state_path = s;
 	cfg->signing_key_path = k;
+	return 0;
+}
+
+AUDITLOG_API int auditlog_config_set_sealer_socket(struct auditlog_config *cfg, const char *path)
+{
+	char *s;
+
+	if (!cfg || !path || !*path)
+		return -EINVAL;
+	s = strdup(path);
+	if (!s)
+		return -ENOMEM;
+	free(cfg->sealer_socket);
+	cfg->sealer_socket = s;
 	return 0;
 }
 

@@ -43,6 +43,7 @@ struct auditlog_config {
 	/* v2, in-process sealing (docs/format.md 17, 19, 20) */
 	char *seal_state_path;      /* the sealing state file (owned) */
 	char *signing_key_path;     /* the checkpoint signing key file (owned) */
+	char *sealer_socket;        /* or auditlog-sealer's socket (owned; docs/sealer.md) */
 	uint64_t ckpt_records;      /* a checkpoint every this many records (0: never by count) */
 	uint64_t ckpt_ms;           /* ... or this many milliseconds (0: never by time) */
 	struct al_io_hooks hooks;

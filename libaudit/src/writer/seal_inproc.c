@@ -119,9 +119,10 @@ struct inproc {
 	char *name;                   /* basename of the state file */
 	char *lock_name;              /* <name>.lock */
 	struct al_seal_clock clk;     /* the schedule, rebased on this boot at open */
-	uint32_t file_epoch;          /* the epoch the state file held when loaded */
 	struct secrets *sec;
 };
+
+static const struct al_sealer_ops inproc_ops;
 
 /* Read a key file: regular, not a symlink, no group/other bits, bounded. */
 static int read_keyfile(int dirfd, const char *path, char *buf, size_t cap, size_t *ret_n)
@@ -285,6 +286,15 @@ static int advance(struct inproc *p, uint32_t e)
 	return 0;
 }
 
+int al_sealer_inproc_advance(struct al_sealer *s, uint32_t epoch)
+{
+	struct inproc *p = (struct inproc *)s;
+
+	if (s->ops != &inproc_ops)
+		return -EINVAL;
+	return epoch > p->sec->ss.st.epoch ? advance(p, epoch) : 0;
+}
+
 static int ip_now(struct al_sealer *s, struct al_sealer_now *ret)
 {
 	struct inproc *p = (struct inproc *)s;
@@ -341,7 +351,9 @@ static int ip_check_tail(struct al_sealer *s, const uint8_t key_id[AL_SEAL_KID_L
 
 	if (memcmp(key_id, s->key_id, AL_SEAL_KID_LEN) != 0)
 		return 0; /* another key's seal: its epochs are not ours to compare */
-	return p->file_epoch < epoch ? -ESTALE : 0;
+	/* the state as it stands now: the file's epoch at load, or later once
+	 * advanced (auditlog-sealer checks tails long after it loaded) */
+	return p->sec->ss.st.epoch < epoch ? -ESTALE : 0;
 }
 
 static void ip_free(struct al_sealer *s)
@@ -439,7 +451,6 @@ int al_sealer_inproc_open(const char *state_path, const char *signing_key_path,
 	memcpy(p->base.key_id, p->sec->ss.p.key_id, AL_SEAL_KID_LEN);
 	p->base.t0 = p->sec->ss.p.t0;
 	p->base.delta = p->sec->ss.p.delta;
-	p->file_epoch = p->sec->ss.st.epoch;
 
 	/* the schedule (rules 1-4), rebased on this boot: later readings follow
 	 * rule 1 from the epoch it gives now */

@@ -85,8 +85,10 @@ void al_v2_scan_note(struct v2pos *v, const struct al_parsed *p, int prev_versio
 
 int al_v2_start(struct auditlog *l)
 {
-	int r = al_sealer_inproc_open(l->cfg.seal_state_path, l->cfg.signing_key_path,
-				      al_cfg_clock(&l->cfg), &l->sealer);
+	int r = l->cfg.sealer_socket
+			? al_sealer_socket_open(l->cfg.sealer_socket, al_cfg_clock(&l->cfg), &l->sealer)
+			: al_sealer_inproc_open(l->cfg.seal_state_path, l->cfg.signing_key_path,
+						al_cfg_clock(&l->cfg), &l->sealer);
 	if (r < 0)
 		return r;
 	r = l->sealer->ops->now(l->sealer, &l->ep);

@@ -24,6 +24,8 @@
 #include "internal.h"
 
 #define al_sealer_inproc_open auditlog__al_sealer_inproc_open
+#define al_sealer_inproc_advance auditlog__al_sealer_inproc_advance
+#define al_sealer_socket_open auditlog__al_sealer_socket_open
 #define al_clock_realtime auditlog__al_clock_realtime
 #define al_clock_boottime auditlog__al_clock_boottime
 #define al_clock_boot_id auditlog__al_clock_boot_id
@@ -112,6 +114,27 @@ static inline void al_sealer_free(struct al_sealer *s)
  */
 int al_sealer_inproc_open(const char *state_path, const char *signing_key_path,
 			  const struct al_clock_hooks *clock, struct al_sealer **ret);
+
+/* The in-process provider only (auditlog-sealer's timer): advance the state
+ * to `epoch` now, durably first (as a seal of that epoch would), so the keys
+ * of earlier epochs are erased even when nobody seals. 0 when the state is
+ * already there or past it; otherwise as seal(). */
+int al_sealer_inproc_advance(struct al_sealer *s, uint32_t epoch);
+
+/*
+ * The socket provider (seal_socket.c): the same calls answered by
+ * auditlog-sealer over its UNIX socket (docs/sealer.md). Connects and says
+ * hello at open: 0, or -errno from connect (-ENOENT, -ECONNREFUSED...),
+ * -EACCES when the sealer refuses this process's user and group, -EPROTO for
+ * an answer that is not the protocol. Afterwards a lost sealer (it exited,
+ * closed the connection, or gave no answer within 5 s) makes every call
+ * answer -ENOTCONN (-ETIMEDOUT for the wait), and the writer fails closed.
+ * now() asks the sealer once per epoch and answers from the boot clock in
+ * between (no I/O). clock: the config's test hooks (or NULL): only this
+ * process's readings follow them, the sealer keeps its own clock.
+ */
+int al_sealer_socket_open(const char *path, const struct al_clock_hooks *clock,
+			  struct al_sealer **ret);
 
 /* The clocks, through the test hooks when set (docs: internal.h). */
 uint64_t al_clock_realtime(const struct al_clock_hooks *h);

@@ -1472,6 +1472,7 @@ static void log_free(struct auditlog *l)
 	free(l->cfg.path);
 	free(l->cfg.seal_state_path);
 	free(l->cfg.signing_key_path);
+	free(l->cfg.sealer_socket);
 	pthread_mutex_destroy(&l->head_lock);
 	free(l);
 }
@@ -1483,7 +1484,8 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 
 	if (!cfg || !cfg->path || !ret_log)
 		return -EINVAL;
-	if (cfg->version == 2 && !cfg->seal_state_path)
+	/* v2 takes exactly one seal provider (v1 ignores both) */
+	if (cfg->version == 2 && !cfg->seal_state_path == !cfg->sealer_socket)
 		return -EINVAL;
 	l = calloc(1, sizeof(*l));
 	if (!l)
@@ -1494,13 +1496,15 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 	l->cfg.path = strdup(cfg->path);
 	l->cfg.seal_state_path = cfg->seal_state_path ? strdup(cfg->seal_state_path) : NULL;
 	l->cfg.signing_key_path = cfg->signing_key_path ? strdup(cfg->signing_key_path) : NULL;
+	l->cfg.sealer_socket = cfg->sealer_socket ? strdup(cfg->sealer_socket) : NULL;
 	l->mask = cfg->queue_slots - 1;
 	l->slots = calloc(cfg->queue_slots, sizeof(struct slot));
 	l->work = malloc(AL_HASH_LEN + AL_BODY_MAX);
 	l->dec = malloc(DEC_CAP);
 	l->pdec = malloc(AL_LINE_MAX);
 	if (!l->cfg.path || !l->slots || !l->work || !l->dec || !l->pdec ||
-	    (cfg->seal_state_path && (!l->cfg.seal_state_path || !l->cfg.signing_key_path))) {
+	    (cfg->seal_state_path && (!l->cfg.seal_state_path || !l->cfg.signing_key_path)) ||
+	    (cfg->sealer_socket && !l->cfg.sealer_socket)) {
 		r = -ENOMEM;
 		goto err;
 	}

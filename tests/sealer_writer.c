@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sealer_writer PATH SOCKET EVENTS PAUSE_MS [hold]
+ *
+ * A real v2 writer sealing through auditlog-sealer (the public API only):
+ * opens PATH with format version 2 and auditlog_config_set_sealer_socket
+ * (SOCKET), a checkpoint every 30 records; writes EVENTS events, every 5th
+ * synchronous, sleeping PAUSE_MS after every 40 (past an epoch at Δ 1 s);
+ * closes. "open: <error>" on stderr and exit 1 when the open is refused.
+ *
+ * With "hold": after the events it prints "ready" and waits for a line on
+ * stdin (tests/sealer.sh kills the sealer meanwhile), then calls
+ * auditlog_record_sync once with action "after-loss": prints
+ * "after-loss: <error>" and exits 0 when it failed, exits 1 when it claimed
+ * the record durable.
+ *
+ * sealer_writer PATH SOCKET exclusive: auditlog_open answers -EINVAL with
+ * both a sealer socket and in-process sealing, and with neither (v2).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <auditlog.h>
+
+static int one(struct auditlog *log, const char *action, unsigned long long i, int sync)
+{
+	struct auditlog_field f[] = {
+		{.key = "attempt", .kind = AUDITLOG_FIELD_INT, .u = i},
+	};
+	struct auditlog_event ev = {
+		.outcome = AUDITLOG_OUTCOME_SUCCESS,
+		.action = action,
+		.action_len = strlen(action),
+		.actor = "sealer-test",
+		.actor_len = 11,
+	};
+	return sync ? auditlog_record_fields_sync(log, &ev, f, 1) : auditlog_record_fields(log, &ev, f, 1);
+}
+
+int main(int argc, char **argv)
+{
+	struct auditlog_config *cfg = NULL;
+	struct auditlog *log = NULL;
+	unsigned long long n, pause_ms;
+	char line[16];
+	int r, hold;
+
+	if (argc == 4 && strcmp(argv[3], "exclusive") == 0) {
+		int both, neither;
+		auditlog_config_new(&cfg);
+		auditlog_config_set_path(cfg, argv[1]);
+		auditlog_config_set_format_version(cfg, 2);
+		neither = auditlog_open(cfg, &log);
+		auditlog_config_set_sealer_socket(cfg, argv[2]);
+		auditlog_config_set_sealing(cfg, "state", "key");
+		both = auditlog_open(cfg, &log);
+		auditlog_config_free(cfg);
+		if (neither != -EINVAL || both != -EINVAL) {
+			fprintf(stderr, "exclusive: neither %d, both %d, want -EINVAL\n", neither, both);
+			return 1;
+		}
+		return 0;
+	}
+	if (argc != 5 && !(argc == 6 && strcmp(argv[5], "hold") == 0)) {
+		fprintf(stderr, "usage: sealer_writer PATH SOCKET EVENTS PAUSE_MS [hold]\n");
+		return 2;
+	}
+	hold = argc == 6;
+	n = strtoull(argv[3], NULL, 10);
+	pause_ms = strtoull(argv[4], NULL, 10);
+	if ((r = auditlog_config_new(&cfg)) < 0 || (r = auditlog_config_set_path(cfg, argv[1])) < 0 ||
+	    (r = auditlog_config_set_format_version(cfg, 2)) < 0 ||
+	    (r = auditlog_config_set_sealer_socket(cfg, argv[2])) < 0 ||
+	    (r = auditlog_config_set_checkpoint_interval(cfg, 30, 0)) < 0 ||
+	    (r = auditlog_open(cfg, &log)) < 0) {
+		fprintf(stderr, "open: %s\n", strerror(-r));
+		auditlog_config_free(cfg);
+		return 1;
+	}
+	auditlog_config_free(cfg);
+	for (unsigned long long i = 0; i < n; i++) {
+		r = one(log, "write", i, i % 5 == 0);
+		if (r < 0) {
+			fprintf(stderr, "record %llu: %s\n", i, strerror(-r));
+			auditlog_close(log);
+			return 1;
+		}
+		if (i % 40 == 39) {
+			struct timespec ts = {(time_t)(pause_ms / 1000), (long)(pause_ms % 1000) * 1000000};
+			if ((r = auditlog_flush(log)) < 0) {
+				fprintf(stderr, "flush: %s\n", strerror(-r));
+				auditlog_close(log);
+				return 1;
+			}
+			nanosleep(&ts, NULL);
+		}
+	}
+	if (hold) {
+		if ((r = auditlog_flush(log)) < 0) {
+			fprintf(stderr, "flush: %s\n", strerror(-r));
+			return 1;
+		}
+		printf("ready\n");
+		fflush(stdout);
+		if (!fgets(line, sizeof(line), stdin))
+			return 1;
+		r = one(log, "after-loss", n, 1);
+		if (r == 0) {
+			fprintf(stderr, "after-loss: record_sync claimed durable with no sealer\n");
+			return 1;
+		}
+		printf("after-loss: %s\n", strerror(-r));
+		r = auditlog_close(log);
+		printf("close: %s\n", r < 0 ? strerror(-r) : "ok");
+		return 0;
+	}
+	r = auditlog_close(log);
+	if (r < 0) {
+		fprintf(stderr, "close: %s\n", strerror(-r));
+		return 1;
+	}
+	return 0;
+}
