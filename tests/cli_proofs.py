@@ -9,6 +9,7 @@ origin, consistency proof and notes): both must refuse every one.
 
     cli_proofs.py KEYGEN VERIFY WRITER"""
 
+import base64
 import os
 import re
 import shutil
@@ -141,6 +142,23 @@ def cases(tmp):
         check(t != b, "tampered %s differs" % name)
         both(tmp, "inclusion-" + name, t, pub, False)
     both(tmp, "inclusion-wrong-key", b, wrong, False)
+
+    # a witnessed copy of the note (--witness): written in place of the log's,
+    # its cosignature line carried (a C2SP cosignature's form: 8-byte
+    # timestamp and signature after the key id; not checked by either checker)
+    note = bytes.fromhex(re.search(rb"\nnote ([0-9a-f]+)\n", b + b"\n").group(1).decode())
+    cosig = "\u2014 witness.example/w ".encode() + base64.b64encode(bytes(range(76))) + b"\n"
+    wfile = os.path.join(tmp, "witnessed")
+    with open(wfile, "wb") as f:
+        f.write(note + cosig)
+    out = os.path.join(tmp, "pw")
+    rc, _, err = run("--prove", str(sizes[0] // 2), "--witness", wfile, "--out", out, log)
+    check(rc == 0, "--prove --witness (%s)" % err.strip())
+    with open(out, "rb") as f:
+        bw = f.read()
+    check(bw == b.replace(note.hex().encode(), (note + cosig).hex().encode()),
+          "the bundle carries the witnessed note, cosignature line included")
+    both(tmp, "inclusion-witnessed", bw, pub, True)
 
     # --prove-consistency
     for m, n in ((sizes[0], sizes[-1]), (sizes[1], sizes[2]), (sizes[1], sizes[1])):

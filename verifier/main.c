@@ -58,7 +58,8 @@ static const char usage[] =
 	"  -j, --jobs N           check large files with N threads (default 0: one per\n"
 	"                         CPU; 1: this thread alone); the findings do not change\n"
 	"  --prove SEQ            write the evidence bundle of record SEQ (its line, the audit\n"
-	"                         path, the first checkpoint that covers it) to stdout or --out\n"
+	"                         path, the first checkpoint that covers it) to stdout or --out;\n"
+	"                         with --witness, a cosigned copy of that checkpoint's note\n"
 	"  --prove-consistency SIZE1:SIZE2\n"
 	"                         the bundle proving the checkpoint of size SIZE2 extends the\n"
 	"                         one of size SIZE1\n"
@@ -671,8 +672,8 @@ int main(int argc, char **argv)
 			ret = 2;
 			goto out;
 		}
-		ret = prove_mode == 'X' ? prove_inclusion(paths, n, prove_a, prove_out)
-					: prove_consistency(paths, n, prove_a, prove_b, prove_out);
+		ret = prove_mode == 'X' ? prove_inclusion(paths, n, prove_a, prove_out, witness, n_witness)
+					: prove_consistency(paths, n, prove_a, prove_b, prove_out, witness, n_witness);
 		goto out;
 	}
 	if (optind >= argc) {

@@ -334,6 +334,31 @@ static int close_out(FILE *f, const char *out)
 	return fclose(f) ? 2 : 0;
 }
 
+/* The note to write for checkpoint c: a witnessed copy of it (the same
+ * origin, size and root, and the log's signature line among its lines) when
+ * one is given, else the log's own. */
+static void best_note(const struct pcp *c, const struct pnote *nt, const struct al_vwnote *w, unsigned nw,
+		      const uint8_t **ret, size_t *ret_len)
+{
+	const uint8_t *sig = c->note + nt->text_len + 1; /* the log's signature line */
+	size_t sl = c->len - nt->text_len - 1;
+
+	*ret = c->note;
+	*ret_len = c->len;
+	for (unsigned i = 0; i < nw; i++) {
+		if (w[i].olen != nt->olen || memcmp(w[i].origin, nt->origin, nt->olen) != 0 || w[i].size != nt->size ||
+		    memcmp(w[i].root, nt->root, AL_HASH_LEN) != 0 || w[i].len <= c->len ||
+		    memcmp(w[i].note, c->note, nt->text_len + 1) != 0)
+			continue;
+		for (size_t k = nt->text_len + 1; k + sl <= w[i].len; k++)
+			if ((k == nt->text_len + 1 || w[i].note[k - 1] == '\n') && memcmp(w[i].note + k, sig, sl) == 0) {
+				*ret = w[i].note;
+				*ret_len = w[i].len;
+				return;
+			}
+	}
+}
+
 /* The checkpoint's note agrees with the leaves the files give. */
 static int note_matches(const struct pcp *c, uint8_t (*h)[AL_HASH_LEN], struct pnote *ret)
 {
@@ -359,7 +384,8 @@ static int note_matches(const struct pcp *c, uint8_t (*h)[AL_HASH_LEN], struct p
 	return 0;
 }
 
-int prove_inclusion(char **paths, unsigned n, uint64_t seq, const char *out)
+int prove_inclusion(char **paths, unsigned n, uint64_t seq, const char *out, const struct al_vwnote *w,
+		    unsigned nw)
 {
 	struct plog l = {.want = seq};
 	static uint8_t dec[AL_LINE_MAX], work[AL_HASH_LEN + AL_BODY_MAX];
@@ -421,7 +447,10 @@ int prove_inclusion(char **paths, unsigned n, uint64_t seq, const char *out)
 	fputc('\n', f);
 	for (size_t i = 0; i < np; i++)
 		put_hex_line(f, "path", path[i], AL_HASH_LEN);
-	put_hex_line(f, "note", c->note, c->len);
+	const uint8_t *wn;
+	size_t wl;
+	best_note(c, &nt, w, nw, &wn, &wl);
+	put_hex_line(f, "note", wn, wl);
 	ret = close_out(f, out);
 	if (ret == 0)
 		fprintf(stderr, "auditlog-verify: record %" PRIu64 " is leaf %" PRIu64 " of the checkpoint at seq %" PRIu64
@@ -433,7 +462,8 @@ out:
 	return ret;
 }
 
-int prove_consistency(char **paths, unsigned n, uint64_t m, uint64_t sz, const char *out)
+int prove_consistency(char **paths, unsigned n, uint64_t m, uint64_t sz, const char *out,
+		      const struct al_vwnote *w, unsigned nw)
 {
 	struct plog l = {.want = UINT64_MAX};
 	uint8_t proof[AL_MERKLE_PROOF_MAX][AL_HASH_LEN];
@@ -473,8 +503,12 @@ int prove_consistency(char **paths, unsigned n, uint64_t m, uint64_t sz, const c
 	fprintf(f, "\nsize1 %" PRIu64 "\nsize2 %" PRIu64 "\n", m, sz);
 	for (size_t i = 0; i < np; i++)
 		put_hex_line(f, "proof", proof[i], AL_HASH_LEN);
-	put_hex_line(f, "note1", c1->note, c1->len);
-	put_hex_line(f, "note2", c2->note, c2->len);
+	const uint8_t *wn;
+	size_t wl;
+	best_note(c1, &n1, w, nw, &wn, &wl);
+	put_hex_line(f, "note1", wn, wl);
+	best_note(c2, &n2, w, nw, &wn, &wl);
+	put_hex_line(f, "note2", wn, wl);
 	ret = close_out(f, out);
 out:
 	free(h);
