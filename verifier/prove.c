@@ -180,6 +180,10 @@ static int leaves_of(const struct plog *l, uint64_t first_seq, uint64_t size, ui
 	const struct prec *a = find_rec(l, first_seq);
 	uint8_t(*h)[AL_HASH_LEN];
 
+	if (size == 0) {
+		fprintf(stderr, "auditlog-verify: a checkpoint of tree size 0 (run auditlog-verify on the log)\n");
+		return 1;
+	}
 	if (!a || (size_t)(l->r + l->n - a) < size || a[size - 1].seq != first_seq + size - 1) {
 		fprintf(stderr, "auditlog-verify: the files lack records of the tree (seq %" PRIu64 "..%" PRIu64
 				"): give every file of the chain\n",
