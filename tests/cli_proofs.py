@@ -10,6 +10,7 @@ origin, consistency proof and notes): both must refuse every one.
     cli_proofs.py KEYGEN VERIFY WRITER"""
 
 import base64
+import json
 import os
 import re
 import shutil
@@ -19,6 +20,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "vectors"))
 import check_proof  # noqa: E402
+import gen_v2_vectors as V  # noqa: E402
 
 KEYGEN, VERIFY, WRITER = sys.argv[1:4]
 FAILED = []
@@ -117,6 +119,29 @@ def cases(tmp):
         want = sizes[0] if seq < sizes[0] else sizes[1] if seq < sizes[1] else sizes[2]
         check(b"\ntree-size %d\n" % want in b, "record %d is proved by the first checkpoint covering it" % seq)
         both(tmp, "inclusion-%d" % seq, b, pub, True)
+    # the same bundles written from the spec by python (18.4, RFC 9162 PATH and
+    # PROOF of gen_v2_vectors.py): byte for byte what --prove wrote
+    recs = {}
+    for n in os.listdir(log):
+        with open(os.path.join(log, n), "rb") as f:
+            for ln in f.read().splitlines():
+                j = json.loads(ln)
+                recs[j["seq"]] = (ln, j)
+    cps = sorted((j["seq"], j) for _, j in recs.values() if j["type"] == "checkpoint")
+
+    def py_bundle(seq):
+        c = next(j for _, j in cps if j["first_seq"] <= seq < j["first_seq"] + j["size"])
+        f, n = c["first_seq"], c["size"]
+        leaves = [bytes.fromhex(recs[f + i][1]["hash"]) for i in range(n)]
+        prev = recs[seq - 1][1]["hash"] if seq else "0" * 64
+        out = b"auditlog-inclusion-proof 1\norigin %s\nindex %d\ntree-size %d\nprev %s\nline %s\n" % (
+            c["note"].split("\n")[0].encode(), seq - f, n, prev.encode(), recs[seq][0])
+        out += b"".join(b"path %s\n" % h.hex().encode() for h in V.path(seq - f, leaves))
+        return out + b"note %s\n" % c["note"].encode().hex().encode()
+
+    for seq in (0, sizes[0] // 2, sizes[0] - 1, sizes[0], sizes[1] + 1):
+        with open(os.path.join(tmp, "p%d" % seq), "rb") as f:
+            check(f.read() == py_bundle(seq), "--prove %d wrote the bundle python writes from the spec" % seq)
     rc, _, err = run("--prove", str(sizes[0]), "--out", os.path.join(tmp, "p%d" % sizes[0]), log)
     check(rc == 2 and "File exists" in err, "--out never overwrites a file (%s)" % err.strip())
     rc, _, err = run("--prove", "100000", log)
@@ -169,6 +194,14 @@ def cases(tmp):
             both(tmp, "consistency-%d-%d" % (m, n), f.read(), pub, True)
     with open(os.path.join(tmp, "c%d-%d" % (sizes[0], sizes[-1])), "rb") as f:
         c = f.read()
+    c1 = next(j for _, j in cps if j["size"] == sizes[0])
+    c2 = next(j for _, j in cps if j["size"] == sizes[-1])
+    leaves = [bytes.fromhex(recs[c2["first_seq"] + i][1]["hash"]) for i in range(sizes[-1])]
+    want = b"auditlog-consistency-proof 1\norigin %s\nsize1 %d\nsize2 %d\n" % (
+        c2["note"].split("\n")[0].encode(), sizes[0], sizes[-1])
+    want += b"".join(b"proof %s\n" % h.hex().encode() for h in V.proof(sizes[0], leaves))
+    want += b"note1 %s\nnote2 %s\n" % (c1["note"].encode().hex().encode(), c2["note"].encode().hex().encode())
+    check(c == want, "--prove-consistency wrote the bundle python writes from the spec")
     tampered = {
         "proof": field_edit(c, b"proof", lambda v: flip_hex(v, 3), 1),
         "root1": field_edit(c, b"note1", note_edit(root_flip)),
