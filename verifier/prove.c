@@ -24,16 +24,37 @@
 
 /* ---- the log, read for proving ------------------------------------------ */
 
+/* where a line is: its file (index in the inputs) and byte offset */
+struct ploc {
+	uint32_t file;
+	uint64_t off;
+};
+
 struct prec {
 	uint64_t seq;
 	uint8_t hash[AL_HASH_LEN];
 	uint8_t version;
+	struct ploc at;
 };
 
 struct pcp {
 	uint64_t seq, size, first_seq;
 	uint8_t *note;
 	size_t len;
+	struct ploc at;
+};
+
+/* a line of the wanted seq (crash damage may hold another one) */
+struct pline {
+	uint8_t *line;
+	size_t len;
+	struct ploc at;
+};
+
+/* the bytes a recovery record names as crash damage (docs/format.md 2.4) */
+struct pdmg {
+	uint32_t file;
+	uint64_t off, len;
 };
 
 struct plog {
@@ -42,7 +63,11 @@ struct plog {
 	struct pcp *cp;
 	size_t ncp, capcp;
 	uint64_t want; /* the record whose line is kept (UINT64_MAX: none) */
-	uint8_t *line;
+	struct pline *cand;
+	size_t ncand;
+	struct pdmg *dmg;
+	size_t ndmg;
+	uint8_t *line; /* the wanted record's line, once damage is left out */
 	size_t line_len;
 };
 
@@ -52,7 +77,32 @@ static void plog_free(struct plog *l)
 		free(l->cp[i].note);
 	free(l->cp);
 	free(l->r);
-	free(l->line);
+	for (size_t i = 0; i < l->ncand; i++)
+		free(l->cand[i].line);
+	free(l->cand);
+	free(l->dmg);
+}
+
+static bool damaged(const struct plog *l, struct ploc at)
+{
+	for (size_t i = 0; i < l->ndmg; i++)
+		if (l->dmg[i].file == at.file && at.off >= l->dmg[i].off && at.off - l->dmg[i].off < l->dmg[i].len)
+			return true;
+	return false;
+}
+
+/* grow *a (n used, *cap allocated, elements of sz bytes) by one: 0 or -ENOMEM */
+static int grow(void **a, size_t n, size_t *cap, size_t sz)
+{
+	if (n < *cap)
+		return 0;
+	size_t c = *cap ? 2 * *cap : 16;
+	void *g = realloc(*a, c * sz);
+	if (!g)
+		return -ENOMEM;
+	*a = g;
+	*cap = c;
+	return 0;
 }
 
 static int cmp_rec(const void *a, const void *b)
@@ -71,40 +121,42 @@ static const struct prec *find_rec(const struct plog *l, uint64_t seq)
 
 /* One line of the log. Lines that do not parse (torn or repaired crash
  * damage) are no records and no leaves: skipped. */
-static int take_line(struct plog *l, const uint8_t *s, size_t len, uint8_t *dec, struct al_parsed *p)
+static int take_line(struct plog *l, const uint8_t *s, size_t len, struct ploc at, uint8_t *dec,
+		     struct al_parsed *p, size_t *capcand, size_t *capdmg)
 {
 	size_t off;
 
 	if (al_parse(s, len, dec, p, &off) != AL_PERR_OK)
 		return 0;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 4096;
-		struct prec *g = realloc(l->r, cap * sizeof(*g));
-		if (!g)
-			return -ENOMEM;
-		l->r = g;
-		l->cap = cap;
-	}
+	if (grow((void **)&l->r, l->n, &l->cap, sizeof(*l->r)) < 0)
+		return -ENOMEM;
 	struct prec *r = &l->r[l->n++];
 	r->seq = p->rec.f[AL_F_SEQ].u;
 	r->version = p->rec.version;
+	r->at = at;
 	memcpy(r->hash, p->hash, AL_HASH_LEN);
-	if (r->seq == l->want && !l->line) {
-		if (!(l->line = malloc(len)))
+	if (r->seq == l->want) {
+		if (grow((void **)&l->cand, l->ncand, capcand, sizeof(*l->cand)) < 0)
 			return -ENOMEM;
-		memcpy(l->line, s, len);
-		l->line_len = len;
+		struct pline *c = &l->cand[l->ncand];
+		if (!(c->line = malloc(len)))
+			return -ENOMEM;
+		memcpy(c->line, s, len);
+		c->len = len;
+		c->at = at;
+		l->ncand++;
+	}
+	if (p->rec.type == AL_T_RECOVERY) {
+		if (grow((void **)&l->dmg, l->ndmg, capdmg, sizeof(*l->dmg)) < 0)
+			return -ENOMEM;
+		l->dmg[l->ndmg++] = (struct pdmg){at.file, p->rec.f[AL_F_DAMAGE_OFFSET].u,
+						  p->rec.f[AL_F_DAMAGE_LENGTH].u};
 	}
 	if (p->rec.version == 2 && p->rec.type == AL_T_CHECKPOINT) {
-		if (l->ncp == l->capcp) {
-			size_t cap = l->capcp ? 2 * l->capcp : 16;
-			struct pcp *g = realloc(l->cp, cap * sizeof(*g));
-			if (!g)
-				return -ENOMEM;
-			l->cp = g;
-			l->capcp = cap;
-		}
+		if (grow((void **)&l->cp, l->ncp, &l->capcp, sizeof(*l->cp)) < 0)
+			return -ENOMEM;
 		struct pcp *c = &l->cp[l->ncp];
+		c->at = at;
 		const struct al_val *nv = &p->rec.f[AL_F_NOTE];
 		c->seq = r->seq;
 		c->size = p->rec.f[AL_F_SIZE].u;
@@ -118,18 +170,21 @@ static int take_line(struct plog *l, const uint8_t *s, size_t len, uint8_t *dec,
 	return 0;
 }
 
-/* Every record of the files, sorted by seq; a seq given twice with other
- * bytes (two chains, or a rewritten record) is refused. 0, 1 or 2. */
+/* Every record of the files, sorted by seq; the lines a recovery record
+ * names as crash damage are left out (a complete line there was never
+ * acknowledged, and the recovery record reuses its seq). A seq given twice
+ * with other bytes (two chains, or a rewritten record) is refused. 0, 1, 2. */
 static int read_log(char **paths, unsigned n, struct plog *l)
 {
 	static uint8_t dec[AL_LINE_MAX];
 	struct al_parsed p;
 	char *buf = NULL;
-	size_t bcap = 0;
+	size_t bcap = 0, capcand = 0, capdmg = 0;
 	int ret = 0;
 
 	for (unsigned i = 0; i < n && ret == 0; i++) {
 		FILE *f = fopen(paths[i], "rbe");
+		uint64_t pos = 0;
 		ssize_t k;
 		if (!f) {
 			fprintf(stderr, "auditlog-verify: %s: %s\n", paths[i], strerror(errno));
@@ -137,9 +192,11 @@ static int read_log(char **paths, unsigned n, struct plog *l)
 			break;
 		}
 		while ((k = getline(&buf, &bcap, f)) > 0) {
+			struct ploc at = {i, pos};
+			pos += (uint64_t)k;
 			if (buf[k - 1] != '\n' || (size_t)k > AL_LINE_MAX)
 				continue; /* a torn tail, or no line of the format */
-			int r = take_line(l, (const uint8_t *)buf, (size_t)k - 1, dec, &p);
+			int r = take_line(l, (const uint8_t *)buf, (size_t)k - 1, at, dec, &p, &capcand, &capdmg);
 			if (r < 0) {
 				fprintf(stderr, "auditlog-verify: %s\n", strerror(-r));
 				ret = 2;
@@ -155,9 +212,30 @@ static int read_log(char **paths, unsigned n, struct plog *l)
 	free(buf);
 	if (ret)
 		return ret;
+	size_t k = 0;
+	if (l->ndmg) {
+		for (size_t i = 0; i < l->n; i++)
+			if (!damaged(l, l->r[i].at))
+				l->r[k++] = l->r[i];
+		l->n = k;
+		k = 0;
+		for (size_t i = 0; i < l->ncp; i++) {
+			if (damaged(l, l->cp[i].at))
+				free(l->cp[i].note);
+			else
+				l->cp[k++] = l->cp[i];
+		}
+		l->ncp = k;
+		k = 0;
+	}
+	for (size_t i = 0; i < l->ncand && !l->line; i++) {
+		if (!damaged(l, l->cand[i].at)) {
+			l->line = l->cand[i].line;
+			l->line_len = l->cand[i].len;
+		}
+	}
 	if (l->n)
 		qsort(l->r, l->n, sizeof(*l->r), cmp_rec);
-	size_t k = 0;
 	for (size_t i = 0; i < l->n; i++) {
 		if (k && l->r[k - 1].seq == l->r[i].seq) {
 			if (memcmp(l->r[k - 1].hash, l->r[i].hash, AL_HASH_LEN) != 0) {
