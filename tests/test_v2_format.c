@@ -244,6 +244,18 @@ static void check_proofs(json_t *tv, uint8_t (*leaves)[32], uint8_t (*roots)[32]
 
 		assert_int_equal(al_merkle_verify_inclusion(idx, size, leaves[idx], (const uint8_t(*)[32])p, n, roots[size]), 0);
 		inclusion_negatives(idx, size, leaves[idx], p, n, roots[size]);
+		/* generation (proof.c) gives exactly the vector's path */
+		{
+			uint8_t g[AL_MERKLE_PROOF_MAX][32];
+			size_t gn = 0;
+			assert_int_equal(al_merkle_inclusion_proof((const uint8_t(*)[32])leaves, size, idx, g, AL_MERKLE_PROOF_MAX, &gn), 0);
+			assert_int_equal(gn, n);
+			if (n)
+				assert_memory_equal(g, p, n * 32);
+			if (n)
+				assert_int_equal(al_merkle_inclusion_proof((const uint8_t(*)[32])leaves, size, idx, g, n - 1, &gn), -ENOBUFS);
+			assert_int_equal(al_merkle_inclusion_proof((const uint8_t(*)[32])leaves, size, size, g, AL_MERKLE_PROOF_MAX, &gn), -EINVAL);
+		}
 		free(p);
 	}
 	json_array_foreach(json_object_get(tv, "consistency"), i, v) {
@@ -253,6 +265,15 @@ static void check_proofs(json_t *tv, uint8_t (*leaves)[32], uint8_t (*roots)[32]
 
 		assert_int_equal(al_merkle_verify_consistency(a, b, roots[a], roots[b], (const uint8_t(*)[32])p, n), 0);
 		consistency_negatives(a, b, roots[a], roots[b], p, n);
+		{
+			uint8_t g[AL_MERKLE_PROOF_MAX][32];
+			size_t gn = 99;
+			assert_int_equal(al_merkle_consistency_proof((const uint8_t(*)[32])leaves, a, b, g, AL_MERKLE_PROOF_MAX, &gn), 0);
+			assert_int_equal(gn, n);
+			if (n)
+				assert_memory_equal(g, p, n * 32);
+			assert_int_equal(al_merkle_consistency_proof((const uint8_t(*)[32])leaves, b + 1, b, g, AL_MERKLE_PROOF_MAX, &gn), -EINVAL);
+		}
 		free(p);
 	}
 }
@@ -292,6 +313,22 @@ static void test_rfc6962_tree(void **state)
 		free(d);
 	}
 	check_proofs(t, leaves, roots);
+	/* every proof of the 8-leaf tree that generation gives, the verifier takes */
+	for (uint64_t size = 1; size <= 8; size++) {
+		uint8_t g[AL_MERKLE_PROOF_MAX][32];
+		size_t gn;
+		for (uint64_t i = 0; i < size; i++) {
+			assert_int_equal(al_merkle_inclusion_proof((const uint8_t(*)[32])leaves, size, i, g, AL_MERKLE_PROOF_MAX, &gn), 0);
+			assert_int_equal(al_merkle_verify_inclusion(i, size, leaves[i], (const uint8_t(*)[32])g, gn, roots[size]), 0);
+		}
+		for (uint64_t m = 0; m <= size; m++) {
+			assert_int_equal(al_merkle_consistency_proof((const uint8_t(*)[32])leaves, m, size, g, AL_MERKLE_PROOF_MAX, &gn), 0);
+			if (m)
+				assert_int_equal(al_merkle_verify_consistency(m, size, roots[m], roots[size], (const uint8_t(*)[32])g, gn), 0);
+			else
+				assert_int_equal(gn, 0);
+		}
+	}
 }
 
 static void test_sumdb_note(void **state)

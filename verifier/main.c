@@ -22,6 +22,7 @@
 
 #include "cli.h"
 #include "verify.h"
+#include "prove.h"
 
 static const char usage[] =
 	"usage: auditlog-verify [options] PATH...\n"
@@ -56,6 +57,15 @@ static const char usage[] =
 	"  --strict               count repaired crash damage and v2 seal gaps as findings\n"
 	"  -j, --jobs N           check large files with N threads (default 0: one per\n"
 	"                         CPU; 1: this thread alone); the findings do not change\n"
+	"  --prove SEQ            write the evidence bundle of record SEQ (its line, the audit\n"
+	"                         path, the first checkpoint that covers it) to stdout or --out;\n"
+	"                         with --witness, a cosigned copy of that checkpoint's note\n"
+	"  --prove-consistency SIZE1:SIZE2\n"
+	"                         the bundle proving the checkpoint of size SIZE2 extends the\n"
+	"                         one of size SIZE1\n"
+	"  --out FILE             write the bundle to FILE (created; never overwritten)\n"
+	"  --check-proof BUNDLE   check a bundle offline with --pubkey, without the log:\n"
+	"                         exit 0 valid, 1 invalid (the part is named), 2 usage\n"
 	"  -h, --help             this text\n"
 	"  --version              the version\n"
 	"\n"
@@ -547,6 +557,10 @@ int main(int argc, char **argv)
 		{"verify-key", required_argument, NULL, 'K'},
 		{"pubkey", required_argument, NULL, 'P'},
 		{"witness", required_argument, NULL, 'W'},
+		{"prove", required_argument, NULL, 'X'},
+		{"prove-consistency", required_argument, NULL, 'Y'},
+		{"out", required_argument, NULL, 'o'},
+		{"check-proof", required_argument, NULL, 'Z'},
 		{NULL, 0, NULL, 0},
 	};
 	opterr = 0; /* a bad option gets one line: cli_bad_option */
@@ -555,6 +569,10 @@ int main(int argc, char **argv)
 	char **paths = NULL;
 	unsigned n = 0, n_anchors = 0;
 	int c, r, ret, follow_tries = 0;
+	/* evidence bundles (prove.c): one of --prove, --prove-consistency, --check-proof */
+	int prove_mode = 0;
+	uint64_t prove_a = 0, prove_b = 0;
+	const char *prove_out = NULL, *bundle = NULL;
 
 	while ((c = getopt_long(argc, argv, "qhj:", opts, NULL)) != -1) {
 		switch (c) {
@@ -600,10 +618,63 @@ int main(int argc, char **argv)
 			o.min_version = (unsigned)v;
 			break;
 		}
+		case 'X':
+		case 'Y':
+		case 'Z':
+			if (prove_mode) {
+				ret = refuse("--prove", optarg, "one of --prove, --prove-consistency, --check-proof");
+				goto out;
+			}
+			prove_mode = c;
+			if (c == 'Z') {
+				bundle = optarg;
+			} else if (c == 'X') {
+				if ((ret = parse_num("--prove", optarg, AL_INT_MAX, "a seq", &prove_a)))
+					goto out;
+			} else {
+				const char *colon = strchr(optarg, ':');
+				if (!colon || cli_parse_udec(optarg, (size_t)(colon - optarg), AL_INT_MAX, &prove_a) < 0 ||
+				    cli_parse_udec(colon + 1, strlen(colon + 1), AL_INT_MAX, &prove_b) < 0 || prove_a == 0 ||
+				    prove_a > prove_b) {
+					ret = refuse("--prove-consistency", optarg,
+						     "wants SIZE1:SIZE2, decimal tree sizes with 1 <= SIZE1 <= SIZE2");
+					goto out;
+				}
+			}
+			break;
+		case 'o': prove_out = optarg; break;
 		case 'h': fputs(usage, stdout); return 0;
 		case 'V': return cli_version("auditlog-verify");
 		default: return cli_bad_option("auditlog-verify", "qhj:", opts, argv);
 		}
+	}
+	if (prove_out && (prove_mode == 0 || prove_mode == 'Z')) {
+		fprintf(stderr, "auditlog-verify: --out goes with --prove or --prove-consistency\n");
+		ret = 2;
+		goto out;
+	}
+	if (prove_mode == 'Z') {
+		if (optind < argc || n_pubkeys == 0) {
+			fprintf(stderr, "auditlog-verify: --check-proof BUNDLE wants --pubkey FILE and no log\n");
+			ret = 2;
+			goto out;
+		}
+		ret = check_proof(bundle, pubkeys, n_pubkeys);
+		goto out;
+	}
+	if (prove_mode && (optind >= argc || o.follow || strcmp(argv[optind], "-") == 0)) {
+		fprintf(stderr, "auditlog-verify: --prove and --prove-consistency want the log's files\n");
+		ret = 2;
+		goto out;
+	}
+	if (prove_mode) {
+		if ((r = list_inputs(argv + optind, argc - optind, &paths, &n)) < 0) {
+			ret = 2;
+			goto out;
+		}
+		ret = prove_mode == 'X' ? prove_inclusion(paths, n, prove_a, prove_out, witness, n_witness)
+					: prove_consistency(paths, n, prove_a, prove_b, prove_out, witness, n_witness);
+		goto out;
 	}
 	if (optind >= argc) {
 		fputs(usage, stderr);

@@ -21,9 +21,12 @@
 #define al_merkle_range_set auditlog__al_merkle_range_set
 #define al_merkle_verify_inclusion auditlog__al_merkle_verify_inclusion
 #define al_merkle_verify_consistency auditlog__al_merkle_verify_consistency
+#define al_merkle_inclusion_proof auditlog__al_merkle_inclusion_proof
+#define al_merkle_consistency_proof auditlog__al_merkle_consistency_proof
 
 #define AL_MERKLE_MAX_SIZE (UINT64_C(1) << 53) /* a tree never holds more leaves */
 #define AL_MERKLE_RANGE_MAX 53u                /* popcount of any size below that */
+#define AL_MERKLE_PROOF_MAX 64u /* hashes in any proof of such a tree (at most 54) */
 
 /* The compact range of [0, size): h[0..n) from the largest subtree down. */
 struct al_merkle_range {
@@ -64,5 +67,17 @@ int al_merkle_verify_inclusion(uint64_t index, uint64_t size, const uint8_t leaf
 int al_merkle_verify_consistency(uint64_t m, uint64_t sz, const uint8_t r1[AL_HASH_LEN],
 				 const uint8_t r2[AL_HASH_LEN], const uint8_t (*proof)[AL_HASH_LEN],
 				 size_t n);
+
+/* Proof generation (proof.c), from the `size` leaf hashes of a tree; O(size)
+ * hashing per proof element, no allocation. RFC 9162 2.1.3.1: the audit path
+ * PATH(index, D[size]); 2.1.4.1: the consistency proof PROOF(m, D[size]),
+ * empty when m is 0 or size. The n hashes go to out (cap of them;
+ * AL_MERKLE_PROOF_MAX always suffices) in the RFC's order and *ret_n = n.
+ * 0; -EINVAL (size 0 or >= 2^53, index >= size, m > size); -ENOBUFS (cap too
+ * small; out partly written, *ret_n untouched). */
+int al_merkle_inclusion_proof(const uint8_t (*leaves)[AL_HASH_LEN], uint64_t size, uint64_t index,
+			      uint8_t (*out)[AL_HASH_LEN], size_t cap, size_t *ret_n);
+int al_merkle_consistency_proof(const uint8_t (*leaves)[AL_HASH_LEN], uint64_t m, uint64_t size,
+				uint8_t (*out)[AL_HASH_LEN], size_t cap, size_t *ret_n);
 
 #endif
