@@ -126,7 +126,8 @@ AUDITLOG_API int auditlog_config_set_checkpoint_interval(struct auditlog_config 
  * (docs/format.md 2.2), and sets AUDITLOG_EV_KEY2. The key2 members were
  * appended to the struct after its first release: the library reads them
  * only when AUDITLOG_EV_KEY2 is set, so a program built against the older,
- * shorter struct (which never sets the bit) is read as before. A log
+ * shorter struct (which never sets the bit) is read as before; a library
+ * older than the members refuses the bit with -EINVAL. A log
  * line with key2 members is refused as not canonical by verifiers built
  * before them.
  */
