@@ -55,6 +55,8 @@ static const struct tfield TF[AL_F__MAX] = {
 	[AL_F_MECHANISM] = {"mechanism", 0x08, TK_TEXT, 64},
 	[AL_F_KEY_LABEL] = {"key_label", 0x09, TK_TEXT, 512},
 	[AL_F_KEY_ID] = {"key_id", 0x0a, TK_KEYID, REF_KEYID_CAP},
+	[AL_F_KEY2_LABEL] = {"key2_label", 0x0d, TK_TEXT, 256},
+	[AL_F_KEY2_ID] = {"key2_id", 0x0e, TK_KEYID, 128},
 	[AL_F_ACTOR] = {"actor", 0x0b, TK_TEXT, 128},
 	[AL_F_DETAIL] = {"detail", 0x0c, TK_TEXT, 4096},
 	[AL_F_FILE_ID] = {"file_id", 0x10, TK_TEXT, 0},
@@ -75,7 +77,7 @@ static const struct tfield TF[AL_F__MAX] = {
 
 static const uint8_t ORD_EVENT[] = {AL_F_ACTION,    AL_F_OUTCOME, AL_F_RV,    AL_F_SLOT,
 				    AL_F_SESSION,   AL_F_MECHANISM, AL_F_KEY_LABEL, AL_F_KEY_ID,
-				    AL_F_ACTOR,     AL_F_DETAIL};
+				    AL_F_KEY2_LABEL, AL_F_KEY2_ID,  AL_F_ACTOR,     AL_F_DETAIL};
 static const uint8_t ORD_HEADER[] = {AL_F_FILE_ID,   AL_F_CHAIN_ID, AL_F_REASON,
 				     AL_F_PREV_NAME, AL_F_PREV_SEQ, AL_F_PREV_HASH,
 				     AL_F_PREV_SIZE, AL_F_SEALED_NAME, AL_F_SEALED_FILE_ID,
@@ -412,11 +414,12 @@ static void ref_text(const uint8_t *raw, size_t n, unsigned cap, struct buf *out
 		b_put(out, REF_MARKER, REF_MARKER_LEN);
 }
 
-/* key_id: lowercase hex, cut to 242 digits and the marker above 256. */
-static void ref_keyid(const uint8_t *raw, size_t n, struct buf *out)
+/* key_id, key2_id: lowercase hex, cut to cap - 14 digits and the marker above
+ * the cap (256, 128). */
+static void ref_keyid(const uint8_t *raw, size_t n, size_t cap, struct buf *out)
 {
 	char h[2];
-	size_t keep = 2 * n > REF_KEYID_CAP ? (REF_KEYID_CAP - REF_MARKER_LEN) / 2 : n;
+	size_t keep = 2 * n > cap ? (cap - REF_MARKER_LEN) / 2 : n;
 
 	for (size_t i = 0; i < keep; i++) {
 		hex_of(raw + i, 1, h);
@@ -464,7 +467,7 @@ static void model_build(struct model *m, const struct al_record *raw)
 			continue;
 		}
 		if (TF[f].kind == TK_KEYID)
-			ref_keyid(raw->f[f].p, raw->f[f].n, &m->s[f]);
+			ref_keyid(raw->f[f].p, raw->f[f].n, TF[f].cap, &m->s[f]);
 		else
 			ref_text(raw->f[f].p, raw->f[f].n, TF[f].cap, &m->s[f]);
 		if (m->s[f].n) /* step 4: empty means absent */
@@ -1255,6 +1258,10 @@ static void rnd_record(struct rb *b)
 		if (rnd() & 1)
 			rb_rnd(b, AL_F_KEY_ID, rnd_len(RND_FIELD_MAX));
 		if (rnd() & 1)
+			rb_rnd(b, AL_F_KEY2_LABEL, rnd_len(RND_FIELD_MAX));
+		if (rnd() & 1)
+			rb_rnd(b, AL_F_KEY2_ID, rnd_len(RND_FIELD_MAX));
+		if (rnd() & 1)
 			rb_rnd(b, AL_F_ACTOR, rnd_len(RND_FIELD_MAX));
 		if (rnd() & 1)
 			rb_rnd(b, AL_F_DETAIL, rnd_len(RND_FIELD_MAX));
@@ -1427,7 +1434,7 @@ static void check_keyid_cut(const char *name, const uint8_t *line, size_t len, c
 	const uint8_t *v;
 	size_t vn;
 
-	ref_keyid(raw, rn, &want);
+	ref_keyid(raw, rn, REF_KEYID_CAP, &want);
 	if (!member_value(line, len, "key_id", &v, &vn) ||
 	    !same_bytes(name, "key_id", v, vn, want.p, want.n))
 		cs->bad++;
@@ -1448,7 +1455,7 @@ static void hostile_one(const char *what, const uint8_t *raw, size_t n, struct s
 			struct cutstat *cs)
 {
 	static const int capped[] = {AL_F_ACTION,    AL_F_RV,    AL_F_MECHANISM,
-				     AL_F_KEY_LABEL, AL_F_ACTOR, AL_F_DETAIL};
+				     AL_F_KEY_LABEL, AL_F_KEY2_LABEL, AL_F_ACTOR, AL_F_DETAIL};
 	struct buf got = {0};
 	char name[128];
 	struct rb b;
@@ -1465,6 +1472,8 @@ static void hostile_one(const char *what, const uint8_t *raw, size_t n, struct s
 		rb_str(&b, AL_F_MECHANISM, raw, n);
 		rb_str(&b, AL_F_KEY_LABEL, raw, n);
 		rb_str(&b, AL_F_KEY_ID, raw, n);
+		rb_str(&b, AL_F_KEY2_LABEL, raw, n);
+		rb_str(&b, AL_F_KEY2_ID, raw, n);
 		rb_str(&b, AL_F_ACTOR, raw, n);
 		rb_str(&b, AL_F_DETAIL, raw, n);
 		if (!check_record(name, &b.r, PREV_A, st, NULL, &got)) {
@@ -1515,8 +1524,8 @@ static void test_hostile_strings(void **state)
 		{LIT("\x7f")}, {LIT("\xc3\xa9")}, {LIT("\xe2\x82\xac")}, {LIT("\xf0\x9f\x98\x80")},
 		{LIT("\x80")}, {LIT("\xe2\x82")}, {LIT("\xf4\x90\x80\x80")},
 	};
-	static const int capped[] = {AL_F_ACTION, AL_F_RV,    AL_F_MECHANISM, AL_F_KEY_LABEL,
-				     AL_F_ACTOR,  AL_F_DETAIL, AL_F_PREV_NAME};
+	static const int capped[] = {AL_F_ACTION, AL_F_RV,     AL_F_MECHANISM, AL_F_KEY_LABEL,
+				     AL_F_KEY2_LABEL, AL_F_ACTOR, AL_F_DETAIL, AL_F_PREV_NAME};
 	struct stats st = {0};
 	struct cutstat cs = {0};
 	struct buf ctl = {0}, big = {0}, raw = {0};
@@ -1666,6 +1675,8 @@ static void base_event(struct rb *b, uint8_t v)
 	rb_cstr(b, AL_F_MECHANISM, "CKM_ECDSA");
 	rb_cstr(b, AL_F_KEY_LABEL, "A/B key\nline");
 	rb_str(b, AL_F_KEY_ID, id, sizeof(id));
+	rb_cstr(b, AL_F_KEY2_LABEL, "derived\tkey");
+	rb_str(b, AL_F_KEY2_ID, id + 1, 2);
 	rb_cstr(b, AL_F_ACTOR, "user");
 	rb_cstr(b, AL_F_DETAIL, "ctl\x01\x1b\"q\" del\x7f end");
 }
@@ -1892,8 +1903,14 @@ static const struct mut EVENT_MUTS[] = {
 	    "\"outcome\":\"success\",\"action\":\"C_Sign\""),
 	MUT("keys reordered: session before slot", "\"slot\":1,\"session\":7",
 	    "\"session\":7,\"slot\":1"),
-	MUT("keys reordered: actor before key_id", "\"key_id\":\"deadbeef\",\"actor\":\"user\"",
-	    "\"actor\":\"user\",\"key_id\":\"deadbeef\""),
+	MUT("keys reordered: actor before key2_id", "\"key2_id\":\"adbe\",\"actor\":\"user\"",
+	    "\"actor\":\"user\",\"key2_id\":\"adbe\""),
+	MUT("keys reordered: key2_label before key_id",
+	    "\"key_id\":\"deadbeef\",\"key2_label\":\"derived\\tkey\"",
+	    "\"key2_label\":\"derived\\tkey\",\"key_id\":\"deadbeef\""),
+	MUT("keys reordered: key2_id before key2_label",
+	    "\"key2_label\":\"derived\\tkey\",\"key2_id\":\"adbe\"",
+	    "\"key2_id\":\"adbe\",\"key2_label\":\"derived\\tkey\""),
 	MUT("keys reordered: seq before @timestamp",
 	    "{\"@timestamp\":\"2026-11-30T10:48:14.123456789Z\",\"seq\":42",
 	    "{\"seq\":42,\"@timestamp\":\"2026-11-30T10:48:14.123456789Z\""),
@@ -2184,7 +2201,7 @@ static void cap_case(const struct base *bs, const char *key, char fill, size_t n
 
 /* Caps are measured on the escaped value (docs/format.md 3 step 3): one byte
  * over is refused, exactly at the cap (or one under) is fine. */
-#define EVENT_TEXT_CAPS 6u /* members in caps[] below */
+#define EVENT_TEXT_CAPS 7u /* members in caps[] below */
 #define CAP_ACCEPTS 4u     /* cap_case(..., true, ...) per member in cap_muts' loop */
 static void cap_muts(const struct base *bs, struct mstat *ms)
 {
@@ -2192,7 +2209,7 @@ static void cap_muts(const struct base *bs, struct mstat *ms)
 		const char *key;
 		size_t cap;
 	} caps[] = {{"action", 128}, {"rv", 64},    {"mechanism", 64},
-		    {"key_label", 512}, {"actor", 128}, {"detail", 4096}};
+		    {"key_label", 512}, {"key2_label", 256}, {"actor", 128}, {"detail", 4096}};
 
 	assert_int_equal(sizeof(caps) / sizeof(caps[0]), EVENT_TEXT_CAPS);
 	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
@@ -2210,6 +2227,12 @@ static void cap_muts(const struct base *bs, struct mstat *ms)
 	cap_case(bs, "key_id", 'a', 240, REF_MARKER, false, ms);
 	cap_case(bs, "key_id", 'a', 244, REF_MARKER, false, ms);
 	cap_case(bs, "key_id", 'a', 242, "\xe2\x80\xa6[truncatex]", false, ms);
+	cap_case(bs, "key2_id", 'a', 128, "", true, ms);
+	cap_case(bs, "key2_id", 'a', 130, "", false, ms);
+	cap_case(bs, "key2_id", 'a', 114, REF_MARKER, true, ms);
+	cap_case(bs, "key2_id", 'a', 112, REF_MARKER, false, ms);
+	cap_case(bs, "key2_id", 'a', 116, REF_MARKER, false, ms);
+	cap_case(bs, "key2_id", 'a', 242, REF_MARKER, false, ms); /* key_id's cut, not key2_id's */
 	/* rv and mechanism are capped at 64 like the rest: far above is refused too */
 	cap_case(bs, "rv", 'r', 3000, "", false, ms);
 	cap_case(bs, "mechanism", 'm', 3000, "", false, ms);
@@ -2352,8 +2375,9 @@ static void test_parse_strict(void **state)
 	if (ms.bad)
 		fail_msg("%u of %u mutated lines or controls are not judged as they must be", ms.bad,
 			 ms.applied + ms.accepted);
-	/* per event base: CAP_ACCEPTS per text cap and 2 for key_id; per header: 3 */
-	assert_int_equal(ms.accepted, 2 * (EVENT_TEXT_CAPS * CAP_ACCEPTS + 2) + 2 * 3);
+	/* per event base: CAP_ACCEPTS per text cap and 2 each for key_id and key2_id;
+	 * per header: 3 */
+	assert_int_equal(ms.accepted, 2 * (EVENT_TEXT_CAPS * CAP_ACCEPTS + 4) + 2 * 3);
 	assert_true(ms.applied > 2000);
 }
 
@@ -2572,7 +2596,7 @@ static size_t max_value_len(int f)
 	if (TF[f].kind == TK_INT)
 		return 16; /* 9007199254740991 */
 	if (TF[f].kind == TK_KEYID)
-		return REF_KEYID_CAP;
+		return TF[f].cap;
 	assert_true(TF[f].cap > 0); /* every other string member is capped */
 	return TF[f].cap;
 }
@@ -2635,7 +2659,7 @@ static void max_fill(struct rb *b, const struct ttype *t, bool cut)
 			rb_int(b, f, REF_INT_MAX);
 		} else if (TF[f].kind == TK_KEYID) {
 			raw.n = 0;
-			b_rep(&raw, 0xff, cut ? 4 * REF_KEYID_CAP : REF_KEYID_CAP / 2);
+			b_rep(&raw, 0xff, cut ? 4 * TF[f].cap : TF[f].cap / 2);
 			rb_str(b, f, raw.p, raw.n);
 		} else if (TF[f].cap) {
 			max_text(&raw, TF[f].cap, cut);

@@ -107,6 +107,7 @@ static CK_SESSION_HANDLE open_rw(CK_SLOT_ID slot)
 
 struct rec {
 	char action[40], outcome[16], rv[48], mechanism[48], key_label[64], key_id[64], actor[16];
+	char key2_label[64], key2_id[64];
 	char detail[128];
 	long long slot, session;
 };
@@ -132,7 +133,7 @@ static size_t read_events(struct rec *out, size_t cap)
 #define STR(k) do { const char *v = json_string_value(json_object_get(j, #k)); \
 		if (v) snprintf(r->k, sizeof(r->k), "%s", v); } while (0)
 			STR(action); STR(outcome); STR(rv); STR(mechanism); STR(key_label);
-			STR(key_id); STR(actor); STR(detail);
+			STR(key_id); STR(actor); STR(detail); STR(key2_label); STR(key2_id);
 #undef STR
 			r->slot = json_object_get(j, "slot") ? json_integer_value(json_object_get(j, "slot")) : -1;
 			r->session = json_object_get(j, "session") ? json_integer_value(json_object_get(j, "session")) : -1;
@@ -912,12 +913,105 @@ static void test_keys(void **state)
 		assert_string_equal(find_rec(r, n, "C_Verify", 1)->rv, "CKR_SIGNATURE_INVALID");
 		assert_int_equal(count_rec(r, n, "C_SignInit"), 1);  /* the refused public key */
 		assert_int_equal(count_rec(r, n, "C_WrapKey"), 2);   /* query: none */
-		assert_string_equal(find_rec(r, n, "C_WrapKey", 1)->key_label, "gen-aes");
+		/* two keys: the wrapping (unwrapping) key, then the wrapped (new) one */
+		assert_string_equal(find_rec(r, n, "C_WrapKey", 1)->key_label, "kek");
+		assert_string_equal(find_rec(r, n, "C_WrapKey", 1)->key2_label, "gen-aes");
+		assert_string_equal(find_rec(r, n, "C_WrapKey", 0)->key_label, "gen-aes");
+		assert_string_equal(find_rec(r, n, "C_WrapKey", 0)->key2_label, "kek");
 		assert_int_equal(count_rec(r, n, "C_UnwrapKey"), 2);
-		assert_string_equal(find_rec(r, n, "C_UnwrapKey", 0)->key_label, "unwrapped");
+		assert_string_equal(find_rec(r, n, "C_UnwrapKey", 0)->key_label, "kek");
+		assert_string_equal(find_rec(r, n, "C_UnwrapKey", 0)->key2_label, "unwrapped");
+		assert_string_equal(find_rec(r, n, "C_UnwrapKey", 1)->key_label, "kek");
+		assert_string_equal(find_rec(r, n, "C_UnwrapKey", 1)->key2_label, ""); /* none made */
 		assert_int_equal(count_rec(r, n, "C_DigestKey"), 2); /* not for OPERATION_NOT_INITIALIZED */
 		assert_int_equal(count_rec(r, n, "C_DigestFinal"), 0);
 	}
+	assert_audit_verifies();
+}
+
+/* C_DeriveKey, C_WrapKey and C_UnwrapKey records name both keys (labels and
+ * ids, docs/token.md), and the trail verifies. */
+static void test_two_key_records(void **state)
+{
+	static struct rec r[100];
+	CK_SESSION_HANDLE h;
+	CK_OBJECT_HANDLE pub, priv, derived, kek, unwrapped, bad = 0;
+	CK_BYTE p256[] = { 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07 };
+	CK_BYTE point[80], wrapped[64];
+	CK_BBOOL yes = CK_TRUE;
+	CK_ULONG len16 = 16, len32 = 32, olen;
+	CK_OBJECT_CLASS sk = CKO_SECRET_KEY;
+	CK_KEY_TYPE aes_t = CKK_AES;
+	CK_MECHANISM ecgen = { CKM_EC_KEY_PAIR_GEN, NULL, 0 }, aesgen = { CKM_AES_KEY_GEN, NULL, 0 };
+	CK_MECHANISM kw = { CKM_AES_KEY_WRAP, NULL, 0 };
+	CK_ATTRIBUTE pubt[] = { { CKA_EC_PARAMS, p256, sizeof(p256) } };
+	CK_ATTRIBUTE privt[] = { { CKA_LABEL, "ecdh-base", 9 }, { CKA_ID, "\x51", 1 },
+				 { CKA_DERIVE, &yes, 1 } };
+	CK_ATTRIBUTE dert[] = { { CKA_CLASS, &sk, sizeof(sk) }, { CKA_KEY_TYPE, &aes_t, sizeof(aes_t) },
+				{ CKA_VALUE_LEN, &len16, sizeof(len16) }, { CKA_LABEL, "derived-aes", 11 },
+				{ CKA_EXTRACTABLE, &yes, 1 }, { CKA_ID, "\x52\x02", 2 } };
+	CK_ATTRIBUTE kekt[] = { { CKA_VALUE_LEN, &len32, sizeof(len32) }, { CKA_LABEL, "kek-2", 5 },
+				{ CKA_ID, "\x53", 1 } };
+	CK_ATTRIBUTE unwt[] = { { CKA_CLASS, &sk, sizeof(sk) }, { CKA_KEY_TYPE, &aes_t, sizeof(aes_t) },
+				{ CKA_LABEL, "unwrapped-2", 11 }, { CKA_ID, "\x54", 1 } };
+	CK_ATTRIBUTE pt = { CKA_EC_POINT, point, sizeof(point) };
+	CK_ECDH1_DERIVE_PARAMS dp = { CKD_NULL, 0, NULL, 0, point };
+	CK_MECHANISM ecdh = { CKM_ECDH1_DERIVE, &dp, sizeof(dp) };
+	const struct rec *x;
+	size_t n;
+
+	(void)state;
+	init();
+	init_token(0, "two-keys");
+	h = open_rw(0);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	assert_int_equal(f->C_GenerateKeyPair(h, &ecgen, pubt, 1, privt, 3, &pub, &priv), CKR_OK);
+	assert_int_equal(f->C_GetAttributeValue(h, pub, &pt, 1), CKR_OK);
+	dp.ulPublicDataLen = pt.ulValueLen;
+	/* ECDH with its own public point: a shared secret like any other */
+	assert_int_equal(f->C_DeriveKey(h, &ecdh, priv, dert, 6, &derived), CKR_OK);
+	assert_int_equal(f->C_DeriveKey(h, &ecdh, priv, dert, 5, &bad), CKR_OK); /* same, no ID */
+	dp.ulPublicDataLen = 3; /* not a point: fails, no key made */
+	assert_int_equal(f->C_DeriveKey(h, &ecdh, priv, dert, 6, &bad) == CKR_OK, false);
+	assert_int_equal(f->C_GenerateKey(h, &aesgen, kekt, 3, &kek), CKR_OK);
+	olen = sizeof(wrapped);
+	assert_int_equal(f->C_WrapKey(h, &kw, kek, derived, wrapped, &olen), CKR_OK);
+	assert_int_equal(f->C_UnwrapKey(h, &kw, kek, wrapped, olen, unwt, 4, &unwrapped), CKR_OK);
+	fini();
+
+	n = read_events(r, 100);
+	assert_int_equal(count_rec(r, n, "C_DeriveKey"), 3);
+	x = find_rec(r, n, "C_DeriveKey", 0);
+	assert_string_equal(x->outcome, "success");
+	assert_string_equal(x->mechanism, "CKM_ECDH1_DERIVE");
+	assert_string_equal(x->key_label, "ecdh-base");
+	assert_string_equal(x->key_id, "51");
+	assert_string_equal(x->key2_label, "derived-aes");
+	assert_string_equal(x->key2_id, "5202");
+	x = find_rec(r, n, "C_DeriveKey", 1);
+	assert_string_equal(x->key2_label, "derived-aes");
+	assert_string_equal(x->key2_id, ""); /* no CKA_ID: absent */
+	x = find_rec(r, n, "C_DeriveKey", 2);
+	assert_string_equal(x->outcome, "failure");
+	assert_string_equal(x->key_label, "ecdh-base");
+	assert_string_equal(x->key2_label, "");
+	assert_string_equal(x->key2_id, "");
+	x = find_rec(r, n, "C_WrapKey", 0);
+	assert_string_equal(x->outcome, "success");
+	assert_string_equal(x->key_label, "kek-2");
+	assert_string_equal(x->key_id, "53");
+	assert_string_equal(x->key2_label, "derived-aes");
+	assert_string_equal(x->key2_id, "5202");
+	x = find_rec(r, n, "C_UnwrapKey", 0);
+	assert_string_equal(x->outcome, "success");
+	assert_string_equal(x->key_label, "kek-2");
+	assert_string_equal(x->key_id, "53");
+	assert_string_equal(x->key2_label, "unwrapped-2");
+	assert_string_equal(x->key2_id, "54");
+	/* one key only: no key2 members */
+	x = find_rec(r, n, "C_GenerateKey", 0);
+	assert_string_equal(x->key_label, "kek-2");
+	assert_string_equal(x->key2_label, "");
 	assert_audit_verifies();
 }
 
@@ -1409,6 +1503,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_fail_closed_on_tamper, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fail_closed_on_damaged_tail, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_two_key_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_store, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store_checks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_text_fields_every_byte, setup, teardown),

@@ -872,6 +872,101 @@ static void test_v2_fixed_members(void **state)
 	free(dir);
 }
 
+/* ---- the second key (docs/format.md 2.2: key2_label, key2_id) -------------- */
+
+#define KEY2_EVENTS 4u
+
+static void key2_events(struct auditlog *log)
+{
+	static const char odd[] = "derived \x01\xc3\xa9\xff";
+	static const char junk[] = "MUST-NOT-APPEAR";
+	static char longlabel[300];
+	static uint8_t id[100];
+
+	memset(longlabel, 'w', sizeof(longlabel));
+	for (size_t i = 0; i < sizeof(id); i++)
+		id[i] = (uint8_t)(0xa0 + i);
+	for (unsigned i = 0; i < KEY2_EVENTS; i++) {
+		struct auditlog_event ev = tu_event("C_DeriveKey", i);
+		switch (i) {
+		case 0: /* both, repaired and escaped; an id of 64 bytes fits exactly */
+			ev.flags |= AUDITLOG_EV_KEY2;
+			ev.key2_label = odd;
+			ev.key2_label_len = sizeof(odd) - 1;
+			ev.key2_id = id;
+			ev.key2_id_len = 64;
+			break;
+		case 1: /* both cut at their caps (256, 128): a slot's heap */
+			ev.flags |= AUDITLOG_EV_KEY2;
+			ev.key2_label = longlabel;
+			ev.key2_label_len = sizeof(longlabel);
+			ev.key2_id = id;
+			ev.key2_id_len = sizeof(id);
+			break;
+		case 2: /* without the flag the members are not read (an old caller's
+			 * struct ends before them) */
+			ev.key2_label = junk;
+			ev.key2_label_len = sizeof(junk) - 1;
+			ev.key2_id = junk;
+			ev.key2_id_len = sizeof(junk) - 1;
+			break;
+		case 3: /* the flag with both absent: nothing written */
+			ev.flags |= AUDITLOG_EV_KEY2;
+			break;
+		}
+		assert_int_equal(i % 2 ? auditlog_record_sync(log, &ev) : auditlog_record(log, &ev), 0);
+	}
+}
+
+static void test_key2(void **state)
+{
+	char *dir = tu_mkdtemp(), *path[3] = {tu_path(dir, "v0.log"), tu_path(dir, "v1.log"),
+					      tu_path(dir, "v2.log")};
+	char want0[600], want1[600], hex[2 * 64 + 1];
+	uint8_t id[64];
+	size_t o;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(id); i++)
+		id[i] = (uint8_t)(0xa0 + i);
+	al_hex(id, 64, hex);
+	hex[128] = '\0';
+	snprintf(want0, sizeof(want0),
+		 ",\"key_id\":\"01a2\",\"key2_label\":\"derived \\u0001\xc3\xa9\xef\xbf\xbd\","
+		 "\"key2_id\":\"%s\",\"actor\":\"user\",",
+		 hex);
+	o = (size_t)snprintf(want1, sizeof(want1), ",\"key_id\":\"01a2\",\"key2_label\":\"");
+	memset(want1 + o, 'w', 242);
+	o += 242;
+	o += (size_t)snprintf(want1 + o, sizeof(want1) - o, "\xe2\x80\xa6[truncated]\",\"key2_id\":\"%.114s"
+			      "\xe2\x80\xa6[truncated]\",\"actor\":\"user\",", hex);
+	assert_true(o < sizeof(want1));
+	for (unsigned v = 0; v <= 2; v++) {
+		struct auditlog *log = open_log(path[v], v, 0);
+		struct lines ls;
+		key2_events(log);
+		assert_int_equal(auditlog_close(log), 0);
+		check_log(path[v], KEY2_EVENTS);
+		ls = read_lines(path[v]);
+		assert_int_equal(ls.n, 1 + KEY2_EVENTS);
+		if (!strstr(ls.v[1], want0))
+			fail_msg("v%u: %s\nlacks %s", v, ls.v[1], want0);
+		if (!strstr(ls.v[2], want1))
+			fail_msg("v%u: %s\nlacks %s", v, ls.v[2], want1);
+		for (unsigned i = 3; i <= 4; i++)
+			if (strstr(ls.v[i], "key2") || strstr(ls.v[i], "MUST"))
+				fail_msg("v%u: %s", v, ls.v[i]);
+		free_lines(&ls);
+	}
+	/* and the verification engine takes them */
+	for (unsigned v = 0; v <= 2; v++)
+		assert_int_equal(tu_verify_stream(path[v]), 0);
+	tu_rmtree(dir);
+	for (unsigned v = 0; v <= 2; v++)
+		free(path[v]);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -882,6 +977,7 @@ int main(void)
 		cmocka_unit_test(test_concurrent_pwrite),
 		cmocka_unit_test(test_failover_requeue),
 		cmocka_unit_test(test_v2_fixed_members),
+		cmocka_unit_test(test_key2),
 		cmocka_unit_test(test_golden_v1),
 		cmocka_unit_test(test_golden_v0),
 	};

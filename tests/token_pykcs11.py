@@ -712,7 +712,9 @@ def main():
     # -- wrap / unwrap --
     W = dict(key_label="py-aes128", key_id="03")
     wrapped = b(s.wrapKey(kek, aes128, P.Mechanism(P.CKM_AES_KEY_WRAP, None)))
-    in_session("C_WrapKey", s, mechanism="CKM_AES_KEY_WRAP", **W)
+    # two keys: the wrapping (unwrapping) key, then the wrapped (new) one
+    KEK = dict(key_label="py-kek", key_id="12")
+    in_session("C_WrapKey", s, mechanism="CKM_AES_KEY_WRAP", key2_label="py-aes128", key2_id="03", **KEK)
     used("CKM_AES_KEY_WRAP")
     check(len(wrapped) == 24, "AES key wrap of a 16-byte key")
     raw128 = b(attr(s, aes128, [P.CKA_VALUE])[0])  # not sensitive: returned, recorded
@@ -722,29 +724,30 @@ def main():
     uw_t = [(P.CKA_CLASS, P.CKO_SECRET_KEY), (P.CKA_KEY_TYPE, P.CKK_AES), (P.CKA_LABEL, "py-unwrapped"),
             (P.CKA_ID, b"\x13"), (P.CKA_ENCRYPT, T), (P.CKA_DECRYPT, T)]
     uw = s.unwrapKey(kek, wrapped, uw_t, P.Mechanism(P.CKM_AES_KEY_WRAP, None))
-    in_session("C_UnwrapKey", s, mechanism="CKM_AES_KEY_WRAP", key_label="py-unwrapped", key_id="13")
+    in_session("C_UnwrapKey", s, mechanism="CKM_AES_KEY_WRAP", key2_label="py-unwrapped", key2_id="13", **KEK)
     check(enc(uw, "CKM_AES_ECB", pt32, "py-unwrapped", b"\x13") == aes_ref(raw128, "ecb", pt32),
           "the unwrapped key is not the wrapped one")
     raises("CKR_WRAPPED_KEY_INVALID", s.unwrapKey, kek, flip(wrapped), uw_t, P.Mechanism(P.CKM_AES_KEY_WRAP, None))
-    in_session("C_UnwrapKey", s, "CKR_WRAPPED_KEY_INVALID", mechanism="CKM_AES_KEY_WRAP")
+    in_session("C_UnwrapKey", s, "CKR_WRAPPED_KEY_INVALID", mechanism="CKM_AES_KEY_WRAP", **KEK)
     raises("CKR_KEY_UNEXTRACTABLE", s.wrapKey, kek, aes, P.Mechanism(P.CKM_AES_KEY_WRAP, None))
-    in_session("C_WrapKey", s, "CKR_KEY_UNEXTRACTABLE", mechanism="CKM_AES_KEY_WRAP", key_label="py-aes",
-               key_id="0102")
+    in_session("C_WrapKey", s, "CKR_KEY_UNEXTRACTABLE", mechanism="CKM_AES_KEY_WRAP", key2_label="py-aes",
+               key2_id="0102", **KEK)
     # _PAD: a 32-byte secret and an (extractable) EC private key as PKCS#8
     wrapped = b(s.wrapKey(kek, mack, P.Mechanism(P.CKM_AES_KEY_WRAP_PAD, None)))
-    in_session("C_WrapKey", s, mechanism="CKM_AES_KEY_WRAP_PAD", key_label="py-hmac-known", key_id="11")
+    in_session("C_WrapKey", s, mechanism="CKM_AES_KEY_WRAP_PAD", key2_label="py-hmac-known", key2_id="11", **KEK)
     used("CKM_AES_KEY_WRAP_PAD")
     if HAVE_CRYPTOGRAPHY:
         check(keywrap.aes_key_unwrap_with_padding(kkek, wrapped) == kmac, "AES key wrap with padding (RFC 5649)")
     uw = s.unwrapKey(kek, wrapped, [(P.CKA_CLASS, P.CKO_SECRET_KEY), (P.CKA_KEY_TYPE, P.CKK_GENERIC_SECRET),
                                      (P.CKA_LABEL, "py-unwrapped-mac"), (P.CKA_SIGN, T)],
                      P.Mechanism(P.CKM_AES_KEY_WRAP_PAD, None))
-    in_session("C_UnwrapKey", s, mechanism="CKM_AES_KEY_WRAP_PAD", key_label="py-unwrapped-mac", key_id=None)
+    in_session("C_UnwrapKey", s, mechanism="CKM_AES_KEY_WRAP_PAD", key2_label="py-unwrapped-mac", key2_id=None,
+               **KEK)
     check(sign(uw, "CKM_SHA256_HMAC", data, "py-unwrapped-mac", b"") == mac, "unwrapped HMAC key")
     ecx = genpair("CKM_EC_KEY_PAIR_GEN", "py-ec-x", b"\xec\x03", [(P.CKA_EC_PARAMS, P256), (P.CKA_VERIFY, T)],
                   [(P.CKA_SIGN, T), (P.CKA_EXTRACTABLE, T)])
     wrapped = b(s.wrapKey(kek, ecx[1], P.Mechanism(P.CKM_AES_KEY_WRAP_PAD, None)))
-    in_session("C_WrapKey", s, mechanism="CKM_AES_KEY_WRAP_PAD", key_label="py-ec-x", key_id="ec03")
+    in_session("C_WrapKey", s, mechanism="CKM_AES_KEY_WRAP_PAD", key2_label="py-ec-x", key2_id="ec03", **KEK)
     if HAVE_CRYPTOGRAPHY:
         pk = serialization.load_der_private_key(keywrap.aes_key_unwrap_with_padding(kkek, wrapped), None)
         check(pk.public_key().public_bytes(serialization.Encoding.DER,
@@ -753,7 +756,8 @@ def main():
     uw = s.unwrapKey(kek, wrapped, [(P.CKA_CLASS, P.CKO_PRIVATE_KEY), (P.CKA_KEY_TYPE, P.CKK_EC),
                                      (P.CKA_LABEL, "py-ec-unwrapped"), (P.CKA_ID, b"\xec\x04"), (P.CKA_SIGN, T),
                                      (P.CKA_PRIVATE, T)], P.Mechanism(P.CKM_AES_KEY_WRAP_PAD, None))
-    in_session("C_UnwrapKey", s, mechanism="CKM_AES_KEY_WRAP_PAD", key_label="py-ec-unwrapped", key_id="ec04")
+    in_session("C_UnwrapKey", s, mechanism="CKM_AES_KEY_WRAP_PAD", key2_label="py-ec-unwrapped", key2_id="ec04",
+               **KEK)
     sig = sign(uw, "CKM_ECDSA_SHA256", small, "py-ec-unwrapped", b"\xec\x04")
     check(public_key(s, ecx[0]).verify(sig, small, "ecdsa", H["sha256"]), "the unwrapped EC key signs as the original")
 
@@ -827,14 +831,17 @@ def main():
     out_t = [(P.CKA_CLASS, P.CKO_SECRET_KEY), (P.CKA_KEY_TYPE, P.CKK_GENERIC_SECRET), (P.CKA_SENSITIVE, F),
              (P.CKA_EXTRACTABLE, T), (P.CKA_LABEL, "py-ecdh-z"), (P.CKA_ID, b"\xd1")]
     zk = s.deriveKey(dhk, out_t, P.ECDH1_DERIVE_Mechanism(peer_pt, P.CKD_NULL))
-    in_session("C_DeriveKey", s, mechanism="CKM_ECDH1_DERIVE", key_label="py-ecdh-z", key_id="d1")
+    # two keys: the base key, then the derived one
+    in_session("C_DeriveKey", s, mechanism="CKM_ECDH1_DERIVE", key_label="py-ecdh", key_id="dd",
+               key2_label="py-ecdh-z", key2_id="d1")
     used("CKM_ECDH1_DERIVE")
     check(b(attr(s, zk, [P.CKA_VALUE])[0]) == z, "ECDH (CKD_NULL): Z differs from cryptography's")
     in_session("C_GetAttributeValue", s, detail="CKA_VALUE", key_label="py-ecdh-z", key_id="d1")
     kdf_t = [(P.CKA_CLASS, P.CKO_SECRET_KEY), (P.CKA_KEY_TYPE, P.CKK_AES), (P.CKA_VALUE_LEN, 32),
              (P.CKA_SENSITIVE, F), (P.CKA_EXTRACTABLE, T), (P.CKA_LABEL, "py-ecdh-kdf"), (P.CKA_ID, b"\xd2")]
     kk = s.deriveKey(dhk, kdf_t, P.ECDH1_DERIVE_Mechanism(peer_pt, P.CKD_SHA256_KDF, b"py shared info"))
-    in_session("C_DeriveKey", s, mechanism="CKM_ECDH1_DERIVE", key_label="py-ecdh-kdf", key_id="d2")
+    in_session("C_DeriveKey", s, mechanism="CKM_ECDH1_DERIVE", key_label="py-ecdh", key_id="dd",
+               key2_label="py-ecdh-kdf", key2_id="d2")
     want = X963KDF(algorithm=hashes.SHA256(), length=32, sharedinfo=b"py shared info").derive(z)
     check(b(attr(s, kk, [P.CKA_VALUE])[0]) == want, "ECDH (CKD_SHA256_KDF) differs from X9.63 KDF (cryptography)")
     in_session("C_GetAttributeValue", s, detail="CKA_VALUE", key_label="py-ecdh-kdf", key_id="d2")
@@ -895,11 +902,12 @@ def check_trail():
     check(not bad, "records per action (made, logged) differ: %s" % bad)
     # and field by field, in order
     check(len(events) == len(EXPECTED), "%d records, %d expected" % (len(events), len(EXPECTED)))
-    keys = ("action", "outcome", "rv", "slot", "session", "mechanism", "key_label", "key_id", "actor", "detail")
+    keys = ("action", "outcome", "rv", "slot", "session", "mechanism", "key_label", "key_id", "key2_label",
+            "key2_id", "actor", "detail")
     for i, (got, want) in enumerate(zip(events, EXPECTED)):
         for k in keys:
             if k not in want:
-                if k in ("slot", "session", "mechanism", "key_label", "key_id") and k in got:
+                if k in ("slot", "session", "mechanism", "key_label", "key_id", "key2_label", "key2_id") and k in got:
                     raise Fail("record %d (%s): unexpected %s=%r" % (i, want["action"], k, got[k]))
                 continue
             g = got.get(k)

@@ -132,6 +132,17 @@ AUDITLOG_API int auditlog_config_set_checkpoint_interval(struct auditlog_config 
  * need not be NUL-terminated nor valid UTF-8 (invalid bytes become U+FFFD);
  * a NULL pointer or a zero length means absent. Long values are cut as
  * docs/format.md says.
+ *
+ * A call that uses two keys (a derivation: base and derived key; a wrap:
+ * wrapping and wrapped key; an unwrap: unwrapping and new key) names the
+ * first in key_label/key_id and the second in key2_label/key2_id
+ * (docs/format.md 2.2), and sets AUDITLOG_EV_KEY2. The key2 members were
+ * appended to the struct after its first release: the library reads them
+ * only when AUDITLOG_EV_KEY2 is set, so a program built against the older,
+ * shorter struct (which never sets the bit) is read as before; a library
+ * older than the members refuses the bit with -EINVAL. A log
+ * line with key2 members is refused as not canonical by verifiers built
+ * before them.
  */
 
 enum auditlog_outcome {
@@ -144,6 +155,7 @@ enum auditlog_outcome {
 #define AUDITLOG_EV_MECHANISM (1u << 1) /* mechanism is set (a CK_MECHANISM_TYPE) */
 #define AUDITLOG_EV_SLOT (1u << 2)      /* slot is set */
 #define AUDITLOG_EV_SESSION (1u << 3)   /* session is set */
+#define AUDITLOG_EV_KEY2 (1u << 4)      /* key2_label/key2_id are valid (may still be absent) */
 
 struct auditlog_event {
 	uint32_t flags;   /* AUDITLOG_EV_* */
@@ -162,6 +174,11 @@ struct auditlog_event {
 	size_t actor_len;
 	const char *detail;
 	size_t detail_len;
+	/* read only with AUDITLOG_EV_KEY2 (appended: see above) */
+	const char *key2_label; /* the second key's CKA_LABEL */
+	size_t key2_label_len;
+	const void *key2_id; /* the second key's raw CKA_ID bytes, written as hex */
+	size_t key2_id_len;
 };
 
 /* ---- the log ------------------------------------------------------------- */

@@ -57,8 +57,9 @@ static void check_parsed(const uint8_t *data, size_t size)
 
 static void check_fields(const uint8_t *data, size_t size)
 {
-	static const enum al_field str[] = {AL_F_ACTION, AL_F_RV, AL_F_MECHANISM, AL_F_KEY_LABEL,
-					    AL_F_KEY_ID, AL_F_ACTOR, AL_F_DETAIL};
+	static const enum al_field str[] = {AL_F_ACTION,    AL_F_RV,         AL_F_MECHANISM,
+					    AL_F_KEY_LABEL, AL_F_KEY_ID,     AL_F_ACTOR,
+					    AL_F_DETAIL,    AL_F_KEY2_LABEL, AL_F_KEY2_ID};
 	struct al_record raw = {.version = (uint8_t)(size % 3), .type = AL_T_EVENT};
 	static uint8_t vals[AL_CALLER_MAX][AL_CALLER_STR_CAP];
 	static char keys[AL_CALLER_MAX][4];

@@ -407,7 +407,8 @@ TAGS = {
     "action": ("str", 0x03, 128), "outcome": ("str", 0x04, None), "rv": ("str", 0x05, 64),
     "slot": ("int", 0x06, None), "session": ("int", 0x07, None),
     "mechanism": ("str", 0x08, 64), "key_label": ("str", 0x09, 512),
-    "key_id": ("hex", 0x0a, 256), "actor": ("str", 0x0b, 128), "detail": ("str", 0x0c, 4096),
+    "key_id": ("hex", 0x0a, 256), "key2_label": ("str", 0x0d, 256),
+    "key2_id": ("hex", 0x0e, 128), "actor": ("str", 0x0b, 128), "detail": ("str", 0x0c, 4096),
     "file_id": ("str", 0x10, None), "chain_id": ("str", 0x11, None),
     "reason": ("str", 0x12, None), "prev_name": ("str", 0x13, 1024),
     "prev_seq": ("int", 0x14, None), "prev_hash": ("str", 0x15, None),
@@ -423,7 +424,7 @@ TAGS = {
 }
 ORDER = {  # section 12 / 2.2-2.4
     "event": ["action", "outcome", "rv", "slot", "session", "mechanism", "key_label",
-              "key_id", "actor", "detail"],
+              "key_id", "key2_label", "key2_id", "actor", "detail"],
     "header": ["file_id", "chain_id", "reason", "prev_name", "prev_seq", "prev_hash",
                "prev_size", "detail", "pad"],
     "recovery": ["last_seq", "damage_offset", "damage_length", "damage_sha256"],
@@ -614,7 +615,7 @@ class Chain:
             if kind == "int":
                 members.append((k, "int", v, str(v).encode()))
             elif kind == "hex":
-                s = make_key_id(v)
+                s = make_key_id(v, cap)
                 members.append((k, "str", s[1], jstr(s[0])))
             else:
                 s = make_str(v, cap)
@@ -747,10 +748,12 @@ def build_chains():
                    (b"ab", INT_MAX), (b"empty", b""),
                    (b"geo.city.name.x", "Z\u00fcrich \u2014 \u00e9".encode() + b"\xff"),
                    (b"long", b"L" * 300)])
+    # every fixed member of 2.2, the second key's too
     ca.add("a-event-fixed", "event", t(4, 5), [
-        ("action", b"C_Sign"), ("outcome", b"success"), ("rv", b"CKR_OK"), ("slot", 0),
-        ("session", 7), ("mechanism", b"CKM_ECDSA"), ("key_label", b"payments"),
-        ("key_id", b"\x01\xa2"), ("actor", b"user")], caller=[(b"z", 1)])
+        ("action", b"C_WrapKey"), ("outcome", b"success"), ("rv", b"CKR_OK"), ("slot", 0),
+        ("session", 7), ("mechanism", b"CKM_AES_KEY_WRAP_PAD"), ("key_label", b"payments"),
+        ("key_id", b"\x01\xa2"), ("key2_label", "wrapped \u00e9\t".encode()),
+        ("key2_id", b"\xab" * 65), ("actor", b"user")], caller=[(b"z", 1)])
     ca.seal("a-seal-batch", "batch", t(4, 6), 4)
     ca.seal("a-seal-idle", "idle", t(5, 7), 5)
     ca.add("a-event-6", "event", t(6, 8), [("action", b"C_Logout"), ("outcome", b"success")])
@@ -933,7 +936,8 @@ def caller_vectors():
     invalid = [b"", b"A", b"1a", b"_a", b"a" * 33, b".".join([b"a"] * 5), b"a..b", b"a.",
                b".a", b"a-b", b"a b", b"a.1", b"\xc3\xa9", b"seq", b"hash", b"actor",
                b"key_id", b"mac", b"range", b"note", b"epoch", b"first_seq", b"v",
-               b"type", b"expected", b"wall", b"prev_kind", b"user.Name"]
+               b"type", b"expected", b"wall", b"prev_kind", b"user.Name",
+               b"key2_label", b"key2_id"]
     for k in valid:
         assert caller_key_ok(k), k
     for k in invalid:

@@ -65,6 +65,8 @@ MEMBERS = {
         ("mechanism", "str", 0x08, 64,   False),
         ("key_label", "str", 0x09, 512,  False),
         ("key_id",    "hex", 0x0a, 256,  False),
+        ("key2_label", "str", 0x0d, 256, False),
+        ("key2_id",   "hex", 0x0e, 128,  False),
         ("actor",     "str", 0x0b, 128,  False),
         ("detail",    "str", 0x0c, 4096, False),
     ],
@@ -207,13 +209,14 @@ def make_str(raw, cap):
     return esc, dec
 
 
-def make_key_id(raw):
-    """Section 3, key_id: lowercase hex; longer than 256 hex chars -> first 242
-    hex chars + marker.  All ASCII / valid UTF-8 without escapes, so the
-    escaped and decoded values are the same bytes."""
+def make_key_id(raw, cap=256):
+    """Section 3, key_id and key2_id: lowercase hex; longer than the cap (256
+    for key_id, 128 for key2_id) -> the first cap - 14 hex chars + marker.
+    All ASCII / valid UTF-8 without escapes, so the escaped and decoded values
+    are the same bytes."""
     h = raw.hex().encode("ascii")
-    if len(h) > 256:
-        h = h[:242] + MARKER
+    if len(h) > cap:
+        h = h[:cap - 14] + MARKER
     if not h:
         return None
     return h, h
@@ -280,7 +283,7 @@ def build(version, rtype, prev, fields, compute_pad=True):
                 add_str(key, tag, pair)
             elif kind == "hex":
                 assert isinstance(val, bytes)
-                pair = make_key_id(val)
+                pair = make_key_id(val, cap)
                 assert pair is not None, ("empty result must be absent", key)
                 add_str(key, tag, pair)
             else:
@@ -555,6 +558,26 @@ def gen():
     add("v1-keyid-129-bytes", 1, "event", ev(20, 63, key_id=bytes(range(129))))
     add("v1-keyid-10kib", 1, "event",
         ev(20, 64, key_id=bytes(i & 0xff for i in range(10240))))
+
+    # ---- key2_label / key2_id: the second key of a derive, wrap, unwrap ----
+    both("event-two-keys", "event",
+         ev(21, 70, b"C_DeriveKey", b"success", rv=b"CKR_OK", slot=0, session=1,
+            mechanism=b"CKM_ECDH1_DERIVE", key_label=b"ec base", key_id=b"\x01",
+            key2_label=b"derived aes", key2_id=b"\x02\x03", actor=b"user"))
+    add("v1-key2-only-id", 1, "event",
+        ev(21, 71, b"C_UnwrapKey", b"success", key_label=b"kek", key2_id=b"\xff"))
+    add("v1-key2id-64-bytes", 1, "event", ev(21, 72, key2_id=bytes(range(64))))
+    add("v1-key2id-65-bytes", 1, "event", ev(21, 73, key2_id=bytes(range(65))))
+    add("v1-key2-label-cap-plus-1", 1, "event",
+        ev(21, 74, key2_label=b"w" * 257, key2_id=b"\xab" * 1000))
+    add("v1-key2-label-escape-straddle", 1, "event",
+        ev(21, 75, key2_label=b"w" * 241 + b"\x01" + b"w" * 20))
+    # every member at its cap: the longest event line (section 8)
+    add("v1-cut-all-caps-maxed-two-keys", 1, "event",
+        ev(22, INT_MAX, action=b"\x01" * 200, outcome=b"unknown", rv=b"\x01" * 64,
+           slot=INT_MAX, session=INT_MAX, mechanism=b"\x01" * 64,
+           key_label=b"\x01" * 600, key_id=b"\xab" * 200, key2_label=b"\x01" * 300,
+           key2_id=b"\xab" * 100, actor=b"\x01" * 50, detail=b"\x01" * 5000))
 
     # ---- headers -----------------------------------------------------------
     tsh = b"2024-06-01T00:00:00.000000000Z"

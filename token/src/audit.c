@@ -425,6 +425,10 @@ CK_RV tok_audit_write(const struct tok_audit *a)
 		.key_label_len = a->key_label_len,
 		.key_id = a->key_id,
 		.key_id_len = a->key_id_len,
+		.key2_label = a->key2_label,
+		.key2_label_len = a->key2_label_len,
+		.key2_id = a->key2_id,
+		.key2_id_len = a->key2_id_len,
 		.detail = a->detail,
 		.detail_len = a->detail ? strlen(a->detail) : 0,
 	};
@@ -449,6 +453,8 @@ CK_RV tok_audit_write(const struct tok_audit *a)
 		ev.flags |= AUDITLOG_EV_MECHANISM;
 		ev.mechanism = a->mech;
 	}
+	if (a->key2_label_len || a->key2_id_len)
+		ev.flags |= AUDITLOG_EV_KEY2;
 	switch (tok_g.cfg.audit_sync) {
 	case TOK_SYNC_ALL:
 		sync = true;
@@ -484,29 +490,53 @@ CK_RV tok_audit_write(const struct tok_audit *a)
 	return CKR_DEVICE_ERROR;
 }
 
-CK_RV tok_audit_obj(struct tok_audit *a, struct tok_object *o)
+/* An object's CKA_LABEL and CKA_ID (at most 256 bytes each), under its lock. */
+struct obj_names {
+	char label[256];
+	uint8_t id[256];
+	size_t label_len, id_len;
+};
+
+static void obj_names(struct tok_object *o, struct obj_names *n)
 {
 	const struct tok_attr *l, *id;
-	char label[256];
-	uint8_t kid[256];
-	CK_RV rv;
 
+	n->label_len = n->id_len = 0;
 	if (!o)
-		return tok_audit_write(a);
+		return;
 	pthread_mutex_lock(&o->mu);
 	l = tok_attrs_get(&o->attrs, CKA_LABEL);
 	id = tok_attrs_get(&o->attrs, CKA_ID);
-	a->key_label_len = l ? (l->len < sizeof(label) ? l->len : sizeof(label)) : 0;
-	a->key_id_len = id ? (id->len < sizeof(kid) ? id->len : sizeof(kid)) : 0;
-	if (a->key_label_len)
-		memcpy(label, l->value, a->key_label_len);
-	if (a->key_id_len)
-		memcpy(kid, id->value, a->key_id_len);
+	n->label_len = l ? (l->len < sizeof(n->label) ? l->len : sizeof(n->label)) : 0;
+	n->id_len = id ? (id->len < sizeof(n->id) ? id->len : sizeof(n->id)) : 0;
+	if (n->label_len)
+		memcpy(n->label, l->value, n->label_len);
+	if (n->id_len)
+		memcpy(n->id, id->value, n->id_len);
 	pthread_mutex_unlock(&o->mu);
-	a->key_label = label;
-	a->key_id = kid;
+}
+
+CK_RV tok_audit_obj(struct tok_audit *a, struct tok_object *o)
+{
+	struct obj_names k1, k2;
+	CK_RV rv;
+
+	if (!o && !a->first)
+		return tok_audit_write(a);
+	/* one lock at a time: the two may be one object */
+	obj_names(a->first ? a->first : o, &k1);
+	obj_names(a->first ? o : NULL, &k2);
+	a->key_label = k1.label;
+	a->key_label_len = k1.label_len;
+	a->key_id = k1.id;
+	a->key_id_len = k1.id_len;
+	a->key2_label = k2.label;
+	a->key2_label_len = k2.label_len;
+	a->key2_id = k2.id;
+	a->key2_id_len = k2.id_len;
 	rv = tok_audit_write(a);
-	a->key_label = NULL;
-	a->key_id = NULL;
+	a->key_label = a->key2_label = NULL;
+	a->key_id = a->key2_id = NULL;
+	a->key_label_len = a->key2_label_len = a->key_id_len = a->key2_id_len = 0;
 	return rv;
 }

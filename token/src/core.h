@@ -198,6 +198,16 @@ struct tok_audit {
 	size_t key_label_len;
 	const uint8_t *key_id;
 	size_t key_id_len;
+	/* A call on two keys (docs/token.md): the first key (derive: base, wrap:
+	 * wrapping, unwrap: unwrapping key). With it set, tok_audit_obj names it
+	 * in key_label/key_id and its object (derived, wrapped, new key) in
+	 * key2_label/key2_id. The caller holds a reference until the record is
+	 * written. */
+	struct tok_object *first;
+	const char *key2_label;
+	size_t key2_label_len;
+	const uint8_t *key2_id;
+	size_t key2_id_len;
 	const char *detail;
 	const char *actor; /* NULL: from the token's login state */
 	bool handed_out;   /* a secret left the token: outcome success whatever rv */
@@ -215,7 +225,8 @@ bool tok_audit_unrecorded(void);
  * not take it and the module fails closed (the caller then undoes what it can
  * and answers CKR_DEVICE_ERROR). */
 CK_RV tok_audit_write(const struct tok_audit *a);
-/* Same, with the label and id of an object (taken under its lock). */
+/* Same, with the label and id of an object (taken under its lock), and of
+ * a->first before it when set (see struct tok_audit). */
 CK_RV tok_audit_obj(struct tok_audit *a, struct tok_object *o);
 
 /* ---- store (store.c) ------------------------------------------------------

@@ -647,6 +647,7 @@ CK_RV C_WrapKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mech, CK_OBJECT_HANDLE hWr
 		goto quiet;
 out:
 	a.rv = rv;
+	a.first = w; /* the wrapping key, then the wrapped one */
 	arv = tok_audit_obj(&a, k);
 	if (arv != CKR_OK) {
 		if (rv == CKR_OK)
@@ -709,13 +710,14 @@ CK_RV C_UnwrapKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mech, CK_OBJECT_HANDLE h
 		rv = merge(&attrs, &made);
 	if (rv == CKR_OK)
 		rv = tok_key_check(cls, kt, &attrs);
+	a.first = u; /* the unwrapping key, then the new one */
 	if (rv == CKR_OK) {
 		rv = tok_obj_create(s, &attrs, &a, phKey, NULL);
 		goto done;
 	}
 out:
 	a.rv = rv;
-	arv = tok_audit_write(&a);
+	arv = tok_audit_obj(&a, NULL);
 	if (arv != CKR_OK)
 		rv = arv;
 done:
@@ -784,13 +786,14 @@ CK_RV C_DeriveKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mech, CK_OBJECT_HANDLE h
 		rv = tok_attrs_set_bool(&attrs, CKA_ALWAYS_SENSITIVE, false);
 	if (rv == CKR_OK && !base_never)
 		rv = tok_attrs_set_bool(&attrs, CKA_NEVER_EXTRACTABLE, false);
+	a.first = base; /* the base key, then the derived one */
 	if (rv == CKR_OK) {
 		rv = tok_obj_create(s, &attrs, &a, phKey, NULL);
 		goto done;
 	}
 out:
 	a.rv = rv;
-	arv = tok_audit_obj(&a, base);
+	arv = tok_audit_obj(&a, NULL);
 	if (arv != CKR_OK)
 		rv = arv;
 done:

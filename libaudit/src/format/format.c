@@ -20,7 +20,7 @@ enum kind {
 	K_STR,    /* text: UTF-8 repaired, escaped, capped */
 	K_INT,    /* integer <= 2^53-1 */
 	K_HEX,    /* exactly `cap` lowercase hex digits */
-	K_KEYID,  /* caller bytes as hex, cut at 256 */
+	K_KEYID,  /* caller bytes as hex, cut at the cap */
 	K_ENUM,   /* one of a fixed list of words */
 	K_TS,     /* RFC 3339 timestamp */
 	K_PAD,    /* dots */
@@ -67,6 +67,8 @@ static const struct fdesc F[AL_F__MAX] = {
 	[AL_F_DAMAGE_SHA256] = {KEY("damage_sha256"), 0x23, K_HEX, 64, NULL},
 	[AL_F_SEALED_NAME] = {KEY("sealed_name"), 0x18, K_STR, 1024, NULL},
 	[AL_F_SEALED_FILE_ID] = {KEY("sealed_file_id"), 0x19, K_HEX, 32, NULL},
+	[AL_F_KEY2_LABEL] = {KEY("key2_label"), 0x0d, K_STR, 256, NULL},
+	[AL_F_KEY2_ID] = {KEY("key2_id"), 0x0e, K_KEYID, 128, NULL},
 	/* v2 (docs/format.md 12); tags from format_v2.h, value rules in format_v2.c */
 	[AL_F_KIND] = {KEY("kind"), AL_TAG_KIND, K_V2STR, 0, NULL},
 	[AL_F_EPOCH] = {KEY("epoch"), AL_TAG_EPOCH, K_INT, 0, NULL},
@@ -89,10 +91,10 @@ static inline bool v2_member(int f)
 }
 
 /* Members after the common four, in line order, per type. */
-static const uint8_t order_event[] = {AL_F_ACTION,    AL_F_OUTCOME,   AL_F_RV,
-				      AL_F_SLOT,      AL_F_SESSION,   AL_F_MECHANISM,
-				      AL_F_KEY_LABEL, AL_F_KEY_ID,    AL_F_ACTOR,
-				      AL_F_DETAIL};
+static const uint8_t order_event[] = {AL_F_ACTION,     AL_F_OUTCOME,   AL_F_RV,
+				      AL_F_SLOT,       AL_F_SESSION,   AL_F_MECHANISM,
+				      AL_F_KEY_LABEL,  AL_F_KEY_ID,    AL_F_KEY2_LABEL,
+				      AL_F_KEY2_ID,    AL_F_ACTOR,     AL_F_DETAIL};
 static const uint8_t order_header[] = {AL_F_FILE_ID,   AL_F_CHAIN_ID,  AL_F_REASON,
 				       AL_F_PREV_NAME, AL_F_PREV_SEQ,  AL_F_PREV_HASH,
 				       AL_F_PREV_SIZE, AL_F_SEALED_NAME, AL_F_SEALED_FILE_ID,
@@ -121,7 +123,7 @@ struct tdesc {
 };
 
 #define AL_T_MAX AL_T_CLOCK
-#define AL_ORDER_MAX 11u /* the longest order (header) */
+#define AL_ORDER_MAX 12u /* the longest order (event) */
 
 static const struct tdesc T[AL_T_MAX + 1] = {
 	[AL_T_EVENT] = {KEY("event"), order_event, sizeof(order_event),

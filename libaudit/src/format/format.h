@@ -59,6 +59,8 @@ enum al_field {
 	AL_F_DAMAGE_SHA256,
 	AL_F_SEALED_NAME,    /* header: a file sealed before any record of it was durable */
 	AL_F_SEALED_FILE_ID,
+	AL_F_KEY2_LABEL, /* event: the second key of a derive, wrap or unwrap */
+	AL_F_KEY2_ID,
 	/* v2 (docs/format.md 12): the members of seal, checkpoint, tree and clock */
 	AL_F_KIND,
 	AL_F_EPOCH,

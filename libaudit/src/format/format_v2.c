@@ -35,7 +35,8 @@ static const struct {
 	uint8_t n;
 } reserved[] = {
 	R("seq"), R("v"), R("type"), R("hash"), R("action"), R("outcome"), R("rv"), R("slot"),
-	R("session"), R("mechanism"), R("key_label"), R("key_id"), R("actor"), R("detail"),
+	R("session"), R("mechanism"), R("key_label"), R("key_id"), R("key2_label"), R("key2_id"),
+	R("actor"), R("detail"),
 	R("file_id"), R("chain_id"), R("reason"), R("prev_name"), R("prev_seq"), R("prev_hash"),
 	R("prev_size"), R("pad"), R("last_seq"), R("damage_offset"), R("damage_length"),
 	R("damage_sha256"), R("kind"), R("epoch"), R("seal_key"), R("prev_seal"), R("prev_kind"),

@@ -62,11 +62,13 @@ static inline const struct al_clock_hooks *al_cfg_clock(const struct auditlog_co
 
 /* Raw-byte budget copied from the caller per string: cap + 1 is enough for
  * the cut to come out exactly as on the whole string (see al_decode_field). */
-enum { S_ACTION, S_KEY_LABEL, S_KEY_ID, S_ACTOR, S_DETAIL, S__MAX };
+enum { S_ACTION, S_KEY_LABEL, S_KEY_ID, S_ACTOR, S_DETAIL, S_KEY2_LABEL, S_KEY2_ID, S__MAX };
 static const uint8_t al_slot_field[S__MAX] = {
 	[S_ACTION] = AL_F_ACTION,   [S_KEY_LABEL] = AL_F_KEY_LABEL, [S_KEY_ID] = AL_F_KEY_ID,
-	[S_ACTOR] = AL_F_ACTOR,     [S_DETAIL] = AL_F_DETAIL,
+	[S_ACTOR] = AL_F_ACTOR,     [S_DETAIL] = AL_F_DETAIL,       [S_KEY2_LABEL] = AL_F_KEY2_LABEL,
+	[S_KEY2_ID] = AL_F_KEY2_ID,
 };
+_Static_assert(S__MAX <= 8, "slot_v2.plain has a bit per string");
 static const char *const al_outcome_word[] = {"success", "failure", "unknown"};
 static const uint8_t al_outcome_len[] = {7, 7, 7};
 
@@ -87,7 +89,7 @@ struct waiter {
 
 #define SLOT_EVENT 1
 #define SLOT_BARRIER 2 /* auditlog_flush(): no record, only a waiter */
-#define SLOT_INLINE 176
+#define SLOT_INLINE 168 /* what is left of the slot's 256 bytes */
 
 /* A v2 event's slot (producer.c): what the worker needs besides len[]. */
 struct slot_v2 {
@@ -132,7 +134,7 @@ struct al_v2_prep {
 	size_t caller_len;
 	size_t data_len; /* the slot bytes al_v2_pack writes */
 	char rvbuf[AL_P11_UNNAMED_LEN], mechbuf[AL_P11_UNNAMED_LEN];
-	uint8_t dec[128 + 512 + 256 + 128 + 4096 + 64 + 64]; /* the decoded caps of 2.2 */
+	uint8_t dec[128 + 512 + 256 + 128 + 4096 + 64 + 64 + 256 + 128]; /* the caps of 2.2 */
 	uint8_t cdec[AL_CALLER_MAX][AL_CALLER_STR_CAP];
 };
 

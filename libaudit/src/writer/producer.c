@@ -140,6 +140,10 @@ int al_v2_prepare(const struct auditlog_event *ev, const struct auditlog_field *
 	set_str(r, AL_F_KEY_ID, ev->key_id, ev->key_id_len);
 	set_str(r, AL_F_ACTOR, ev->actor, ev->actor_len);
 	set_str(r, AL_F_DETAIL, ev->detail, ev->detail_len);
+	if (ev->flags & AUDITLOG_EV_KEY2) { /* else the members may not exist (auditlog.h) */
+		set_str(r, AL_F_KEY2_LABEL, ev->key2_label, ev->key2_label_len);
+		set_str(r, AL_F_KEY2_ID, ev->key2_id, ev->key2_id_len);
+	}
 	r->caller = p->caller;
 	r->ncaller = p->ncaller;
 	/* in place: the decoded strings that differ from the caller's land in dec */

@@ -32,6 +32,7 @@ static const uint8_t zero_hash[AL_HASH_LEN];
 /* Raw bytes kept per string: cap + 1 reproduces the cut of the whole string. */
 static const size_t copy_cap[S__MAX] = {
 	[S_ACTION] = 129, [S_KEY_LABEL] = 513, [S_KEY_ID] = 129, [S_ACTOR] = 129, [S_DETAIL] = 4097,
+	[S_KEY2_LABEL] = 257, [S_KEY2_ID] = 65,
 };
 
 _Static_assert(sizeof(struct slot) == 256, "a queue slot is four cache lines");
@@ -316,7 +317,7 @@ static int check_event(const struct auditlog_event *ev)
 	if ((ev->flags & AUDITLOG_EV_SESSION) && ev->session > AL_INT_MAX)
 		return -EINVAL;
 	if (ev->flags & ~(AUDITLOG_EV_RV | AUDITLOG_EV_MECHANISM | AUDITLOG_EV_SLOT |
-			  AUDITLOG_EV_SESSION))
+			  AUDITLOG_EV_SESSION | AUDITLOG_EV_KEY2))
 		return -EINVAL;
 	return 0;
 }
@@ -481,10 +482,13 @@ static int enqueue(struct auditlog *l, const struct auditlog_event *ev,
 		if (l->cfg.version == AL_V2)
 			return enqueue_v2(l, ev, fields, nfields, w);
 		assert(nfields == 0);
+		bool key2 = ev->flags & AUDITLOG_EV_KEY2; /* else the members may not exist */
 		const void *p[S__MAX] = {ev->action, ev->key_label, ev->key_id, ev->actor,
-					 ev->detail};
+					 ev->detail, key2 ? ev->key2_label : NULL,
+					 key2 ? ev->key2_id : NULL};
 		size_t n[S__MAX] = {ev->action_len, ev->key_label_len, ev->key_id_len,
-				    ev->actor_len, ev->detail_len};
+				    ev->actor_len, ev->detail_len, key2 ? ev->key2_label_len : 0,
+				    key2 ? ev->key2_id_len : 0};
 		for (int i = 0; i < S__MAX; i++) {
 			if (!p[i])
 				continue;
