@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* --version, usage errors and numbers for every command (cli.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -102,5 +106,38 @@ int cli_parse_udec(const char *s, size_t n, uint64_t max, uint64_t *ret)
 		v = v * 10 + d;
 	}
 	*ret = v;
+	return 0;
+}
+
+int cli_read_small(const char *path, size_t max, bool nofollow, uint8_t **ret, size_t *ret_len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (nofollow ? O_NOFOLLOW : 0));
+	struct stat st;
+	uint8_t *buf;
+	size_t n = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
+		int e = !S_ISREG(st.st_mode) ? -EINVAL : -EFBIG;
+		close(fd);
+		return e;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	while (buf && n < (size_t)st.st_size) {
+		ssize_t k = read(fd, buf + n, (size_t)st.st_size - n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		n += (size_t)k;
+	}
+	close(fd);
+	if (!buf || n != (size_t)st.st_size) {
+		free(buf);
+		return buf ? -EIO : -ENOMEM;
+	}
+	*ret = buf;
+	*ret_len = n;
 	return 0;
 }

@@ -8,6 +8,7 @@
 
 #include <getopt.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,5 +34,12 @@ int cli_bad_option(const char *prog, const char *optstring, const struct option 
  * max. 0, or -EINVAL (not digits, or empty) or -ERANGE (above max); *ret is
  * written only on success. */
 int cli_parse_udec(const char *s, size_t n, uint64_t max, uint64_t *ret);
+
+/* The whole of a small regular file (a key, a witness file, a proof bundle):
+ * at most max bytes, opened O_NONBLOCK (a FIFO never blocks), and with
+ * nofollow O_NOFOLLOW (a key is never read through a symbolic link: -ELOOP). 0 with *ret (malloc'ed, one spare byte; the caller frees and, for
+ * a key, cleanses it) and *ret_len, or -errno: -EINVAL not a regular file,
+ * -EFBIG over max, -EIO a short read, -ENOMEM, or open's error. */
+int cli_read_small(const char *path, size_t max, bool nofollow, uint8_t **ret, size_t *ret_len);
 
 #endif

@@ -25,7 +25,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "vectors"))
 import check_keys  # noqa: E402
-import gen_v2_vectors as V  # noqa: E402
 import v2_e2e as E  # noqa: E402
 from v2log import Holder  # noqa: E402
 import v2log  # noqa: E402
@@ -36,13 +35,7 @@ class StolenKeys(v2log.Keys):
     (17.3): no seed S, so no MAC key of an epoch before the state's"""
 
     def __init__(self, state_path, signing_path):
-        st = check_keys.read_lines(state_path, [
-            ("auditlog-sealing-state", str), ("scheme", str), ("host", check_keys.host),
-            ("key-id", check_keys.hexv(8)), ("t0", check_keys.dec), ("delta", check_keys.dec),
-            ("max-jump", check_keys.dec), ("epoch", check_keys.dec),
-            ("boot-id", check_keys.hexv(16)), ("boot-start", check_keys.dec)],
-            extra=lambda rest: [(int(a), int(b), bytes.fromhex(c))
-                                for a, b, c in (ln.split()[1:] for ln in rest)])
+        st = E.read_state(state_path)
         sk = check_keys.read_lines(signing_path, [
             ("auditlog-signing-key", str), ("host", check_keys.host),
             ("ed25519-seed", check_keys.hexv(32))])
@@ -50,11 +43,7 @@ class StolenKeys(v2log.Keys):
         self.host, self.t0, self.delta, self.kid = st["host"], st["t0"], st["delta"], st["key-id"]
         self.state_epoch, self.nodes, self._mk = st["epoch"], st["extra"], {}
 
-    def mac_key(self, e):
-        if e < self.state_epoch:
-            raise ValueError("the state of epoch %d cannot give epoch %d" % (self.state_epoch, e))
-        d, i, k = V.advance(self.nodes, e)[0]
-        return V.HMAC(k, V.L_MAC)
+    mac_key = E.StateKeys.mac_key  # only epochs >= the state's
 
 
 def write(outdir, lines):

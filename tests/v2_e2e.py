@@ -72,6 +72,17 @@ class RealKeys(v2log.Keys):
         self._mk = {}
 
 
+def read_state(path):
+    """a sealing state file (17.2): its lines by name, the node lines in
+    "extra" as (depth, index, seed)"""
+    return check_keys.read_lines(path, [
+        ("auditlog-sealing-state", str), ("scheme", str), ("host", check_keys.host),
+        ("key-id", check_keys.hexv(8)), ("t0", check_keys.dec), ("delta", check_keys.dec),
+        ("max-jump", check_keys.dec), ("epoch", check_keys.dec),
+        ("boot-id", check_keys.hexv(16)), ("boot-start", check_keys.dec)],
+        extra=lambda rest: [(int(a), int(b), bytes.fromhex(c)) for a, b, c in (ln.split()[1:] for ln in rest)])
+
+
 class StateKeys(RealKeys):
     """what a copy of the sealing state (17.2) taken at its epoch e gives:
     the MAC keys of epochs >= e, derived from its node lines alone (16.3)"""
@@ -79,13 +90,7 @@ class StateKeys(RealKeys):
     def __init__(self, d, state_path):
         super().__init__(d)
         self.S = None
-        st = check_keys.read_lines(state_path, [
-            ("auditlog-sealing-state", str), ("scheme", str), ("host", check_keys.host),
-            ("key-id", check_keys.hexv(8)), ("t0", check_keys.dec), ("delta", check_keys.dec),
-            ("max-jump", check_keys.dec), ("epoch", check_keys.dec),
-            ("boot-id", check_keys.hexv(16)), ("boot-start", check_keys.dec)],
-            extra=lambda rest: [(int(a), int(b), bytes.fromhex(c))
-                                for a, b, c in (ln.split()[1:] for ln in rest)])
+        st = read_state(state_path)
         self.state_epoch, self.nodes = st["epoch"], st["extra"]
 
     def mac_key(self, e):

@@ -398,34 +398,8 @@ static const char *parse_anchor(const char *s, bool chain_ok, struct al_vanchor 
  * message. *ret is freed (and cleansed) by the caller. */
 static int read_small(const char *what, const char *path, size_t max, uint8_t **ret, size_t *ret_len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	struct stat st;
-	uint8_t *buf = NULL;
-	size_t n = 0;
-
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
-		int e = fd < 0 ? errno : !S_ISREG(st.st_mode) ? EINVAL : EFBIG;
-		if (fd >= 0)
-			close(fd);
-		return refuse(what, path, strerror(e));
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	while (buf && n < (size_t)st.st_size) {
-		ssize_t k = read(fd, buf + n, (size_t)st.st_size - n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			break;
-		n += (size_t)k;
-	}
-	close(fd);
-	if (!buf || n != (size_t)st.st_size) {
-		free(buf);
-		return refuse(what, path, strerror(buf ? EIO : ENOMEM));
-	}
-	*ret = buf;
-	*ret_len = n;
-	return 0;
+	int r = cli_read_small(path, max, true, ret, ret_len);
+	return r < 0 ? refuse(what, path, strerror(-r)) : 0;
 }
 
 static struct al_vkey *vkeys;

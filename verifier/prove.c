@@ -831,32 +831,12 @@ out:
 
 int check_proof(const char *path, const struct al_ckey *keys, unsigned nkeys)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	struct stat st;
 	uint8_t *buf = NULL;
 	size_t n = 0;
-	int ret;
+	int ret, r = cli_read_small(path, BUNDLE_MAX, false, &buf, &n);
 
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > BUNDLE_MAX) {
-		int e = fd < 0 ? errno : !S_ISREG(st.st_mode) ? EINVAL : EFBIG;
-		fprintf(stderr, "auditlog-verify: --check-proof %s: %s\n", path, strerror(e));
-		if (fd >= 0)
-			close(fd);
-		return 2;
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	while (buf && n < (size_t)st.st_size) {
-		ssize_t k = read(fd, buf + n, (size_t)st.st_size - n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			break;
-		n += (size_t)k;
-	}
-	close(fd);
-	if (!buf || n != (size_t)st.st_size) {
-		fprintf(stderr, "auditlog-verify: --check-proof %s: %s\n", path, strerror(buf ? EIO : ENOMEM));
-		free(buf);
+	if (r < 0) {
+		fprintf(stderr, "auditlog-verify: --check-proof %s: %s\n", path, strerror(-r));
 		return 2;
 	}
 	struct bundle b = {buf, n, 0};
