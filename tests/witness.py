@@ -199,6 +199,21 @@ def cases(tmp):
     check(rc == 1 and counts.get("rewritten", 0) >= 1,
           "the witness file catches the rewrite of seq %d: rewritten %s (rc %d)" % (target.seq, counts.get("rewritten"), rc))
 
+    # a damaged state file: refused, and left as it is
+    sfile = os.path.join(state, origin.decode().replace("/auditlog/", ","))
+    check(os.path.isfile(sfile), "the state file is named <host>,<chain id>")
+    with open(sfile, "rb") as f:
+        good = f.read()
+    check(good.startswith(b"auditlog-witness-state 1\norigin %s\nsize %d\n" % (origin, s2)),
+          "the state file holds the origin and size %d" % s2)
+    with open(sfile, "wb") as f:
+        f.write(good[:-2] + b"\n")
+    rc, _, err = add(put("n2", notes[s2]))
+    check(rc == 1 and "not of docs/format.md 20.6" in err, "a damaged state is refused (%s)" % err)
+    with open(sfile, "rb") as f:
+        check(f.read() == good[:-2] + b"\n", "the damaged state is left untouched")
+    check([n for n in os.listdir(state) if n.endswith(".new")] == [], "no temporary file left behind")
+
     # usage
     rc, _, _ = run(WITNESS, "--state", state, "add")
     check(rc == 2, "add without its arguments is a usage error")
