@@ -244,7 +244,8 @@ static long cosign(const struct al_ckey *k, uint64_t t, const uint8_t *text, siz
 	size_t o = 0;
 	int r;
 
-	if (cap < 4 + k->host_len + 1 + 4 * (sizeof(blob) / 3) + 1 || !(msg = malloc((size_t)hl + tlen)))
+	/* EVP_EncodeBlock ends with a NUL, which the "\n" replaces */
+	if (cap < 4 + k->host_len + 1 + 4 * ((sizeof(blob) + 2) / 3) + 1 || !(msg = malloc((size_t)hl + tlen)))
 		return -ENOBUFS;
 	if ((r = al_ed25519_public(k->key, pub)) < 0) {
 		free(msg);
