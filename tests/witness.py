@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""auditlog-witness end to end (docs/format.md 20.6): a real writer's v2 log
+with auditlog-keygen keys; its checkpoint notes fed to the witness in order
+with the consistency bundles of auditlog-verify --prove-consistency: accepted
+and cosigned (the cosignature checked here from the C2SP tlog-cosignature/v1
+text, with python's Ed25519); the older one again, a forged note, notes of
+the right key but another root: refused; export: auditlog-verify --witness
+passes on the log and reports `rewritten` on a rewritten copy.
+
+    witness.py KEYGEN VERIFY WRITER WITNESS"""
+
+import base64
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "vectors"))
+import v2_e2e as E  # noqa: E402
+
+KEYGEN, VERIFY, WRITER, WITNESS = sys.argv[1:5]
+FAILED = []
+DASH = "\u2014 ".encode()
+
+
+def check(ok, what):
+    print("%s %s" % ("ok  " if ok else "FAIL", what))
+    if not ok:
+        FAILED.append(what)
+    return ok
+
+
+def run(*args):
+    p = subprocess.run(list(args), capture_output=True)
+    return p.returncode, p.stdout, p.stderr.decode().strip()
+
+
+def key_lines(path):
+    with open(path) as f:
+        return dict(ln.split(" ", 1) for ln in f.read().splitlines())
+
+
+def sign_note(text, origin, seed, pub):
+    """a C2SP signed note of text by (origin, seed); the key id from pub"""
+    kid = hashlib.sha256(origin + b"\n\x01" + pub).digest()[:4]
+    sig = Ed25519PrivateKey.from_private_bytes(seed).sign(text)
+    return text + b"\n" + DASH + origin + b" " + base64.b64encode(kid + sig) + b"\n"
+
+
+def with_root(note, root):
+    ls = note.split(b"\n")
+    ls[2] = base64.b64encode(root)
+    return b"\n".join(ls[:ls.index(b"")]) + b"\n"  # the text only
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="witness.")
+    try:
+        cases(tmp)
+    finally:
+        shutil.rmtree(tmp)
+    print("%d failed" % len(FAILED) if FAILED else "all passed")
+    return 1 if FAILED else 0
+
+
+def cases(tmp):
+    keys, other, wkeys, log, state = (os.path.join(tmp, d) for d in ("keys", "other", "wkeys", "log", "state"))
+    for d, host in ((keys, "host-a"), (other, "host-a"), (wkeys, "siem.example")):
+        os.makedirs(d)
+        subprocess.run([KEYGEN, "--host", host, "--delta", "1", "--dir", d], check=True, stdout=subprocess.DEVNULL)
+    os.makedirs(log)
+    os.makedirs(state)
+    subprocess.run([WRITER, os.path.join(log, "audit.log"), os.path.join(keys, "sealing-state"),
+                    os.path.join(keys, "signing-key"), "200", "8192", "0"], check=True)
+    pub, wkey = os.path.join(keys, "pubkey"), os.path.join(wkeys, "signing-key")
+    notes = {}
+    for n in os.listdir(log):
+        with open(os.path.join(log, n), "rb") as f:
+            for ln in f.read().splitlines():
+                j = json.loads(ln)
+                if j["type"] == "checkpoint":
+                    notes[j["size"]] = j["note"].encode()
+    sizes = sorted(notes)
+    if not check(len(sizes) >= 3, "the log holds checkpoints: %s" % sizes):
+        return
+    s0, s1, s2 = sizes[0], sizes[1], sizes[-1]
+    origin = notes[s0].split(b"\n")[0]
+    hpub = bytes.fromhex(key_lines(pub)["ed25519"])
+    hseed = bytes.fromhex(key_lines(os.path.join(keys, "signing-key"))["ed25519-seed"])
+    oseed = bytes.fromhex(key_lines(os.path.join(other, "signing-key"))["ed25519-seed"])
+    wseed = bytes.fromhex(key_lines(wkey)["ed25519-seed"])
+    wpub = bytes.fromhex(key_lines(os.path.join(wkeys, "pubkey"))["ed25519"])
+
+    def put(name, data):
+        p = os.path.join(tmp, name)
+        with open(p, "wb") as f:
+            f.write(data)
+        return p
+
+    def bundle(m, n):
+        out = os.path.join(tmp, "c%d-%d" % (m, n))
+        if not os.path.exists(out):
+            rc, _, err = run(VERIFY, "--prove-consistency", "%d:%d" % (m, n), "--out", out, log)
+            check(rc == 0, "--prove-consistency %d:%d (%s)" % (m, n, err))
+        return out
+
+    def add(note_path, cons=None):
+        args = [WITNESS, "--state", state, "--key", wkey, "--pubkey", pub, "add", note_path]
+        return run(*(args + (["--consistency", cons] if cons else [])))
+
+    def held():
+        rc, out, _ = run(WITNESS, "--state", state, "export", origin.decode())
+        return out if rc == 0 else None
+
+    def cosigned(what, note, out):
+        """out is note + one cosignature line of the witness, valid per tlog-cosignature/v1"""
+        if not check(out.startswith(note) and out.count(b"\n") == note.count(b"\n") + 1,
+                     "%s: the note as given and one line more" % what):
+            return
+        line = out[len(note):]
+        m = re.fullmatch(DASH + rb"siem\.example ([A-Za-z0-9+/=]+)\n", line)
+        if not check(m is not None, "%s: a cosignature line of siem.example: %r" % (what, line)):
+            return
+        blob = base64.b64decode(m.group(1), validate=True)
+        check(len(blob) == 4 + 8 + 64, "%s: key id, timestamp, signature (%d bytes)" % (what, len(blob)))
+        kid, t, sig = blob[:4], int.from_bytes(blob[4:12], "big"), blob[12:]
+        check(kid == hashlib.sha256(b"siem.example\n\x04" + wpub).digest()[:4], "%s: key id of type 0x04" % what)
+        check(abs(t - time.time()) < 120, "%s: timestamp %d is now" % (what, t))
+        text = note[:note.index(b"\n\n") + 1]
+        try:
+            Ed25519PublicKey.from_public_bytes(wpub).verify(sig, b"cosignature/v1\ntime %d\n" % t + text)
+            ok = True
+        except Exception:
+            ok = False
+        check(ok, "%s: the cosignature verifies over cosignature/v1, time and the note text" % what)
+
+    # first use, then in order with the bundles
+    rc, out, err = add(put("n0", notes[s0]))
+    check(rc == 0, "first note (size %d) accepted (%s)" % (s0, err))
+    cosigned("size %d" % s0, notes[s0], out)
+    check(held() == out, "the state holds the cosigned note")
+    rc, out, err = add(put("n1", notes[s1]))
+    check(rc == 1 and "needs --consistency" in err, "a larger note without a bundle is refused (%s)" % err)
+    rc, out, err = add(put("n1", notes[s1]), bundle(s0, s2))
+    check(rc == 1 and "held tree size" in err, "a bundle of other sizes is refused (%s)" % err)
+    rc, out, err = add(put("n1", notes[s1]), bundle(s0, s1))
+    check(rc == 0, "size %d with the bundle %d:%d accepted (%s)" % (s1, s0, s1, err))
+    cosigned("size %d" % s1, notes[s1], out)
+    kept = held()
+    check(kept == out, "the state moved to size %d" % s1)
+
+    # refusals, the state unchanged by each
+    rc, _, err = add(put("n0", notes[s0]))
+    check(rc == 1 and "moving backwards" in err, "the older note again is refused (%s)" % err)
+    text2 = notes[s2][:notes[s2].index(b"\n\n") + 1]
+    rc, _, err = add(put("forged", sign_note(text2, origin, oseed, hpub)), bundle(s1, s2))
+    check(rc == 1 and "signature" in err, "a note signed by another key is refused (%s)" % err)
+    bad = with_root(notes[s2], hashlib.sha256(b"another tree").digest())
+    rc, _, err = add(put("bad2", sign_note(bad, origin, hseed, hpub)), bundle(s1, s2))
+    check(rc == 1 and "inconsistent" in err, "a validly signed note of another root is refused (%s)" % err)
+    bad = with_root(notes[s1], hashlib.sha256(b"another tree").digest())
+    rc, _, err = add(put("bad1", sign_note(bad, origin, hseed, hpub)))
+    check(rc == 1 and "inconsistent" in err, "the held size with another root is refused (%s)" % err)
+    check(held() == kept, "no refusal changed the state")
+    rc, out, err = add(put("n1", notes[s1]))
+    check(rc == 0 and out == kept, "the held note again: accepted, its cosigned copy printed (%s)" % err)
+
+    rc, out, err = add(put("n2", notes[s2]), bundle(s1, s2))
+    check(rc == 0, "size %d with the bundle %d:%d accepted (%s)" % (s2, s1, s2, err))
+    cosigned("size %d" % s2, notes[s2], out)
+
+    # export, then auditlog-verify --witness on the log and on a rewritten copy
+    rc, wfile, err = run(WITNESS, "--state", state, "export", origin.decode())
+    check(rc == 0 and wfile == out, "export writes the held note (%s)" % err)
+    wpath = put("witness-file", wfile)
+    rc, o, err = run(VERIFY, "--json", "--pubkey", pub, "--witness", wpath, log)
+    counts = json.loads(o)["counts"] if o else {}
+    check(rc == 0 and not counts.get("rewritten"), "the log verifies with the witness file (rc %d %s)" % (rc, err))
+    recs = E.parse(log)
+    ka = E.RealKeys(keys)
+    target = next(r for r in recs if r.caller and r.seq < s2 - 1)
+    key = target.caller[0][0]
+    att = E.rebuild(recs, ka, E.Holder(ka, orig=E.Orig(recs)), E.replace_caller(target.seq, key, b"mallo"))
+    d = E.write_dir(os.path.join(tmp, "rewritten"), att)
+    rc, o, err = run(VERIFY, "--json", "--pubkey", pub, d)
+    check(rc == 0, "the rewritten copy (re-signed with the host's key) verifies without a witness (rc %d)" % rc)
+    rc, o, err = run(VERIFY, "--json", "--pubkey", pub, "--witness", wpath, d)
+    counts = json.loads(o)["counts"] if o else {}
+    check(rc == 1 and counts.get("rewritten", 0) >= 1,
+          "the witness file catches the rewrite of seq %d: rewritten %s (rc %d)" % (target.seq, counts.get("rewritten"), rc))
+
+    # a damaged state file: refused, and left as it is
+    sfile = os.path.join(state, origin.decode().replace("/auditlog/", ","))
+    check(os.path.isfile(sfile), "the state file is named <host>,<chain id>")
+    with open(sfile, "rb") as f:
+        good = f.read()
+    check(good.startswith(b"auditlog-witness-state 1\norigin %s\nsize %d\n" % (origin, s2)),
+          "the state file holds the origin and size %d" % s2)
+    with open(sfile, "wb") as f:
+        f.write(good[:-2] + b"\n")
+    rc, _, err = add(put("n2", notes[s2]))
+    check(rc == 1 and "not of docs/format.md 20.6" in err, "a damaged state is refused (%s)" % err)
+    with open(sfile, "rb") as f:
+        check(f.read() == good[:-2] + b"\n", "the damaged state is left untouched")
+    check([n for n in os.listdir(state) if n.endswith(".new")] == [], "no temporary file left behind")
+
+    # usage
+    rc, _, _ = run(WITNESS, "--state", state, "add")
+    check(rc == 2, "add without its arguments is a usage error")
+    rc, _, _ = run(WITNESS, "--state", state, "export", "no-origin")
+    check(rc == 2, "export of a malformed origin is a usage error")
+    rc, _, _ = run(WITNESS, "--state", state, "export", origin.decode()[:-1] + ("0" if origin[-1:] != b"0" else "1"))
+    check(rc == 1, "export of an origin never held is refused")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
