@@ -119,6 +119,21 @@ if command -v script >/dev/null 2>&1; then
 	if grep -q 'MiB/s' "$d/tty"; then fail "a progress bar for a small input"; fi
 fi
 
+# --dedup on standard input (a central copy): lines 100..130 replayed after line
+# 130, as RELP may after a reconnect, are shipper-duplicate (exit 0, counted);
+# without --dedup they are duplicated (exit 1); one byte changed in the replay
+# is still a finding
+awk 'NR>=100&&NR<=130{a[n++]=$0} {print} NR==130{for(i=0;i<n;i++)print a[i]}' "$d/log/audit.log" >"$d/rep.log"
+expect 0 "$VERIFY" --dedup - <"$d/rep.log"
+grep -q '^intact: .*4001 records' "$d/out" || fail "--dedup summary: $(cat "$d/out")"
+grep -q '^findings: shipper-duplicate 31$' "$d/out" || fail "--dedup count: $(cat "$d/out")"
+expect 1 "$VERIFY" - <"$d/rep.log"
+grep -q 'duplicated 31' "$d/out" || fail "without --dedup: $(cat "$d/out")"
+sed '140s/"action":"\([A-Za-z_]\)/"action":"X/' "$d/rep.log" >"$d/rep1.log"
+cmp -s "$d/rep.log" "$d/rep1.log" && fail "the changed replay line is unchanged"
+expect 1 "$VERIFY" --dedup - <"$d/rep1.log"
+grep -q 'shipper-duplicate 30' "$d/out" || fail "--dedup with one changed: $(cat "$d/out")"
+
 # a deleted line: exit 1, with file, line, offset and seq
 sed -i '5d' "$d/log/audit.log"
 expect 1 "$VERIFY" "$d/log"

@@ -233,14 +233,12 @@ static int by_seq(const void *a, const void *b)
 	return sx < sy ? -1 : sx > sy;
 }
 
-static struct auditlog_vsummary feed_set(struct seen *s, const char *flip_from, const char *flip_to)
+/* The log's files in chain order (names[] to free). */
+static unsigned list_set(char *names[64])
 {
-	struct auditlog_verifier *v;
-	struct auditlog_vsummary sum;
-	char *names[64], cmd[sizeof(dir) + 32], name[512];
+	char cmd[sizeof(dir) + 32], name[512];
 	unsigned n = 0;
 	FILE *ls;
-	bool flipped = false;
 
 	snprintf(cmd, sizeof(cmd), "ls -1 %s", dir);
 	ls = popen(cmd, "r");
@@ -252,6 +250,17 @@ static struct auditlog_vsummary feed_set(struct seen *s, const char *flip_from, 
 	}
 	pclose(ls);
 	qsort(names, n, sizeof(char *), by_seq);
+	return n;
+}
+
+static struct auditlog_vsummary feed_set(struct seen *s, const char *flip_from, const char *flip_to)
+{
+	struct auditlog_verifier *v;
+	struct auditlog_vsummary sum;
+	char *names[64];
+	unsigned n = list_set(names);
+	bool flipped = false;
+
 	memset(s, 0, sizeof(*s));
 	assert_int_equal(auditlog_verifier_new(&v), 0);
 	assert_int_equal(auditlog_verifier_feed(v, "x", 1), -EINVAL); /* no stream added */
@@ -306,6 +315,92 @@ static void test_stream(void **state)
 	assert_string_equal(ss.file, "siem");
 	assert_true(ss.first.line >= 2);
 	assert_true(ss.first.has_seq);
+}
+
+/* The first file of the log as a stream, its record lines [from, to)
+ * replayed after line `to` (as RELP may after a reconnect), one byte of the
+ * replay changed when `flip`; with dedup or not. */
+static struct auditlog_vsummary feed_replay(struct seen *s, bool dedup, unsigned from, unsigned to, bool flip)
+{
+	struct auditlog_verifier *v;
+	struct auditlog_vsummary sum;
+	char *names[64], p[sizeof(dir) + 512], buf[65536], out[2 * 65536];
+	size_t len, o = 0, start[1024];
+	unsigned n = list_set(names), lines = 0;
+	FILE *f;
+
+	assert_true(n >= 1);
+	snprintf(p, sizeof(p), "%s/%s", dir, names[0]);
+	for (unsigned i = 0; i < n; i++)
+		free(names[i]);
+	f = fopen(p, "r");
+	assert_non_null(f);
+	len = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	for (size_t k = 0; k < len && lines < 1023; k++)
+		if (k == 0 || buf[k - 1] == '\n')
+			start[lines++] = k;
+	start[lines] = len;
+	assert_true(lines > to + 1);
+	memcpy(out, buf, start[to]);
+	o = start[to];
+	memcpy(out + o, buf + start[from], start[to] - start[from]);
+	if (flip) {
+		char *d = memmem(out + o, start[to] - start[from], "\"detail\":\"x\"", 12);
+		assert_non_null(d);
+		d[10] = 'z';
+	}
+	o += start[to] - start[from];
+	memcpy(out + o, buf + start[to], len - start[to]);
+	o += len - start[to];
+
+	memset(s, 0, sizeof(*s));
+	assert_int_equal(auditlog_verifier_new(&v), 0);
+	assert_int_equal(auditlog_verifier_add_stream(v, "central"), 0);
+	assert_int_equal(auditlog_verifier_set_dedup(v, dedup), 0);
+	assert_int_equal(auditlog_verifier_set_on_finding(v, on_finding, s), 0);
+	assert_int_equal(auditlog_verifier_set_on_record(v, on_record, s), 0);
+	for (size_t k = 0, piece = 1; k < o; k += piece, piece = 1 + (piece * 31 + 5) % 700)
+		assert_int_equal(auditlog_verifier_feed(v, out + k, o - k < piece ? o - k : piece), 0);
+	assert_int_equal(auditlog_verifier_set_dedup(v, 1), -EBUSY); /* fixed by the first feed */
+	assert_int_equal(auditlog_verifier_run(v, &sum, sizeof(sum)), 0);
+	auditlog_verifier_free(v);
+	return sum;
+}
+
+static void test_dedup(void **state)
+{
+	struct seen clean, s;
+	struct auditlog_vsummary sum = feed_replay(&clean, true, 5, 5, false); /* nothing replayed */
+
+	assert_int_equal(sum.integrity_findings, 0);
+	assert_int_equal(clean.findings, 0);
+	assert_true(clean.records > 20);
+	assert_int_equal(auditlog_verifier_set_dedup(NULL, 1), -EINVAL);
+	assert_string_equal(auditlog_vclass_name(AUDITLOG_V_SHIPPER_DUPLICATE), "shipper-duplicate");
+
+	/* lines 10..19 again after line 20: a shipper's replay */
+	sum = feed_replay(&s, true, 10, 20, false);
+	assert_int_equal(sum.integrity_findings, 0);
+	assert_int_equal(sum.findings[AUDITLOG_V_SHIPPER_DUPLICATE], 10);
+	assert_int_equal(s.findings, 10);
+	assert_int_equal(s.first.cls, AUDITLOG_V_SHIPPER_DUPLICATE);
+	assert_int_equal(s.first.line, 21);
+	assert_int_equal(s.records, clean.records); /* skipped, the chain goes on */
+
+	/* without --dedup: a duplicated finding each */
+	sum = feed_replay(&s, false, 10, 20, false);
+	assert_int_equal(sum.findings[AUDITLOG_V_DUPLICATED], 10);
+	assert_int_equal(sum.findings[AUDITLOG_V_SHIPPER_DUPLICATE], 0);
+	assert_int_equal(sum.integrity_findings, 10);
+
+	/* a repeat with one byte changed is no shipper's: still a finding */
+	sum = feed_replay(&s, true, 10, 20, true);
+	assert_int_equal(sum.findings[AUDITLOG_V_SHIPPER_DUPLICATE], 9);
+	assert_int_equal(sum.findings[AUDITLOG_V_INSERTED], 1);
+	assert_int_equal(sum.integrity_findings, 1);
+
+	/* beyond the ring (64 records) a repeat is not told from a forged one */
 }
 
 static void test_errors(void **state)
@@ -404,6 +499,7 @@ int main(void)
 		cmocka_unit_test(test_one_byte_changed),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_stream),
+		cmocka_unit_test(test_dedup),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_anchored_chains),
 	};

@@ -53,6 +53,8 @@ static const char usage[] =
 	"  --witness FILE         checkpoints kept elsewhere (signed notes, concatenated):\n"
 	"                         the chains must still hold them (repeatable)\n"
 	"  --one-chain            the inputs must hold one chain (another is a finding)\n"
+	"  --dedup                a central copy: a byte-identical repeat of one of the\n"
+	"                         last 64 records is shipper-duplicate (not a finding)\n"
 	"  --min-version N        report records below format version N\n"
 	"  --strict               count repaired crash damage and v2 seal gaps as findings\n"
 	"  -j, --jobs N           check large files with N threads (default 0: one per\n"
@@ -526,6 +528,7 @@ int main(int argc, char **argv)
 		{"expect-head", required_argument, NULL, 'e'},
 		{"min-version", required_argument, NULL, 'm'},
 		{"from", required_argument, NULL, 'f'},
+		{"dedup", no_argument, NULL, 'D'},
 		{"one-chain", no_argument, NULL, 'O'},   {"strict", no_argument, NULL, 's'},     {"help", no_argument, NULL, 'h'},
 		{"follow", no_argument, NULL, 'F'},
 		{"verify-key", required_argument, NULL, 'K'},
@@ -555,6 +558,7 @@ int main(int argc, char **argv)
 		case 'E': rep.emit = true; break;
 		case 's': rep.strict = true; break;
 		case 'O': o.one_chain = true; break;
+		case 'D': o.dedup = true; break;
 		case 'F': o.follow = true; break;
 		case 'K':
 		case 'P':

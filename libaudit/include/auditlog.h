@@ -366,7 +366,8 @@ enum auditlog_vclass {
 	AUDITLOG_V_BAD_CHECKPOINT = 20, /* a checkpoint or tree record that is not the chain's */
 	AUDITLOG_V_MISSING_CHAIN = 21,  /* a witnessed chain absent from the inputs */
 	AUDITLOG_V_REWRITTEN = 22,  /* a witnessed checkpoint the chain no longer holds */
-	AUDITLOG_V__COUNT = 23
+	AUDITLOG_V_SHIPPER_DUPLICATE = 23, /* with dedup: a shipper's repeat of a verified line (a notice) */
+	AUDITLOG_V__COUNT = 24
 };
 
 /* One finding, passed to the on_finding callback (valid during the call). */
@@ -452,6 +453,13 @@ AUDITLOG_API int auditlog_verifier_add_expect_head(struct auditlog_verifier *v, 
 /* More than one chain (with records) among the inputs is an integrity finding
  * (AUDITLOG_V_EXTRA_CHAIN); default off. The summary counts chains either way. */
 AUDITLOG_API int auditlog_verifier_set_one_chain(struct auditlog_verifier *v, int on);
+/* For a central copy a shipper (RELP after a reconnect) may repeat lines in:
+ * a line byte-identical to one of the last 64 records the walk saw in this
+ * chain (a replayed range of them too) is AUDITLOG_V_SHIPPER_DUPLICATE, not an
+ * integrity finding, counted and skipped (the chain goes on from where it
+ * was); any other repeat is as without it (duplicated, inserted, reordered).
+ * Default off. 0, -EINVAL (no verifier), -EBUSY (after the first feed). */
+AUDITLOG_API int auditlog_verifier_set_dedup(struct auditlog_verifier *v, int on);
 /* Start at a record verified before (a checkpoint): files wholly before it are
  * not read, records before it not checked; it must carry this hash. */
 AUDITLOG_API int auditlog_verifier_set_from(struct auditlog_verifier *v, uint64_t seq,

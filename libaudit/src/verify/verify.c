@@ -45,7 +45,7 @@ static const char *const class_names[AL_V__MAX] = {
 	[AL_V_UNSEALED] = "unsealed",       [AL_V_UNKNOWN_KEY] = "unknown-key",
 	[AL_V_CLOCK] = "clock",             [AL_V_UNSIGNED_TAIL] = "unsigned-tail",
 	[AL_V_BAD_CHECKPOINT] = "bad-checkpoint", [AL_V_MISSING_CHAIN] = "missing-chain",
-	[AL_V_REWRITTEN] = "rewritten",
+	[AL_V_REWRITTEN] = "rewritten",     [AL_V_SHIPPER_DUPLICATE] = "shipper-duplicate",
 };
 
 static const uint8_t zero_hash[AL_HASH_LEN];
@@ -63,6 +63,7 @@ bool al_vclass_is_integrity(enum al_vclass c, bool strict)
 		return strict;
 	case AL_V_CLOCK:
 	case AL_V_UNSIGNED_TAIL:
+	case AL_V_SHIPPER_DUPLICATE:
 		return false; /* notices (docs/format.md 23) */
 	default:
 		return true;
@@ -1443,7 +1444,10 @@ static void process(struct walk *w, const struct al_parsed *p, const uint8_t *li
 	}
 	if (seq < e) {
 		int s = seen(w, seq, line, len);
-		if (s == 2)
+		if (s == 2 && c->o->dedup)
+			report(c, AL_V_SHIPPER_DUPLICATE, path, lineno, off, true, seq,
+			       "record seq %" PRIu64 " again, byte for byte (a shipper's repeat, skipped)", seq);
+		else if (s == 2)
 			report(c, AL_V_DUPLICATED, path, lineno, off, true, seq, "record seq %" PRIu64 " appears again",
 			       seq);
 		else if (s == 1)

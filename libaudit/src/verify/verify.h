@@ -46,6 +46,7 @@ enum al_vclass {
 	AL_V_BAD_CHECKPOINT, /* a checkpoint or tree record that is not the chain's */
 	AL_V_MISSING_CHAIN,  /* a witnessed chain absent from the inputs */
 	AL_V_REWRITTEN,      /* a witnessed checkpoint the chain no longer holds */
+	AL_V_SHIPPER_DUPLICATE, /* --dedup: a verified record's line again (a notice) */
 	AL_V__MAX
 };
 
@@ -119,6 +120,10 @@ struct al_vopts {
 	const struct al_vanchor *anchors; /* with anchors given, a chain without one is unanchored */
 	unsigned n_anchors;
 	bool one_chain; /* more than one chain among the inputs is a finding */
+	/* --dedup (a central copy a shipper may repeat lines in): a line
+	 * byte-identical to one of the last AL_VRING records seen is
+	 * shipper-duplicate (a notice), not duplicated */
+	bool dedup;
 	void (*on_finding)(void *ctx, const struct al_finding *f);
 	/* Each line that verified, in chain order, without its '\n' (--emit): a
 	 * record that chains from the one before it; never a line with a finding. */

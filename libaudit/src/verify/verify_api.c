@@ -37,6 +37,7 @@ SAME(AUDITLOG_V_UNSIGNED_TAIL, AL_V_UNSIGNED_TAIL);
 SAME(AUDITLOG_V_BAD_CHECKPOINT, AL_V_BAD_CHECKPOINT);
 SAME(AUDITLOG_V_MISSING_CHAIN, AL_V_MISSING_CHAIN);
 SAME(AUDITLOG_V_REWRITTEN, AL_V_REWRITTEN);
+SAME(AUDITLOG_V_SHIPPER_DUPLICATE, AL_V_SHIPPER_DUPLICATE);
 SAME(AUDITLOG_V__COUNT, AL_V__MAX);
 
 struct auditlog_verifier {
@@ -202,6 +203,16 @@ AUDITLOG_API int auditlog_verifier_set_one_chain(struct auditlog_verifier *v, in
 	if (r)
 		return r;
 	v->o.one_chain = on != 0;
+	return 0;
+}
+
+AUDITLOG_API int auditlog_verifier_set_dedup(struct auditlog_verifier *v, int on)
+{
+	int r = settable(v, false);
+
+	if (r)
+		return r;
+	v->o.dedup = on != 0;
 	return 0;
 }
 
