@@ -600,56 +600,37 @@ out:
 
 /* ---- checking ------------------------------------------------------------- */
 
-struct bundle {
-	const uint8_t *s;
-	size_t n, off;
-};
-
-/* The next line, which must be "name value": its value. */
-static bool field(struct bundle *b, const char *name, const uint8_t **v, size_t *vl)
-{
-	size_t k = strlen(name);
-	const uint8_t *s = b->s + b->off, *nl = memchr(s, '\n', b->n - b->off);
-
-	if (!nl || (size_t)(nl - s) < k + 1 || memcmp(s, name, k) != 0 || s[k] != ' ')
-		return false;
-	*v = s + k + 1;
-	*vl = (size_t)(nl - s) - k - 1;
-	b->off += (size_t)(nl - s) + 1;
-	return true;
-}
-
-static bool peek(const struct bundle *b, const char *name)
+static bool peek(const struct al_kv *b, const char *name)
 {
 	size_t k = strlen(name);
 
-	return b->n - b->off > k && memcmp(b->s + b->off, name, k) == 0 && b->s[b->off + k] == ' ';
+	return b->n - b->i > k && memcmp(b->p + b->i, name, k) == 0 && b->p[b->i + k] == ' ';
 }
 
-static bool dec_field(struct bundle *b, const char *name, uint64_t *ret)
+static bool dec_field(struct al_kv *b, const char *name, uint64_t *ret)
 {
 	const uint8_t *v;
 	size_t vl;
 
-	return field(b, name, &v, &vl) && cli_parse_udec((const char *)v, vl, AL_INT_MAX, ret) == 0;
+	return al_kv_line(b, name, &v, &vl) && cli_parse_udec((const char *)v, vl, AL_INT_MAX, ret) == 0;
 }
 
-static bool hash_field(struct bundle *b, const char *name, uint8_t out[AL_HASH_LEN])
+static bool hash_field(struct al_kv *b, const char *name, uint8_t out[AL_HASH_LEN])
 {
 	const uint8_t *v;
 	size_t vl;
 
-	return field(b, name, &v, &vl) && vl == 2 * AL_HASH_LEN && al_unhex(v, vl, out) == 0;
+	return al_kv_line(b, name, &v, &vl) && vl == 2 * AL_HASH_LEN && al_unhex(v, vl, out) == 0;
 }
 
 /* hex of a note, decoded into a new buffer */
-static bool note_field(struct bundle *b, const char *name, uint8_t **ret, size_t *ret_len)
+static bool note_field(struct al_kv *b, const char *name, uint8_t **ret, size_t *ret_len)
 {
 	const uint8_t *v;
 	size_t vl;
 	uint8_t *o;
 
-	if (!field(b, name, &v, &vl) || vl == 0 || vl % 2 || vl / 2 > AL_NOTE_MAX * 8 || !(o = malloc(vl / 2)))
+	if (!al_kv_line(b, name, &v, &vl) || vl == 0 || vl % 2 || vl / 2 > AL_NOTE_MAX * 8 || !(o = malloc(vl / 2)))
 		return false;
 	if (al_unhex(v, vl, o) < 0) {
 		free(o);
@@ -696,7 +677,7 @@ static int check_note(const char *part, const uint8_t *note, size_t len, const u
 	return 0;
 }
 
-static int check_inclusion(struct bundle *b, const struct al_ckey *keys, unsigned nkeys)
+static int check_inclusion(struct al_kv *b, const struct al_ckey *keys, unsigned nkeys)
 {
 	static uint8_t dec[AL_LINE_MAX], work[AL_HASH_LEN + AL_BODY_MAX];
 	uint8_t prev[AL_HASH_LEN], leaf[AL_HASH_LEN], path[AL_MERKLE_PROOF_MAX][AL_HASH_LEN];
@@ -708,7 +689,7 @@ static int check_inclusion(struct bundle *b, const struct al_ckey *keys, unsigne
 	struct pnote nt;
 	int ret = 1;
 
-	if (!field(b, "origin", &origin, &olen) || olen == 0 || olen > AL_ORIGIN_MAX)
+	if (!al_kv_line(b, "origin", &origin, &olen) || olen == 0 || olen > AL_ORIGIN_MAX)
 		return invalid("bundle", "no \"origin\" line");
 	if (!dec_field(b, "index", &index))
 		return invalid("index", "not a decimal leaf index");
@@ -716,7 +697,7 @@ static int check_inclusion(struct bundle *b, const struct al_ckey *keys, unsigne
 		return invalid("tree-size", "not a decimal tree size");
 	if (!hash_field(b, "prev", prev))
 		return invalid("prev", "not 64 lowercase hex digits");
-	if (!field(b, "line", &line, &llen))
+	if (!al_kv_line(b, "line", &line, &llen))
 		return invalid("bundle", "no \"line\" line");
 	while (peek(b, "path")) {
 		if (np == AL_MERKLE_PROOF_MAX || !hash_field(b, "path", path[np]))
@@ -725,7 +706,7 @@ static int check_inclusion(struct bundle *b, const struct al_ckey *keys, unsigne
 	}
 	if (!note_field(b, "note", &note, &nlen))
 		return invalid("note", "not the hex of a note");
-	if (b->off != b->n) {
+	if (b->i != b->n) {
 		ret = invalid("bundle", "lines after the note");
 		goto out;
 	}
@@ -774,7 +755,7 @@ out:
 	return ret;
 }
 
-static int check_consistency(struct bundle *b, const struct al_ckey *keys, unsigned nkeys)
+static int check_consistency(struct al_kv *b, const struct al_ckey *keys, unsigned nkeys)
 {
 	uint8_t proof[AL_MERKLE_PROOF_MAX][AL_HASH_LEN];
 	const uint8_t *origin;
@@ -784,7 +765,7 @@ static int check_consistency(struct bundle *b, const struct al_ckey *keys, unsig
 	struct pnote p1, p2;
 	int ret = 1;
 
-	if (!field(b, "origin", &origin, &olen) || olen == 0 || olen > AL_ORIGIN_MAX)
+	if (!al_kv_line(b, "origin", &origin, &olen) || olen == 0 || olen > AL_ORIGIN_MAX)
 		return invalid("bundle", "no \"origin\" line");
 	if (!dec_field(b, "size1", &m) || !dec_field(b, "size2", &sz) || m == 0 || m > sz)
 		return invalid("size1/size2", "not two decimal sizes with 1 <= size1 <= size2");
@@ -799,7 +780,7 @@ static int check_consistency(struct bundle *b, const struct al_ckey *keys, unsig
 		ret = invalid("note2", "not the hex of a note");
 		goto out;
 	}
-	if (b->off != b->n) {
+	if (b->i != b->n) {
 		ret = invalid("bundle", "lines after note2");
 		goto out;
 	}
@@ -839,12 +820,12 @@ int check_proof(const char *path, const struct al_ckey *keys, unsigned nkeys)
 		fprintf(stderr, "auditlog-verify: --check-proof %s: %s\n", path, strerror(-r));
 		return 2;
 	}
-	struct bundle b = {buf, n, 0};
+	struct al_kv b = {buf, n, 0};
 	const uint8_t *v;
 	size_t vl;
-	if (field(&b, "auditlog-inclusion-proof", &v, &vl) && vl == 1 && v[0] == '1')
+	if (al_kv_line(&b, "auditlog-inclusion-proof", &v, &vl) && vl == 1 && v[0] == '1')
 		ret = check_inclusion(&b, keys, nkeys);
-	else if (b.off = 0, field(&b, "auditlog-consistency-proof", &v, &vl) && vl == 1 && v[0] == '1')
+	else if (b.i = 0, al_kv_line(&b, "auditlog-consistency-proof", &v, &vl) && vl == 1 && v[0] == '1')
 		ret = check_consistency(&b, keys, nkeys);
 	else
 		ret = invalid("bundle", "not an evidence bundle (docs/format.md 18.4)");

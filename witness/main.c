@@ -85,39 +85,20 @@ struct held {
 	size_t len;
 };
 
-struct lines {
-	const uint8_t *s;
-	size_t n, off;
-};
-
-/* The next line, which must be "name value": its value. */
-static bool field(struct lines *b, const char *name, const uint8_t **v, size_t *vl)
-{
-	size_t k = strlen(name);
-	const uint8_t *s = b->s + b->off, *nl = memchr(s, '\n', b->n - b->off);
-
-	if (!nl || (size_t)(nl - s) < k + 1 || memcmp(s, name, k) != 0 || s[k] != ' ')
-		return false;
-	*v = s + k + 1;
-	*vl = (size_t)(nl - s) - k - 1;
-	b->off += (size_t)(nl - s) + 1;
-	return true;
-}
-
-static bool hex_field(struct lines *b, const char *name, uint8_t *out, size_t n)
+static bool hex_field(struct al_kv *b, const char *name, uint8_t *out, size_t n)
 {
 	const uint8_t *v;
 	size_t vl;
 
-	return field(b, name, &v, &vl) && vl == 2 * n && al_unhex(v, vl, out) == 0;
+	return al_kv_line(b, name, &v, &vl) && vl == 2 * n && al_unhex(v, vl, out) == 0;
 }
 
-static bool dec_field(struct lines *b, const char *name, uint64_t *ret)
+static bool dec_field(struct al_kv *b, const char *name, uint64_t *ret)
 {
 	const uint8_t *v;
 	size_t vl;
 
-	return field(b, name, &v, &vl) && vl > 0 && (vl == 1 || v[0] != '0') &&
+	return al_kv_line(b, name, &v, &vl) && vl > 0 && (vl == 1 || v[0] != '0') &&
 	       cli_parse_udec((const char *)v, vl, AL_MERKLE_MAX_SIZE, ret) == 0;
 }
 
@@ -170,11 +151,11 @@ static int state_load(int dfd, const char *name, const uint8_t *origin, size_t o
 		n += (size_t)r;
 	}
 	close(fd);
-	struct lines b = {buf, n, 0};
-	if (!field(&b, "auditlog-witness-state", &v, &vl) || vl != 1 || v[0] != '1' ||
-	    !field(&b, "origin", &v, &vl) || vl != olen || memcmp(v, origin, olen) != 0 ||
+	struct al_kv b = {buf, n, 0};
+	if (!al_kv_line(&b, "auditlog-witness-state", &v, &vl) || vl != 1 || v[0] != '1' ||
+	    !al_kv_line(&b, "origin", &v, &vl) || vl != olen || memcmp(v, origin, olen) != 0 ||
 	    !dec_field(&b, "size", &h->size) || h->size == 0 || !hex_field(&b, "root", h->root, AL_HASH_LEN) ||
-	    !field(&b, "note", &v, &vl) || vl == 0 || vl % 2 || b.off != b.n)
+	    !al_kv_line(&b, "note", &v, &vl) || vl == 0 || vl % 2 || b.i != b.n)
 		goto bad;
 	nl = vl / 2;
 	if (!(note = malloc(nl)) || al_unhex(v, vl, note) < 0)
@@ -313,9 +294,9 @@ static int bundle_proof(const char *path, const uint8_t *origin, size_t olen, ui
 
 	if (r < 0)
 		return io_error("cannot read the bundle", path, -r);
-	struct lines b = {buf, n, 0};
-	if (!field(&b, "auditlog-consistency-proof", &v, &vl) || vl != 1 || v[0] != '1' ||
-	    !field(&b, "origin", &v, &vl) || vl != olen || memcmp(v, origin, olen) != 0 ||
+	struct al_kv b = {buf, n, 0};
+	if (!al_kv_line(&b, "auditlog-consistency-proof", &v, &vl) || vl != 1 || v[0] != '1' ||
+	    !al_kv_line(&b, "origin", &v, &vl) || vl != olen || memcmp(v, origin, olen) != 0 ||
 	    !dec_field(&b, "size1", &s1) || !dec_field(&b, "size2", &s2)) {
 		ret = refuse("%s: not a consistency bundle of this origin (docs/format.md 18.4)", path);
 		goto out;
@@ -325,7 +306,7 @@ static int bundle_proof(const char *path, const uint8_t *origin, size_t olen, ui
 		goto out;
 	}
 	*np = 0;
-	while (b.n - b.off > 6 && memcmp(b.s + b.off, "proof ", 6) == 0) {
+	while (b.n - b.i > 6 && memcmp(b.p + b.i, "proof ", 6) == 0) {
 		if (*np == AL_MERKLE_PROOF_MAX || !hex_field(&b, "proof", proof[*np], AL_HASH_LEN)) {
 			ret = refuse("%s: a proof line is not 64 lowercase hex digits (or too many)", path);
 			goto out;

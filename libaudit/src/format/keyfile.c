@@ -23,13 +23,7 @@ bool al_seal_host_ok(const uint8_t *h, size_t n)
 	return true;
 }
 
-struct cur {
-	const uint8_t *p;
-	size_t n, i;
-};
-
-/* The next line must be "<name> <value>\n"; value and its length out. */
-static bool line(struct cur *c, const char *name, const uint8_t **v, size_t *vn)
+bool al_kv_line(struct al_kv *c, const char *name, const uint8_t **v, size_t *vn)
 {
 	size_t l = strlen(name);
 	const uint8_t *nl;
@@ -45,7 +39,7 @@ static bool line(struct cur *c, const char *name, const uint8_t **v, size_t *vn)
 	return true;
 }
 
-static bool literal(struct cur *c, const char *s)
+static bool literal(struct al_kv *c, const char *s)
 {
 	size_t l = strlen(s);
 
@@ -85,28 +79,28 @@ static bool lhex(const uint8_t *v, size_t n, uint8_t *out, size_t len)
 	return al_unhex(v, n, out) == 0;
 }
 
-static bool dec_line(struct cur *c, const char *name, uint64_t *out)
+static bool dec_line(struct al_kv *c, const char *name, uint64_t *out)
 {
 	const uint8_t *v;
 	size_t n;
 
-	return line(c, name, &v, &n) && dec(v, n, out);
+	return al_kv_line(c, name, &v, &n) && dec(v, n, out);
 }
 
-static bool hex_line(struct cur *c, const char *name, uint8_t *out, size_t len)
+static bool hex_line(struct al_kv *c, const char *name, uint8_t *out, size_t len)
 {
 	const uint8_t *v;
 	size_t n;
 
-	return line(c, name, &v, &n) && lhex(v, n, out, len);
+	return al_kv_line(c, name, &v, &n) && lhex(v, n, out, len);
 }
 
-static bool host_line(struct cur *c, uint8_t *host, size_t *hlen)
+static bool host_line(struct al_kv *c, uint8_t *host, size_t *hlen)
 {
 	const uint8_t *v;
 	size_t n;
 
-	if (!line(c, "host", &v, &n) || !al_seal_host_ok(v, n))
+	if (!al_kv_line(c, "host", &v, &n) || !al_seal_host_ok(v, n))
 		return false;
 	memcpy(host, v, n);
 	*hlen = n;
@@ -114,7 +108,7 @@ static bool host_line(struct cur *c, uint8_t *host, size_t *hlen)
 }
 
 /* scheme, host, key-id, t0, delta */
-static bool params(struct cur *c, struct al_seal_params *p)
+static bool params(struct al_kv *c, struct al_seal_params *p)
 {
 	return literal(c, "scheme hmac-sha256-tree32\n") && host_line(c, p->host, &p->host_len) &&
 	       hex_line(c, "key-id", p->key_id, AL_SEAL_KID_LEN) && dec_line(c, "t0", &p->t0) &&
@@ -123,7 +117,7 @@ static bool params(struct cur *c, struct al_seal_params *p)
 
 int al_vkey_parse(const uint8_t *buf, size_t n, struct al_vkey *ret)
 {
-	struct cur c = { buf, n, 0 };
+	struct al_kv c = { buf, n, 0 };
 	struct al_vkey k;
 	uint8_t kid[AL_SEAL_KID_LEN];
 	int r = -EINVAL;
@@ -199,7 +193,7 @@ static bool cover(uint32_t e, unsigned k, uint8_t *depth, uint32_t *index)
 
 int al_sstate_parse(const uint8_t *buf, size_t n, struct al_sstate *ret)
 {
-	struct cur c = { buf, n, 0 };
+	struct al_kv c = { buf, n, 0 };
 	struct al_sstate s;
 	uint64_t epoch;
 	int r = -EINVAL;
@@ -224,7 +218,7 @@ int al_sstate_parse(const uint8_t *buf, size_t n, struct al_sstate *ret)
 			break;
 		/* "node <depth> <index> <hex>": the position fixes depth and index */
 		wl = snprintf(want, sizeof(want), "%u %" PRIu32 " ", d, idx);
-		if (!line(&c, "node", &v, &vn) || vn != (size_t)wl + 64 ||
+		if (!al_kv_line(&c, "node", &v, &vn) || vn != (size_t)wl + 64 ||
 		    memcmp(v, want, (size_t)wl) != 0 ||
 		    !lhex(v + wl, 64, s.st.node[k].seed, AL_SEAL_SEED_LEN))
 			goto out;
@@ -289,7 +283,7 @@ long al_sstate_format(const struct al_sstate *s, char *out, size_t cap)
 
 int al_ckey_parse(const uint8_t *buf, size_t n, bool is_secret, struct al_ckey *ret)
 {
-	struct cur c = { buf, n, 0 };
+	struct al_kv c = { buf, n, 0 };
 	struct al_ckey k;
 	int r = -EINVAL;
 

@@ -23,6 +23,7 @@
 #define al_ckey_parse auditlog__al_ckey_parse
 #define al_ckey_format auditlog__al_ckey_format
 #define al_seal_host_ok auditlog__al_seal_host_ok
+#define al_kv_line auditlog__al_kv_line
 
 /* A key's fixed parameters (16.1). */
 struct al_seal_params {
@@ -52,6 +53,17 @@ struct al_ckey {
 	size_t host_len;
 	uint8_t key[32];
 };
+
+/* Text files of "<name> <value>" lines (these key files, the witness state
+ * and evidence bundles of docs/format.md 18.4 and 20.6): a cursor over the
+ * bytes p[0..n), at i. */
+struct al_kv {
+	const uint8_t *p;
+	size_t n, i;
+};
+/* The next line must be "<name> <value>\n" with a non-empty value: true with
+ * the value (not NUL-terminated) and its length, the cursor past the line. */
+bool al_kv_line(struct al_kv *c, const char *name, const uint8_t **v, size_t *vn);
 
 /* [a-z0-9][a-z0-9.-]{0,62} */
 bool al_seal_host_ok(const uint8_t *host, size_t n);
