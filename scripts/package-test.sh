@@ -150,7 +150,7 @@ for c in auditlog-verify auditlog-keygen softtoken-util; do
 	[ "$out" = "$c (auditlog) $version" ] || fail "$c --version says '$out', the package is $version"
 	echo "$out"
 done
-for m in man1/auditlog-verify.1 man1/auditlog-keygen.1 man1/softtoken-util.1 man5/softtoken.conf.5 man3/libauditlog.3; do
+for m in man1/auditlog-verify.1 man1/auditlog-keygen.1 man1/auditlog-sealer.1 man1/auditlog-witness.1 man1/softtoken-util.1 man5/softtoken.conf.5 man3/libauditlog.3; do
 	[ -f /usr/share/man/$m.gz ] || fail "no manual page $m"
 done
 [ -f /usr/lib/$arch/pkcs11/libsofttoken.so ] || fail "no /usr/lib/$arch/pkcs11/libsofttoken.so"
