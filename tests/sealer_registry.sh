@@ -7,9 +7,11 @@
 #     against its registered close, exit 1
 #  4. the registry's own file edited: a finding at the registry's file, exit 1
 #  5. a writer killed: chain-lost; its tail cut: a gap (exit 0, 1 with --strict)
-#  6. the sealer SIGKILLed under a writer and restarted: the registry goes on
-#     (recovered), the chains opened before and after are all registered, the
-#     one open at the kill is checked to its first seal (missing-chain without it)
+#  6. the sealer SIGKILLed under two writers and restarted: the registry goes
+#     on (recovered), the chains opened before and after are all registered,
+#     those open at the kill are checked to their first seal (missing-chain
+#     without them, truncated before it)
+#  7. the sealer stopped by SIGTERM under a writer: its segment is lost
 # Args: auditlog-keygen auditlog-sealer auditlog-verify sealer_writer
 set -u
 KEYGEN=$1
@@ -126,20 +128,26 @@ expect "gap: chain $cc ends at seq .*registered it lost"
 	"$d/logs/a.log" "$d/logs/b.log" "$d/cut/c.log" >/dev/null 2>&1
 [ $? = 1 ] || fail "--strict: a lost writer's cut tail is not a finding"
 
-# 6. the sealer SIGKILLed under a writer, restarted: the registry continues
+# 6. the sealer SIGKILLed under writers e and g, restarted: the registry continues
+mkfifo "$d/fifo2"
 "$WRITER" "$d/logs/e.log" "$d/sock" 30 0 hold <"$d/fifo" >"$d/e.out" 2>"$d/e.err" & we=$!
 exec 3>"$d/fifo"
+"$WRITER" "$d/logs/g.log" "$d/sock" 30 0 hold <"$d/fifo2" >"$d/g.out" 2>"$d/g.err" & wg=$!
+exec 4>"$d/fifo2"
 i=0
-until grep -q ready "$d/e.out"; do
-	i=$((i + 1)); [ $i -gt 200 ] && fail "writer e not ready"; sleep 0.05
+until grep -q ready "$d/e.out" && grep -q ready "$d/g.out"; do
+	i=$((i + 1)); [ $i -gt 200 ] && fail "writers e, g not ready"; sleep 0.05
 done
 kill -KILL "$spid"
 wait "$spid" 2>/dev/null
 spid=
 echo go >&3
-exec 3>&-
+echo go >&4
+exec 3>&- 4>&-
 wait $we || { cat "$d/e.err" >&2; fail "writer e claimed a record durable without its sealer"; }
+wait $wg || { cat "$d/g.err" >&2; fail "writer g claimed a record durable without its sealer"; }
 ce=$(chain_of "$d/logs/e.log")
+cg=$(chain_of "$d/logs/g.log")
 rm -f "$d/sock"
 start_sealer
 "$WRITER" "$d/logs/f.log" "$d/sock" 40 0 2>"$d/f.err" || { cat "$d/f.err" >&2; fail "writer f"; }
@@ -148,14 +156,39 @@ cf=$(chain_of "$d/logs/f.log")
 stop_sealer
 [ "$(grep -c '"kind":"open"' "$d/reg/registry.log")" = 2 ] || fail "the registry was not reopened once"
 [ "$(grep -c '"type":"header"' "$d/reg/registry.log")" = 1 ] || fail "the registry did not continue its chain"
-v 0 "$d/logs/a.log" "$d/logs/b.log" "$d/logs/c.log" "$d/logs/e.log" "$d/logs/f.log"
+L="$d/logs/a.log $d/logs/b.log $d/logs/c.log"
+v 0 $L "$d/logs/e.log" "$d/logs/f.log" "$d/logs/g.log"
 expect '^intact'
-expect 'registry: 6 segment(s) of 5 chain(s)'
+expect 'registry: 7 segment(s) of 6 chain(s)'
 grep -q "\"action\":\"chain-open\".*\"chain.id\":\"$cf\"" "$d/reg/registry.log" || fail "chain f not registered"
 # e's first segment stayed open (the sealer was killed): without e it is missing
-v 1 "$d/logs/a.log" "$d/logs/b.log" "$d/logs/c.log" "$d/logs/f.log"
-expect "missing-chain: the sealer registered chain $ce"
+v 1 $L "$d/logs/f.log" "$d/logs/g.log"
+expect "missing-chain: the sealer registered chain $ce (sealed seq 2\.\.[0-9]*, a segment of it still open"
+# g was never reopened: its one segment is open, checked to its first seal
+v 1 $L "$d/logs/e.log" "$d/logs/f.log"
+expect "missing-chain: the sealer registered chain $cg (sealed from seq 2, still open"
+head -n 1 "$d/logs/g.log" >"$d/cut/g.log" # its header alone: before its first seal
+v 1 $L "$d/logs/e.log" "$d/logs/f.log" "$d/cut/g.log"
+expect "truncated: chain $cg ends at seq 0, before seq 2, the first seal"
 # f (after the restart) too
-v 1 "$d/logs/a.log" "$d/logs/b.log" "$d/logs/c.log" "$d/logs/e.log"
+v 1 $L "$d/logs/e.log" "$d/logs/g.log"
 expect "missing-chain: the sealer registered chain $cf"
+
+# 7. the sealer stopped (SIGTERM) under a writer: its segment is registered lost
+start_sealer
+"$WRITER" "$d/logs/h.log" "$d/sock" 20 0 hold <"$d/fifo" >"$d/h.out" 2>"$d/h.err" & wh=$!
+exec 3>"$d/fifo"
+i=0
+until grep -q ready "$d/h.out"; do
+	i=$((i + 1)); [ $i -gt 200 ] && fail "writer h not ready"; sleep 0.05
+done
+stop_sealer
+echo go >&3
+exec 3>&-
+wait $wh || fail "writer h claimed a record durable without its sealer"
+ch=$(chain_of "$d/logs/h.log")
+grep -q "\"action\":\"chain-lost\".*\"chain.id\":\"$ch\"" "$d/reg/registry.log" ||
+	fail "SIGTERM: writer h's segment not registered lost"
+v 0 $L "$d/logs/e.log" "$d/logs/f.log" "$d/logs/g.log" "$d/logs/h.log"
+expect 'registry: 8 segment(s) of 7 chain(s)'
 echo "sealer_registry.sh: ok"
