@@ -2,7 +2,8 @@
 # The sealer's registry of chains (docs/format.md 26, docs/sealer.md 6) with a
 # real auditlog-sealer and real writer processes (tests/sealer_writer.c):
 #  1. two writers, all files present: intact with --registry, both registered
-#  2. one chain's files left out: missing-chain naming it, exit 1
+#  2. one chain's files left out: missing-chain naming it, exit 1 (also through
+#     auditlog_verifier_add_registry)
 #  3. one chain's tail cut at a seal (intact without the registry): truncated
 #     against its registered close, exit 1
 #  4. the registry's own file edited: a finding at the registry's file, exit 1
@@ -82,6 +83,15 @@ expect 'seals verified'
 v 1 "$d/logs/a.log"
 expect "missing-chain: the sealer registered chain $cb (sealed seq 2\.\."
 grep -c 'missing-chain:' "$d/v.out" | grep -qx 1 || { cat "$d/v.out" >&2; fail "not one missing-chain"; }
+
+# the same through the public API (auditlog_verifier_add_registry)
+"$WRITER" registry "$d/k/verify-key" "$d/reg" "$d/logs/a.log" "$d/logs/b.log" >"$d/api.out" ||
+	fail "the API run failed"
+grep -qx 'missing-chain 0 truncated 0 integrity 0' "$d/api.out" || { cat "$d/api.out" >&2; fail "API: not intact"; }
+"$WRITER" registry "$d/k/verify-key" "$d/reg" "$d/logs/a.log" >"$d/api.out" || fail "the API run failed"
+grep -qx 'missing-chain 1 truncated 0 integrity 1' "$d/api.out" || { cat "$d/api.out" >&2; fail "API: no missing-chain"; }
+"$WRITER" registry "$d/k/verify-key" "$d/nothing" "$d/logs/a.log" >"$d/api.out" 2>&1 &&
+	fail "API: a registry that is not there did not fail the run"
 
 # 3. a's tail cut at a seal: the chain alone says intact, the registry truncated
 mkdir "$d/cut"
