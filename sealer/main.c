@@ -6,11 +6,13 @@
  * provider's (libaudit/src/writer/seal_inproc.c): the same file rules, the
  * same durable advance; this file is the socket, the peer check and the
  * timer that advances the state every epoch whether or not anyone writes.
- * One thread, one poll loop. Exit 0 on SIGTERM/SIGINT (socket unlinked),
- * 1 on a failure, 2 on usage.
+ * One thread, one poll loop; the registry of chains (registry.c) is a log
+ * of its own, written with the library's writer (its worker thread). Exit 0
+ * on SIGTERM/SIGINT (socket unlinked), 1 on a failure, 2 on usage.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -30,6 +32,7 @@
 
 #include "cli.h"
 #include "note.h"
+#include "registry.h"
 #include "sealer.h"
 #include "seal_wire.h"
 
@@ -39,7 +42,7 @@
 
 static const char usage[] =
 	"usage: auditlog-sealer --state FILE --signing-key FILE --socket PATH\n"
-	"                       [--allow-uid UID]... [--allow-gid GID]...\n"
+	"                       [--allow-uid UID]... [--allow-gid GID]... [--registry DIR]\n"
 	"Hold a host's format v2 sealing state and checkpoint signing key and seal\n"
 	"for writers that connect to PATH (docs/sealer.md).\n"
 	"  --state FILE         the sealing state (auditlog-keygen; 0600, advanced here)\n"
@@ -47,6 +50,7 @@ static const char usage[] =
 	"  --socket PATH        the UNIX socket to create (must not exist)\n"
 	"  --allow-uid UID      accept peers with this uid (repeatable)\n"
 	"  --allow-gid GID      accept peers with this primary gid (repeatable)\n"
+	"  --registry DIR       the registry of chains sealed (default: registry beside --state)\n"
 	"  --version            the version\n"
 	"Without --allow-uid and --allow-gid only the sealer's own uid is accepted.\n";
 
@@ -55,6 +59,8 @@ struct conn {
 	bool bound;       /* chain id known */
 	char chain_id[32];
 	struct ucred peer;
+	bool registered; /* its segment's chain-open is in the registry */
+	struct reg_segment seg;
 };
 
 static uid_t allow_uid[MAX_ALLOW];
@@ -96,8 +102,50 @@ static int bind_chain(struct conn *c, const uint8_t *id)
 
 static const char *const kind_word[4] = {"batch", "idle", "open", "close"};
 
+/* A seal the sealer made for connection c: its segment's first is registered
+ * (durably) before the MAC may leave; every one is remembered for the end
+ * record (docs/format.md 26.1). */
+static int registry_seal(struct registry *g, struct conn *c, const struct al_v2_seal *sl,
+			 const uint8_t prev[AL_HASH_LEN], uint64_t seq, const char ts[AL_TS_LEN])
+{
+	uint8_t h[AL_HASH_LEN];
+	int r = registry_seal_hash(sl, prev, seq, ts, h);
+
+	if (r < 0)
+		return r;
+	if (!c->registered) {
+		memcpy(c->seg.chain_id, c->chain_id, 32);
+		c->seg.peer = c->peer;
+		c->seg.first = seq;
+		r = registry_chain_open(g, &c->seg);
+		if (r < 0) {
+			fprintf(stderr, PROG ": registering chain %.32s: %s\n", c->chain_id, strerror(-r));
+			return r;
+		}
+		c->registered = true;
+	}
+	c->seg.last = seq;
+	memcpy(c->seg.head, h, AL_HASH_LEN);
+	c->seg.last_close = strcmp(sl->kind, "close") == 0;
+	return 0;
+}
+
+/* The connection ends: chain-close or chain-lost for its segment. */
+static void registry_end(struct registry *g, struct conn *c)
+{
+	int r;
+
+	if (!c->registered)
+		return;
+	c->registered = false;
+	r = registry_chain_end(g, &c->seg);
+	if (r < 0)
+		fprintf(stderr, PROG ": registering the end of chain %.32s: %s\n", c->chain_id, strerror(-r));
+}
+
 /* Answer one request in q (n bytes) into a (AL_SW_MAX): the answer's length. */
-static size_t answer(struct al_sealer *s, struct conn *c, const uint8_t *q, size_t n, uint8_t *a)
+static size_t answer(struct al_sealer *s, struct registry *g, struct conn *c, const uint8_t *q, size_t n,
+		     uint8_t *a)
 {
 	unsigned op = n >= AL_SW_HDR ? al_sw_le16(q + 2) : 0;
 	const uint8_t *b = q + AL_SW_HDR;
@@ -188,8 +236,12 @@ static size_t answer(struct al_sealer *s, struct conn *c, const uint8_t *q, size
 		}
 		sl.epoch = nw.epoch;
 		r = s->ops->seal(s, &sl, b + 56, al_sw_le64(b + 8), ts);
-		if (r < 0)
+		if (r == 0)
+			r = registry_seal(g, c, &sl, b + 56, al_sw_le64(b + 8), ts);
+		if (r < 0) {
+			OPENSSL_cleanse(sl.mac, sizeof(sl.mac));
 			break;
+		}
 		o = al_put_le32(o, sl.epoch);
 		memcpy(o, sl.key_id, AL_SEAL_KID_LEN);
 		memcpy(o + AL_SEAL_KID_LEN, sl.mac, AL_HASH_LEN);
@@ -284,11 +336,14 @@ int main(int argc, char **argv)
 		{"socket", required_argument, NULL, 'S'},
 		{"allow-uid", required_argument, NULL, 'u'},
 		{"allow-gid", required_argument, NULL, 'g'},
+		{"registry", required_argument, NULL, 'R'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *state = NULL, *skey = NULL, *sock = NULL;
+	const char *state = NULL, *skey = NULL, *sock = NULL, *regdir = NULL;
+	char *regdflt = NULL;
+	struct registry *g = NULL;
 	struct pollfd pfd[2 + MAX_CONN];
 	struct conn conn[MAX_CONN];
 	struct al_sealer *s = NULL;
@@ -305,6 +360,7 @@ int main(int argc, char **argv)
 		case 's': state = optarg; break;
 		case 'k': skey = optarg; break;
 		case 'S': sock = optarg; break;
+		case 'R': regdir = optarg; break;
 		case 'u':
 		case 'g':
 			/* (uid_t)-1 is "no id" to the kernel */
@@ -355,6 +411,23 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": %s: %s\n", sock, strerror(-lfd));
 		goto out;
 	}
+	/* after the socket: a second sealer on it is refused by "File exists" first */
+	if (!regdir) { /* default: "registry" beside the state file */
+		char *dup = strdup(state);
+		if (!dup || asprintf(&regdflt, "%s/registry", dirname(dup)) < 0)
+			regdflt = NULL;
+		free(dup);
+		if (!regdflt) {
+			fprintf(stderr, PROG ": %s\n", strerror(ENOMEM));
+			goto out_unlink;
+		}
+		regdir = regdflt;
+	}
+	r = registry_open(regdir, state, skey, &g);
+	if (r < 0) {
+		fprintf(stderr, PROG ": opening the registry in %s: %s\n", regdir, strerror(-r));
+		goto out_unlink;
+	}
 	fprintf(stderr, PROG ": listening on %s\n", sock);
 
 	while (!stop) {
@@ -398,7 +471,7 @@ int main(int argc, char **argv)
 				if (k <= 0) {
 					drop = true;
 				} else {
-					an = answer(s, &conn[i], q, k > AL_SW_MAX ? 0 : (size_t)k, a);
+					an = answer(s, g, &conn[i], q, k > AL_SW_MAX ? 0 : (size_t)k, a);
 					if (send(pfd[2 + i].fd, a, an, MSG_NOSIGNAL | MSG_DONTWAIT) !=
 					    (ssize_t)an)
 						drop = true;
@@ -411,6 +484,7 @@ int main(int argc, char **argv)
 				drop = true;
 			}
 			if (drop) {
+				registry_end(g, &conn[i]);
 				close(pfd[2 + i].fd);
 				nconn--;
 				pfd[2 + i] = pfd[2 + nconn];
@@ -449,8 +523,16 @@ int main(int argc, char **argv)
 out_unlink:
 	unlink(sock);
 out:
-	for (unsigned i = 0; i < nconn; i++)
+	for (unsigned i = 0; i < nconn; i++) {
+		registry_end(g, &conn[i]); /* the sealer stops: those writers are lost */
 		close(pfd[2 + i].fd);
+	}
+	r = registry_close(g);
+	if (r < 0) {
+		fprintf(stderr, PROG ": closing the registry: %s\n", strerror(-r));
+		rc = 1;
+	}
+	free(regdflt);
 	if (lfd >= 0)
 		close(lfd);
 	if (sfd >= 0)

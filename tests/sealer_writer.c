@@ -16,6 +16,11 @@
  *
  * sealer_writer PATH SOCKET exclusive: auditlog_open answers -EINVAL with
  * both a sealer socket and in-process sealing, and with neither (v2).
+ *
+ * sealer_writer registry VERIFY_KEY REGISTRY LOG...: the public verifier API
+ * with auditlog_verifier_add_registry (a second call must be -EINVAL):
+ * prints "missing-chain N truncated N integrity N" and exits 0, or 1 when a
+ * call failed.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -40,6 +45,41 @@ static int one(struct auditlog *log, const char *action, unsigned long long i, i
 	return sync ? auditlog_record_fields_sync(log, &ev, f, 1) : auditlog_record_fields(log, &ev, f, 1);
 }
 
+static int registry_api(int argc, char **argv)
+{
+	struct auditlog_verifier *v = NULL;
+	struct auditlog_vsummary s;
+	char key[4096];
+	FILE *f = fopen(argv[2], "r");
+	size_t kn = f ? fread(key, 1, sizeof(key), f) : 0;
+	int r;
+
+	if (f)
+		fclose(f);
+	if ((r = auditlog_verifier_new(&v)) < 0 || (r = auditlog_verifier_add_verify_key(v, key, kn)) < 0 ||
+	    (r = auditlog_verifier_add_registry(v, argv[3])) < 0)
+		goto out;
+	if (auditlog_verifier_add_registry(v, argv[3]) != -EINVAL) {
+		fprintf(stderr, "a second registry was not refused\n");
+		auditlog_verifier_free(v);
+		return 1;
+	}
+	for (int i = 4; i < argc && r == 0; i++)
+		r = auditlog_verifier_add_path(v, argv[i]);
+	if (r == 0)
+		r = auditlog_verifier_run(v, &s, sizeof(s));
+	if (r == 0)
+		printf("missing-chain %llu truncated %llu integrity %llu\n",
+		       (unsigned long long)s.findings[AUDITLOG_V_MISSING_CHAIN],
+		       (unsigned long long)s.findings[AUDITLOG_V_TRUNCATED],
+		       (unsigned long long)s.integrity_findings);
+out:
+	auditlog_verifier_free(v);
+	if (r < 0)
+		fprintf(stderr, "registry: %s\n", strerror(-r));
+	return r < 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct auditlog_config *cfg = NULL;
@@ -48,6 +88,8 @@ int main(int argc, char **argv)
 	char line[16];
 	int r, hold;
 
+	if (argc >= 4 && strcmp(argv[1], "registry") == 0)
+		return registry_api(argc, argv);
 	if (argc == 4 && strcmp(argv[3], "exclusive") == 0) {
 		int both, neither;
 		auditlog_config_new(&cfg);

@@ -23,6 +23,7 @@
 #include "cli.h"
 #include "verify.h"
 #include "prove.h"
+#include "registry.h"
 
 static const char usage[] =
 	"usage: auditlog-verify [options] PATH...\n"
@@ -52,6 +53,9 @@ static const char usage[] =
 	"                         signature (repeatable: one per host)\n"
 	"  --witness FILE         checkpoints kept elsewhere (signed notes, concatenated):\n"
 	"                         the chains must still hold them (repeatable)\n"
+	"  --registry DIR         the sealer's registry of chains (auditlog-sealer --registry):\n"
+	"                         each chain it names must be among the inputs and reach its\n"
+	"                         registered close (missing-chain, truncated)\n"
 	"  --one-chain            the inputs must hold one chain (another is a finding)\n"
 	"  --dedup                a central copy: a byte-identical repeat of one of the\n"
 	"                         last 64 records is shipper-duplicate (not a finding)\n"
@@ -538,6 +542,7 @@ int main(int argc, char **argv)
 		{"prove-consistency", required_argument, NULL, 'Y'},
 		{"out", required_argument, NULL, 'o'},
 		{"check-proof", required_argument, NULL, 'Z'},
+		{"registry", required_argument, NULL, 'G'},
 		{NULL, 0, NULL, 0},
 	};
 	opterr = 0; /* a bad option gets one line: cli_bad_option */
@@ -550,6 +555,9 @@ int main(int argc, char **argv)
 	int prove_mode = 0;
 	uint64_t prove_a = 0, prove_b = 0;
 	const char *prove_out = NULL, *bundle = NULL;
+	/* --registry (registry.c): the sealer's registry, after the inputs */
+	const char *registry_dir = NULL;
+	struct al_vregistry reg = {0};
 
 	while ((c = getopt_long(argc, argv, "qhj:", opts, NULL)) != -1) {
 		switch (c) {
@@ -621,6 +629,13 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'o': prove_out = optarg; break;
+		case 'G':
+			if (registry_dir) {
+				ret = refuse("--registry", optarg, "is given once");
+				goto out;
+			}
+			registry_dir = optarg;
+			break;
 		case 'h': fputs(usage, stdout); return 0;
 		case 'V': return cli_version("auditlog-verify");
 		default: return cli_bad_option("auditlog-verify", "qhj:", opts, argv);
@@ -789,6 +804,18 @@ verify:
 		ret = 2;
 		goto out;
 	}
+	ret = 0;
+	if (registry_dir && o.follow) {
+		fprintf(stderr, "auditlog-verify: --registry is not for --follow\n");
+		ret = 2;
+	} else if (registry_dir) {
+		ret = registry_check(registry_dir, &o, &res, &reg);
+	}
+	if (ret) {
+		al_vresult_free(&res);
+		json_decref(rep.findings);
+		goto out;
+	}
 	uint64_t integrity = 0, total = 0;
 	for (int k = 0; k < AL_V__MAX; k++) {
 		total += res.findings[k];
@@ -837,6 +864,8 @@ verify:
 		json_object_set_new(j, "unsigned_tail", json_integer((json_int_t)res.unsigned_tail));
 		json_object_set_new(j, "witnessed", json_integer((json_int_t)n_witness));
 		json_object_set_new(j, "note", json_string(threat_note));
+		if (registry_dir)
+			registry_json(j, &reg, n_vkeys > 0);
 		json_dumpf(j, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
 		putchar('\n');
 		json_decref(j);
@@ -876,6 +905,8 @@ verify:
 				fprintf(rep.out, "v2: %" PRIu64 " verified line(s) not emitted: no seal or checkpoint "
 					"covers them\n", res.pending);
 		}
+		if (registry_dir)
+			registry_print(rep.out, &reg, n_vkeys > 0);
 		if (!o.has_expect_head && !n_vkeys && !n_pubkeys && !n_witness)
 			fprintf(rep.out, "note: %s\n", threat_note);
 	}
@@ -891,5 +922,6 @@ out:
 	free(vkeys);
 	free(pubkeys);
 	al_witness_free(witness, n_witness);
+	al_registry_free(&reg);
 	return ret;
 }

@@ -510,6 +510,21 @@ AUDITLOG_API int auditlog_verifier_add_pubkey(struct auditlog_verifier *v, const
  * name the file "witness N" (N: the call's rank, from 1). 0, -EINVAL (not
  * that format: nothing of it is kept), -ENOMEM, -EBUSY. */
 AUDITLOG_API int auditlog_verifier_add_witness(struct auditlog_verifier *v, const void *buf, size_t len);
+/* The registry of auditlog-sealer (docs/format.md 26): its log file, or the
+ * directory of its files (the sealer's --registry DIR), read at
+ * auditlog_verifier_run, after the inputs. It is verified as one chain with
+ * the verification and public keys given (its findings name its files); then
+ * every chain its verified records name must be among the inputs
+ * (AUDITLOG_V_MISSING_CHAIN), reach its registered close
+ * (AUDITLOG_V_TRUNCATED; a chain ending at that seq with another hash:
+ * AUDITLOG_V_MODIFIED) and the first seal of a still-open segment
+ * (AUDITLOG_V_TRUNCATED); one that ends before the last seal of a lost
+ * writer's segment is AUDITLOG_V_GAP (integrity only when strict). Findings
+ * about the comparison name the path as given. Once per verifier. 0, -EINVAL
+ * (no path, or a second one), -ENOMEM, -EBUSY (after a stream's first feed).
+ * auditlog_verifier_run answers -ENOENT (and other -errno) when the registry
+ * cannot be read. */
+AUDITLOG_API int auditlog_verifier_add_registry(struct auditlog_verifier *v, const char *path);
 /* Verify everything added. Returns 0 when it ran (the verdict is in the
  * summary: intact when integrity_findings is 0), or -errno when an input
  * could not be read. size = sizeof(struct auditlog_vsummary) of the caller.

@@ -35,6 +35,10 @@
 #define al_vstream_feed auditlog__al_vstream_feed
 #define al_vstream_free auditlog__al_vstream_free
 #define al_vstream_new auditlog__al_vstream_new
+#define al_registry_chains auditlog__al_registry_chains
+#define al_registry_compare auditlog__al_registry_compare
+#define al_registry_free auditlog__al_registry_free
+#define al_registry_load auditlog__al_registry_load
 #define al_witness_parse auditlog__al_witness_parse
 #define al_witness_free auditlog__al_witness_free
 #define al_pread_full auditlog__al_pread_full

@@ -252,4 +252,41 @@ void al_vstream_free(struct al_vstream *s);
  * directory's regular files (not dot files), in directory order. 0 or -errno. */
 int al_verify_add_path(const char *path, char ***list, unsigned *n, unsigned *cap);
 
+/* ---- the sealer's registry of chains (verify_registry.c, docs/format.md 26) ---- */
+
+enum al_vreg_end { AL_VREG_OPEN, AL_VREG_CLOSE, AL_VREG_LOST };
+
+/* One segment the registry names: one sealer connection's life with a chain. */
+struct al_vreg_seg {
+	char chain_id[33];
+	uint64_t first, last;      /* seqs of its first and (not OPEN) its last seal */
+	uint8_t head[AL_HASH_LEN]; /* the last seal's chain hash (not OPEN) */
+	enum al_vreg_end end;
+	uint64_t pid, uid, gid;
+	uint64_t at;               /* seq of its chain-open record in the registry */
+};
+
+struct al_vregistry {
+	char *name;               /* the registry's path as given, for findings */
+	struct al_vreg_seg *seg;
+	unsigned n, cap;
+	struct al_vresult res;    /* the registry's own verification */
+	uint64_t records;         /* registry records used (verified, 26.1) */
+	bool bad;                 /* a verified registry record that is not 26.1's */
+};
+
+/* Verify the registry at path (its files, or a directory of them) as one
+ * chain with o's keys (vkeys, pubkeys; nothing else of o but on_finding and
+ * ctx, which get its findings, named by its files), and collect the
+ * segments its verified records name. 0 when it ran (findings in g->res),
+ * or -errno when it could not be read (-ENOENT: no file there). */
+int al_registry_load(const char *path, const struct al_vopts *o, struct al_vregistry *g);
+/* Compare the chains of res (a run over the inputs) with the registry's
+ * segments (26.2), reporting through o->on_finding and counting into res,
+ * the registry's own findings added to res's. */
+void al_registry_compare(const struct al_vregistry *g, const struct al_vopts *o, struct al_vresult *res);
+/* Chains the registry names (distinct ids). */
+unsigned al_registry_chains(const struct al_vregistry *g);
+void al_registry_free(struct al_vregistry *g);
+
 #endif

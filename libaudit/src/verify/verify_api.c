@@ -59,6 +59,7 @@ struct auditlog_verifier {
 	struct al_vwnote *witness; /* o.witness */
 	char **wnames;           /* "witness N", for findings */
 	unsigned n_wfiles;
+	char *registry;          /* add_registry: the sealer's registry (docs/format.md 26) */
 };
 
 AUDITLOG_API int auditlog_verifier_new(struct auditlog_verifier **ret_v)
@@ -93,6 +94,7 @@ AUDITLOG_API void auditlog_verifier_free(struct auditlog_verifier *v)
 	for (unsigned i = 0; i < v->n_wfiles; i++)
 		free(v->wnames[i]);
 	free(v->wnames);
+	free(v->registry);
 	free(v);
 }
 
@@ -312,6 +314,16 @@ AUDITLOG_API int auditlog_verifier_add_witness(struct auditlog_verifier *v, cons
 	return 0;
 }
 
+AUDITLOG_API int auditlog_verifier_add_registry(struct auditlog_verifier *v, const char *path)
+{
+	int r = settable(v, !path || (v && v->registry));
+
+	if (r)
+		return r;
+	v->registry = strdup(path);
+	return v->registry ? 0 : -ENOMEM;
+}
+
 AUDITLOG_API int auditlog_verifier_set_threads(struct auditlog_verifier *v, unsigned threads)
 {
 	int r = settable(v, threads > 1024);
@@ -414,6 +426,14 @@ AUDITLOG_API int auditlog_verifier_run(struct auditlog_verifier *v, struct audit
 		r = al_verify_files(v->paths, v->n, &v->o, &v->res);
 	}
 	v->ran = true;
+	if (r == 0 && v->registry) {
+		/* after the inputs: their chains are what the registry is compared with */
+		struct al_vregistry g;
+		r = al_registry_load(v->registry, &v->o, &g);
+		if (r == 0)
+			al_registry_compare(&g, &v->o, &v->res);
+		al_registry_free(&g);
+	}
 	if (r < 0)
 		return r;
 	s.files = v->res.files;
