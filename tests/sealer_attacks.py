@@ -372,5 +372,12 @@ sealer.send_signal(signal.SIGTERM)
 if sealer.wait() != 0:
     fail("the sealer's exit status on SIGTERM: %d" % sealer.returncode)
 sealer = None
+# the sanitizer presets: a report in any process's stderr fails the test
+for name in sorted(os.listdir(d)):
+    if name.endswith(".err"):
+        with open(os.path.join(d, name), errors="replace") as f:
+            text = f.read()
+        if re.search(r"ERROR: (Address|Leak|Thread)Sanitizer|runtime error:|WARNING: ThreadSanitizer", text):
+            fail("a sanitizer report in %s:\n%s" % (name, text[:4000]))
 cleanup()
 print("sealer_attacks: ok")
