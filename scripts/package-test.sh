@@ -159,6 +159,11 @@ for d in /var/lib/softtoken /var/log/softtoken; do
 	s=$(stat -c '%U:%G %a' $d)
 	[ "$s" = "root:softtoken 2770" ] || fail "$d is $s, not root:softtoken 2770"
 done
+# the sealer's user, its 0700 state directory and its unit (docs/sealer.md "Running it")
+getent passwd auditlog-sealer >/dev/null || fail "no auditlog-sealer user"
+s=$(stat -c '%U:%G %a' /var/lib/auditlog-sealer)
+[ "$s" = "auditlog-sealer:auditlog-sealer 700" ] || fail "/var/lib/auditlog-sealer is $s"
+[ -f /lib/systemd/system/auditlog-sealer.service ] || fail "no auditlog-sealer.service"
 dpkg-query -W -f='${Conffiles}\n' softtoken | grep -q '/etc/softtoken/softtoken.conf' ||
 	fail "/etc/softtoken/softtoken.conf is not a conffile"
 # the development package: the .pc file finds the multiarch prefix

@@ -11,6 +11,11 @@ what its state can (epochs >= e) and keeps the old MACs where it cannot.
   root-attack.py rewrite LOGDIR BASE STATE SIGNING_KEY OUTDIR
       the first event whose seal is of an epoch below the state's: its
       outcome becomes "failure"; the chain as root rebuilds it, in OUTDIR
+  root-attack.py app-rewrite LOGDIR BASE OUTDIR [own-key]
+      the application that loads the token with a sealer (DESIGN.md's last
+      row): no sealing state, no signing key. It rewrites the latest event
+      the same way and keeps the MACs and checkpoint notes it cannot make;
+      with own-key it signs the checkpoints with a key it made itself
   root-attack.py cut LOGDIR BASE OUTDIR
       the chain cut right after its next-to-last batch seal (what root does
       to make the last operations disappear), in OUTDIR
@@ -75,6 +80,41 @@ def rewrite(logdir, base, state, signing, outdir):
               E.seal_after(recs, target.seq).members["epoch"], sum(r.type == "checkpoint" for r in recs)))
 
 
+class NoKeys:
+    """what the application knows: the host (the checkpoints' origin), no
+    MAC key; its signing key is one it made itself"""
+
+    def __init__(self, recs):
+        notes = [r.members["note"] for r in recs if r.type == "checkpoint"]
+        if not notes:
+            sys.exit("root-attack: no checkpoint to take the host from")
+        self.host = notes[0].split(b"\n")[0].split(b"/auditlog/")[0]
+        self.S, self.sign_seed = None, v2log.V.H(b"the application's own signing key")
+
+    def mac_key(self, e):
+        raise AssertionError("the application holds no MAC key")
+
+
+def app_rewrite(logdir, base, outdir, own_key=False):
+    recs = E.parse(logdir, base)
+    keys = NoKeys(recs)
+    target = ([r for r in recs if r.type == "event"] or [None])[-1]
+    if target is None:
+        sys.exit("root-attack: no event to rewrite")
+
+    def edit(r):
+        if r.seq != target.seq:
+            return r.type, r.fixed, r.caller, 2
+        return r.type, [(k, b"failure" if k == "outcome" else v) for k, v in r.fixed], r.caller, 2
+    holder = Holder(keys, seal_from=None, sign=own_key, orig=E.Orig(recs))
+    write(outdir, E.rebuild(recs, keys, holder, edit))
+    print("the application (no key) rewrote seq %d (%s): outcome success -> failure; chain and tree "
+          "recomputed, %d checkpoint(s) %s" % (
+              target.seq, target.members.get("action", b"?").decode(),
+              sum(r.type == "checkpoint" for r in recs),
+              "signed with its own key" if own_key else "left as they were"))
+
+
 def cut(logdir, base, outdir):
     recs = E.parse(logdir, base)
     seals = [r.seq for r in recs if r.type == "seal" and r.members["kind"] in (b"batch", b"idle")]
@@ -89,6 +129,8 @@ if __name__ == "__main__":
     a = sys.argv[1:]
     if len(a) == 6 and a[0] == "rewrite":
         rewrite(*a[1:])
+    elif len(a) in (4, 5) and a[0] == "app-rewrite" and a[4:] in ([], ["own-key"]):
+        app_rewrite(*a[1:4], own_key=len(a) == 5)
     elif len(a) == 4 and a[0] == "cut":
         cut(*a[1:])
     else:

@@ -79,6 +79,45 @@ static bool peer_allowed(const struct ucred *c)
 }
 
 
+/*
+ * The test clock (docs/sealer.md "The test clock"): with
+ * AUDITLOG_SEALER_TEST_CLOCK=FILE in the environment the sealer's boot and
+ * wall clocks read as the real ones plus the whole seconds written in FILE
+ * (re-read at every reading; absent or empty: 0), through the library's
+ * clock hooks, so a test moves epochs without sleeping. Production units
+ * never set it; the sealer says on stderr that it runs on it.
+ */
+#define TEST_CLOCK_ENV "AUDITLOG_SEALER_TEST_CLOCK"
+#define TEST_CLOCK_MAX_S (UINT64_C(1) << 32)
+
+static uint64_t test_clock_offset(void *ctx)
+{
+	uint8_t *buf = NULL;
+	size_t n = 0;
+	uint64_t v = 0;
+
+	if (cli_read_small(ctx, 32, true, &buf, &n) == 0) {
+		while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+			n--;
+		if (n > 0 && cli_parse_udec((const char *)buf, n, TEST_CLOCK_MAX_S, &v) < 0)
+			v = 0; /* a half-written file reads as no offset, never as garbage */
+	}
+	free(buf);
+	return v * UINT64_C(1000000000);
+}
+
+static struct al_clock_hooks test_clock; /* set once in main; the provider keeps a pointer */
+
+static uint64_t test_clock_boot(void *ctx)
+{
+	return al_clock_boottime(NULL) + test_clock_offset(ctx);
+}
+
+static uint64_t test_clock_real(void *ctx)
+{
+	return al_clock_realtime(NULL) + test_clock_offset(ctx);
+}
+
 /* A chain id is 32 lowercase hex (docs/format.md 12). */
 static bool chain_id_ok(const uint8_t *c)
 {
@@ -401,7 +440,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": %s\n", strerror(errno));
 		goto out;
 	}
-	r = al_sealer_inproc_open(state, skey, NULL, &s);
+	if (getenv(TEST_CLOCK_ENV) && getenv(TEST_CLOCK_ENV)[0]) {
+		test_clock = (struct al_clock_hooks){.ctx = getenv(TEST_CLOCK_ENV),
+						     .realtime = test_clock_real, .boottime = test_clock_boot};
+		fprintf(stderr, PROG ": " TEST_CLOCK_ENV ": the clocks run %" PRIu64
+			" s ahead as %s says (a test hook, never in production)\n",
+			test_clock_offset(test_clock.ctx) / 1000000000u, (char *)test_clock.ctx);
+	}
+	r = al_sealer_inproc_open(state, skey, test_clock.ctx ? &test_clock : NULL, &s);
 	if (r < 0) {
 		fprintf(stderr, PROG ": loading %s and %s: %s\n", state, skey, strerror(-r));
 		goto out;
@@ -445,6 +491,8 @@ int main(int argc, char **argv)
 		}
 		wait_ns = nw.boot_end > nw.boot_now ? nw.boot_end - nw.boot_now : 0;
 		timeout = (int)(wait_ns / 1000000u + 1);
+		if (test_clock.ctx && timeout > 10)
+			timeout = 10; /* a moved test clock is seen within 10 ms */
 
 		pfd[0] = (struct pollfd){.fd = sfd, .events = POLLIN};
 		pfd[1] = (struct pollfd){.fd = lfd, .events = POLLIN};

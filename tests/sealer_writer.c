@@ -14,6 +14,11 @@
  * "after-loss: <error>" and exits 0 when it failed, exits 1 when it claimed
  * the record durable.
  *
+ * With "die" (tests/sealer_attacks.py): queued records wait up to 1 s to
+ * share a write (async coalescing); after the events and a flush it queues
+ * (after 100 ms) 20 more with action "unsynced", prints "dying", and kills itself
+ * (SIGKILL) before they can be written: only those may be lost.
+ *
  * sealer_writer PATH SOCKET exclusive: auditlog_open answers -EINVAL with
  * both a sealer socket and in-process sealing, and with neither (v2).
  *
@@ -23,6 +28,7 @@
  * call failed.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +92,7 @@ int main(int argc, char **argv)
 	struct auditlog *log = NULL;
 	unsigned long long n, pause_ms;
 	char line[16];
-	int r, hold;
+	int r, hold, die;
 
 	if (argc >= 4 && strcmp(argv[1], "registry") == 0)
 		return registry_api(argc, argv);
@@ -106,17 +112,19 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
-	if (argc != 5 && !(argc == 6 && strcmp(argv[5], "hold") == 0)) {
-		fprintf(stderr, "usage: sealer_writer PATH SOCKET EVENTS PAUSE_MS [hold]\n");
+	die = argc == 6 && strcmp(argv[5], "die") == 0;
+	if (argc != 5 && !(argc == 6 && strcmp(argv[5], "hold") == 0) && !die) {
+		fprintf(stderr, "usage: sealer_writer PATH SOCKET EVENTS PAUSE_MS [hold|die]\n");
 		return 2;
 	}
-	hold = argc == 6;
+	hold = argc == 6 && !die;
 	n = strtoull(argv[3], NULL, 10);
 	pause_ms = strtoull(argv[4], NULL, 10);
 	if ((r = auditlog_config_new(&cfg)) < 0 || (r = auditlog_config_set_path(cfg, argv[1])) < 0 ||
 	    (r = auditlog_config_set_format_version(cfg, 2)) < 0 ||
 	    (r = auditlog_config_set_sealer_socket(cfg, argv[2])) < 0 ||
 	    (r = auditlog_config_set_checkpoint_interval(cfg, 30, 0)) < 0 ||
+	    (die && (r = auditlog_config_set_async_coalesce_us(cfg, 1000000)) < 0) ||
 	    (r = auditlog_open(cfg, &log)) < 0) {
 		fprintf(stderr, "open: %s\n", strerror(-r));
 		auditlog_config_free(cfg);
@@ -139,6 +147,22 @@ int main(int argc, char **argv)
 			}
 			nanosleep(&ts, NULL);
 		}
+	}
+	if (die) {
+		if ((r = auditlog_flush(log)) < 0) {
+			fprintf(stderr, "flush: %s\n", strerror(-r));
+			return 1;
+		}
+		/* the worker settles after the flush (its bookkeeping of that
+		 * waiter), so the next records start a fresh 1 s hold */
+		nanosleep(&(struct timespec){0, 100000000}, NULL);
+		for (int i = 0; i < 20; i++)
+			if (one(log, "unsynced", n + (unsigned)i, 0) < 0)
+				return 1;
+		printf("dying\n");
+		fflush(stdout);
+		raise(SIGKILL);
+		return 1;
 	}
 	if (hold) {
 		if ((r = auditlog_flush(log)) < 0) {

@@ -447,6 +447,23 @@ static void test_v2_refusals(void **state)
 	refused(CKR_ARGUMENTS_BAD, "want an absolute path");
 	write_conf("audit_checkpoint_records = 0\naudit_checkpoint_ms = 0\n");
 	refused(CKR_ARGUMENTS_BAD, "may not both be 0");
+	/* the sealer's socket (docs/token.md): exclusive with the key files, v2 only */
+	snprintf(line, sizeof(line),
+		 "audit_format_version = 2\naudit_sealer_socket = /run/auditlog-sealer/sock\n"
+		 "audit_seal_state = %s\naudit_signing_key = %s\n",
+		 keys.state_path, keys.sign_path);
+	write_conf_raw(line);
+	refused(CKR_ARGUMENTS_BAD, "audit_sealer_socket and audit_seal_state are both set");
+	write_conf_raw("audit_format_version = 2\naudit_sealer_socket = /run/auditlog-sealer/sock\n"
+		       "audit_signing_key = /k/signing-key\n");
+	refused(CKR_ARGUMENTS_BAD, "audit_sealer_socket and audit_signing_key are both set");
+	write_conf_raw("audit_sealer_socket = /run/auditlog-sealer/sock\n");
+	refused(CKR_ARGUMENTS_BAD, "audit_sealer_socket is set but audit_format_version is 1");
+	write_conf_raw("audit_format_version = 2\naudit_sealer_socket = sock\n");
+	refused(CKR_ARGUMENTS_BAD, "want an absolute path");
+	/* nothing listens there: refused before anything is written */
+	write_conf_raw("audit_format_version = 2\naudit_sealer_socket = /nonexistent-auditlog-test/sock\n");
+	refused(CKR_GENERAL_ERROR, "cannot reach the sealer at /nonexistent-auditlog-test/sock: No such file");
 
 	/* key files the library refuses: said, nothing written */
 	write_conf(NULL);

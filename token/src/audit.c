@@ -218,6 +218,7 @@ CK_RV tok_audit_open(char *err, size_t errlen)
 	struct auditlog_config *ac = NULL;
 	CK_RV rv = CKR_GENERAL_ERROR;
 	unsigned denied = 0;
+	bool sealer_refused = false;
 	char *tried = NULL; /* the last chain file tried, for messages */
 	int r = 0;
 
@@ -247,7 +248,17 @@ CK_RV tok_audit_open(char *err, size_t errlen)
 		rv = CKR_ARGUMENTS_BAD;
 		goto out;
 	}
-	if (c->audit_format_version == 2) {
+	if (c->audit_format_version == 2 && c->audit_sealer_socket) {
+		/* the keys are the sealer's; a lost sealer fails the log closed */
+		r = auditlog_config_set_sealer_socket(ac, c->audit_sealer_socket);
+		if (r == 0 && c->audit_checkpoint_set)
+			r = auditlog_config_set_checkpoint_interval(ac, c->audit_checkpoint_records,
+								    c->audit_checkpoint_ms);
+		if (r < 0) {
+			snprintf(err, errlen, "%s: the sealer settings are refused: %s", c->path, strerror(-r));
+			goto refused;
+		}
+	} else if (c->audit_format_version == 2) {
 		r = seal_files_check(c, err, errlen);
 		if (r == -ENOMEM) {
 			rv = CKR_HOST_MEMORY;
@@ -286,6 +297,12 @@ CK_RV tok_audit_open(char *err, size_t errlen)
 		}
 		free(tried);
 		tried = path;
+		/* The sealer is asked before the file is opened: its refusal
+		 * (-EACCES) is told from a file not ours by the file itself. */
+		if (c->audit_sealer_socket && r == -EACCES && (access(path, W_OK) == 0 || errno == ENOENT)) {
+			sealer_refused = true;
+			break;
+		}
 		/* Locked by a running process, or not ours to write (a file
 		 * another user left, EACCES): the next name. */
 		if (r == -EACCES)
@@ -295,6 +312,22 @@ CK_RV tok_audit_open(char *err, size_t errlen)
 	}
 	if (r == -EPERM && err[0])
 		; /* chain_prepare said why */
+	else if (sealer_refused)
+		snprintf(err, errlen,
+			 "the sealer at %s refuses this process (uid %u, gid %u): start auditlog-sealer with "
+			 "--allow-uid or --allow-gid for it",
+			 c->audit_sealer_socket, (unsigned)geteuid(), (unsigned)getegid());
+	else if (c->audit_sealer_socket &&
+		 (r == -ENOENT || r == -ECONNREFUSED || r == -ENOTCONN || r == -ETIMEDOUT || r == -EPROTO))
+		snprintf(err, errlen, "cannot reach the sealer at %s: %s (is auditlog-sealer running?)",
+			 c->audit_sealer_socket, strerror(-r));
+	else if (c->audit_sealer_socket && r == -ESTALE)
+		snprintf(err, errlen,
+			 "the sealer at %s holds a sealing state below the last seal in %s (an older copy, or "
+			 "another key): refused",
+			 c->audit_sealer_socket, tried ? tried : c->audit_dir);
+	else if (c->audit_sealer_socket && r == -ERANGE)
+		snprintf(err, errlen, "the sealing key of the sealer at %s is exhausted", c->audit_sealer_socket);
 	else if (c->audit_format_version == 2 && r == -ESTALE)
 		snprintf(err, errlen,
 			 "the sealing state %s is at an epoch below the last seal in %s (an older copy put in "
@@ -303,7 +336,8 @@ CK_RV tok_audit_open(char *err, size_t errlen)
 	else if (c->audit_format_version == 2 && r == -ERANGE)
 		snprintf(err, errlen, "the sealing key of %s is exhausted (its last epoch has passed)",
 			 c->audit_seal_state);
-	else if (c->audit_format_version == 2 && (r == -EINVAL || r == -EFBIG || r == -EPERM || r == -ELOOP))
+	else if (c->audit_format_version == 2 && !c->audit_sealer_socket &&
+		 (r == -EINVAL || r == -EFBIG || r == -EPERM || r == -ELOOP))
 		snprintf(err, errlen,
 			 "cannot open the audit log %s with the sealing state %s and the signing key %s: %s "
 			 "(not both of auditlog-keygen's format and of one host, or a file refused)",

@@ -70,7 +70,7 @@ enum key {
 	K_AUDIT_VERIFY, K_AUDIT_FORMAT, K_AUDIT_QUEUE, K_AUDIT_ROTATE_BYTES, K_AUDIT_ROTATE_AGE,
 	K_AUDIT_ENOSPC, K_AUDIT_COALESCE, K_PBKDF2, K_MAX_PIN_FAILURES, K_SLOTS, K_AUDIT_BACKEND,
 	K_AUDIT_QUEUE_FULL, K_RSA_MIN_BITS, K_AUDIT_SEAL_STATE, K_AUDIT_SIGNING_KEY,
-	K_AUDIT_CKPT_RECORDS, K_AUDIT_CKPT_MS, K__MAX
+	K_AUDIT_CKPT_RECORDS, K_AUDIT_CKPT_MS, K_AUDIT_SEALER_SOCKET, K__MAX
 };
 
 static const char *const key_names[K__MAX] = {
@@ -96,6 +96,7 @@ static const char *const key_names[K__MAX] = {
 	[K_AUDIT_SIGNING_KEY] = "audit_signing_key",
 	[K_AUDIT_CKPT_RECORDS] = "audit_checkpoint_records",
 	[K_AUDIT_CKPT_MS] = "audit_checkpoint_ms",
+	[K_AUDIT_SEALER_SOCKET] = "audit_sealer_socket",
 };
 
 /* An absolute path into *dst (relative ones would depend on the caller's cwd). */
@@ -121,6 +122,8 @@ static bool set_key(struct tok_config *c, enum key k, const char *v)
 		return set_path(&c->audit_seal_state, v);
 	case K_AUDIT_SIGNING_KEY:
 		return set_path(&c->audit_signing_key, v);
+	case K_AUDIT_SEALER_SOCKET:
+		return set_path(&c->audit_sealer_socket, v);
 	case K_AUDIT_CKPT_RECORDS:
 		/* the library's bound (auditlog_config_set_checkpoint_interval) */
 		if (!parse_u64(v, 0, INT32_MAX, &c->audit_checkpoint_records))
@@ -221,6 +224,7 @@ static const char *const key_hint[K__MAX] = {
 	[K_RSA_MIN_BITS] = "1024..4096",
 	[K_AUDIT_SEAL_STATE] = "an absolute path",
 	[K_AUDIT_SIGNING_KEY] = "an absolute path",
+	[K_AUDIT_SEALER_SOCKET] = "an absolute path",
 	[K_AUDIT_CKPT_RECORDS] = "records, 0..2147483647 (0 = by time only)",
 	[K_AUDIT_CKPT_MS] = "milliseconds, 0..4294967296 (0 = by count only)",
 };
@@ -316,19 +320,31 @@ CK_RV tok_config_load(struct tok_config *c, char *err, size_t errlen)
 		say(err, errlen, "%s: token_dir is required", path);
 		goto fail;
 	}
-	/* Format v2 (in-process sealing, docs/token.md "Format v2"): both key
-	 * files, and only with v2, so that no setting is silently ignored. */
-	if (c->audit_format_version == 2 && (!c->audit_seal_state || !c->audit_signing_key)) {
-		say(err, errlen, "%s: audit_format_version = 2 needs %s (the %s file of auditlog-keygen)", path,
-		    !c->audit_seal_state ? "audit_seal_state" : "audit_signing_key",
+	/* Format v2 (docs/token.md "Format v2"): the sealer's socket, or both
+	 * in-process key files, never both modes; only with v2, so that no
+	 * setting is silently ignored. */
+	if (c->audit_sealer_socket && (c->audit_seal_state || c->audit_signing_key)) {
+		say(err, errlen,
+		    "%s: audit_sealer_socket and %s are both set: give the sealer's socket (auditlog-sealer holds "
+		    "the keys) or audit_seal_state and audit_signing_key (in-process sealing), not both",
+		    path, c->audit_seal_state ? "audit_seal_state" : "audit_signing_key");
+		goto fail;
+	}
+	if (c->audit_format_version == 2 && !c->audit_sealer_socket &&
+	    (!c->audit_seal_state || !c->audit_signing_key)) {
+		say(err, errlen,
+		    "%s: audit_format_version = 2 needs %s (the %s file of auditlog-keygen), or "
+		    "audit_sealer_socket instead of both key files (auditlog-sealer)",
+		    path, !c->audit_seal_state ? "audit_seal_state" : "audit_signing_key",
 		    !c->audit_seal_state ? "sealing-state" : "signing-key");
 		goto fail;
 	}
-	if (c->audit_format_version != 2 &&
-	    (c->audit_seal_state || c->audit_signing_key || c->audit_checkpoint_set)) {
+	if (c->audit_format_version != 2 && (c->audit_seal_state || c->audit_signing_key ||
+					      c->audit_sealer_socket || c->audit_checkpoint_set)) {
 		say(err, errlen, "%s: %s is set but audit_format_version is %u (it applies to 2 only)", path,
 		    c->audit_seal_state ? "audit_seal_state"
 		    : c->audit_signing_key ? "audit_signing_key"
+		    : c->audit_sealer_socket ? "audit_sealer_socket"
 		    : seen[K_AUDIT_CKPT_RECORDS] ? "audit_checkpoint_records" : "audit_checkpoint_ms",
 		    c->audit_format_version);
 		goto fail;
@@ -368,8 +384,9 @@ void tok_config_free(struct tok_config *c)
 	free(c->audit_dir);
 	free(c->audit_seal_state);
 	free(c->audit_signing_key);
+	free(c->audit_sealer_socket);
 	c->path = c->token_dir = c->audit_dir = NULL;
-	c->audit_seal_state = c->audit_signing_key = NULL;
+	c->audit_seal_state = c->audit_signing_key = c->audit_sealer_socket = NULL;
 }
 
 /* Here rather than in module.c: softtoken-util shares this file. */

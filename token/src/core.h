@@ -47,6 +47,8 @@ struct tok_config {
 	/* format v2, in-process sealing: both required with audit_format_version = 2 */
 	char *audit_seal_state;  /* audit_seal_state: the sealing state file */
 	char *audit_signing_key; /* audit_signing_key: the checkpoint signing key file */
+	/* format v2 through auditlog-sealer: exclusive with the two above */
+	char *audit_sealer_socket; /* audit_sealer_socket: the sealer's UNIX socket */
 	bool audit_checkpoint_set; /* audit_checkpoint_records or _ms given */
 	uint64_t audit_checkpoint_records, audit_checkpoint_ms;
 };
