@@ -469,7 +469,7 @@ int main(int argc, char **argv)
 		}
 		regdir = regdflt;
 	}
-	r = registry_open(regdir, state, skey, &g);
+	r = registry_open(regdir, state, skey, test_clock.ctx ? &test_clock : NULL, &g);
 	if (r < 0) {
 		fprintf(stderr, PROG ": opening the registry in %s: %s\n", regdir, strerror(-r));
 		goto out_unlink;

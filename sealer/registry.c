@@ -8,13 +8,15 @@
 
 #include <auditlog.h>
 
+#include "internal.h"
 #include "registry.h"
 
 struct registry {
 	struct auditlog *log;
 };
 
-int registry_open(const char *dir, const char *state, const char *signing_key, struct registry **ret)
+int registry_open(const char *dir, const char *state, const char *signing_key,
+		  const struct al_clock_hooks *clock, struct registry **ret)
 {
 	struct auditlog_config *cfg = NULL;
 	struct registry *g;
@@ -31,6 +33,7 @@ int registry_open(const char *dir, const char *state, const char *signing_key, s
 	if ((r = auditlog_config_new(&cfg)) < 0 || (r = auditlog_config_set_path(cfg, path)) < 0 ||
 	    (r = auditlog_config_set_format_version(cfg, 2)) < 0 ||
 	    (r = auditlog_config_set_sealing(cfg, state, signing_key)) < 0 ||
+	    (clock && (r = auditlog__config_set_clock(cfg, clock)) < 0) ||
 	    (r = auditlog_open(cfg, &g->log)) < 0)
 		goto err;
 	auditlog_config_free(cfg);

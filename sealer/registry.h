@@ -17,6 +17,7 @@
 #include "format_v2.h"
 
 struct registry;
+struct al_clock_hooks;
 
 /* What the sealer knows of one segment (one connection's chain). */
 struct reg_segment {
@@ -29,8 +30,9 @@ struct reg_segment {
 
 /* Open (or continue) DIR/registry.log, creating DIR (0700) when missing,
  * format v2 sealed in-process with the given state and signing key. 0 or
- * -errno (auditlog_open's). */
-int registry_open(const char *dir, const char *state, const char *signing_key, struct registry **ret);
+ * -errno (auditlog_open's). clock: the test clock hook (docs/sealer.md), or NULL. */
+int registry_open(const char *dir, const char *state, const char *signing_key,
+		  const struct al_clock_hooks *clock, struct registry **ret);
 
 /* chain-open for seg, durable when it returns 0; -errno otherwise. */
 int registry_chain_open(struct registry *g, const struct reg_segment *seg);
