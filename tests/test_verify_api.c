@@ -400,6 +400,15 @@ static void test_dedup(void **state)
 	assert_int_equal(sum.findings[AUDITLOG_V_INSERTED], 1);
 	assert_int_equal(sum.integrity_findings, 1);
 
+	/* the header replayed with the lines after it (imfile re-reading a
+	 * rotated file from its start): a repeat like any other */
+	sum = feed_replay(&s, true, 0, 3, false);
+	assert_int_equal(sum.integrity_findings, 0);
+	assert_int_equal(sum.findings[AUDITLOG_V_SHIPPER_DUPLICATE], 3);
+	assert_int_equal(s.records, clean.records);
+	sum = feed_replay(&s, false, 0, 3, false);
+	assert_true(sum.integrity_findings > 0);
+
 	/* beyond the ring (64 records) a repeat is not told from a forged one */
 }
 

@@ -1387,6 +1387,14 @@ static void process(struct walk *w, const struct al_parsed *p, const uint8_t *li
 	const char *path = w->f->path;
 	uint64_t seq = p->rec.f[AL_F_SEQ].u;
 
+	/* with dedup, a shipper's byte-identical repeat of a recent record is
+	 * skipped whatever its type: a rotated file re-read from its start
+	 * repeats its header too */
+	if (c->o->dedup && w->have_next && seq < w->next && seen(w, seq, line, len) == 2) {
+		report(c, AL_V_SHIPPER_DUPLICATE, path, lineno, off, true, seq,
+		       "record seq %" PRIu64 " again, byte for byte (a shipper's repeat, skipped)", seq);
+		return;
+	}
 	if (lineno > w->f->base_line + 1 && p->rec.type == AL_T_HEADER) {
 		report(c, AL_V_INSERTED, path, lineno, off, true, seq, "a header in the middle of a file");
 		remember(w, seq, line, off, len);
@@ -1443,11 +1451,8 @@ static void process(struct walk *w, const struct al_parsed *p, const uint8_t *li
 		return;
 	}
 	if (seq < e) {
-		int s = seen(w, seq, line, len);
-		if (s == 2 && c->o->dedup)
-			report(c, AL_V_SHIPPER_DUPLICATE, path, lineno, off, true, seq,
-			       "record seq %" PRIu64 " again, byte for byte (a shipper's repeat, skipped)", seq);
-		else if (s == 2)
+		int s = seen(w, seq, line, len); /* (2 with dedup: skipped above) */
+		if (s == 2)
 			report(c, AL_V_DUPLICATED, path, lineno, off, true, seq, "record seq %" PRIu64 " appears again",
 			       seq);
 		else if (s == 1)
