@@ -117,7 +117,8 @@ AUDITLOG_API int auditlog_config_set_sealing(struct auditlog_config *cfg, const 
  * peer that does not speak the protocol. A sealer lost later (it exited, or
  * gave no answer within 5 s) fails the log closed with -ENOTCONN (or
  * -ETIMEDOUT) at the next seal: the batch that seal would have ended is not
- * written and its records are reported failed; nothing is reopened. */
+ * written and its records are reported failed; nothing is reopened. That is
+ * the default policy; auditlog_config_set_sealer_policy() may queue instead. */
 AUDITLOG_API int auditlog_config_set_sealer_socket(struct auditlog_config *cfg, const char *path);
 /* What a writer sealing through auditlog-sealer does when it loses the sealer
  * (it exited, closed the connection, or gave no answer within 5 s):
@@ -243,13 +244,17 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
  * a full queue blocks or returns -EAGAIN as configured. -EINVAL for a bad
  * event (no action, outcome out of range, slot/session above 2^53-1),
  * -ENOMEM when a long string could not be copied, and once the log has failed
- * closed, the error that closed it (e.g. -EIO, -ENOSPC). Thread-safe. */
+ * closed, the error that closed it (e.g. -EIO, -ENOSPC). -ECHILD in a process
+ * forked from the one that opened the log: a child never uses its parent's
+ * log (docs/sealer.md section 2). Thread-safe. */
 AUDITLOG_API int auditlog_record(struct auditlog *log, const struct auditlog_event *ev);
 
 /* Like auditlog_record(), then wait until this event's batch and every
  * earlier batch are written and fdatasync'ed. Returns 0 only then; a negative
  * errno means the event was not made durable by this call (docs/durability.md
- * says what happens to it). Thread-safe. */
+ * says what happens to it). -EAGAIN at once, nothing enqueued, while an
+ * AUDITLOG_SEALER_QUEUE log's sealer is away (auditlog_config_set_sealer_policy).
+ * Thread-safe. */
 AUDITLOG_API int auditlog_record_sync(struct auditlog *log, const struct auditlog_event *ev);
 
 /* ---- caller-defined fields (format v2) -------------------------------------
@@ -303,12 +308,15 @@ AUDITLOG_API int auditlog_record_fields(struct auditlog *log, const struct audit
 AUDITLOG_API int auditlog_record_fields_sync(struct auditlog *log, const struct auditlog_event *ev,
 					     const struct auditlog_field *fields, size_t n);
 
-/* Wait until everything enqueued before this call is durable. Thread-safe. */
+/* Wait until everything enqueued before this call is durable. -EAGAIN and
+ * -ECHILD as auditlog_record_sync(). Thread-safe. */
 AUDITLOG_API int auditlog_flush(struct auditlog *log);
 
 /* Drain the queue, sync, stop the worker, close the file, free the handle.
  * Returns 0, or the first error the log met. NULL is a no-op returning 0.
- * No other call may be running on or follow this handle. */
+ * No other call may be running on or follow this handle. In a forked child
+ * it frees the child's copy of the handle only, writes nothing, and returns
+ * -ECHILD. */
 AUDITLOG_API int auditlog_close(struct auditlog *log);
 
 /* ---- inspection ---------------------------------------------------------- */

@@ -1148,7 +1148,6 @@ static bool fill_and_submit(struct auditlog *l)
 	uint64_t start = l->deq_pos;
 	bool progress = false, v2 = l->sealer != NULL, first_of_file = l->need_header;
 	uint32_t sealed_upto = 0; /* b->nrec at the last seal in b */
-	bool lost = false;        /* AUDITLOG_SEALER_QUEUE: the sealer went away */
 	size_t reserve = v2 ? l->v2_reserve : 0;
 	int r;
 
@@ -1201,16 +1200,14 @@ static bool fill_and_submit(struct auditlog *l)
 			bool moved;
 			r = al_v2_epoch(l, &moved);
 			if (r < 0 && al_v2_sealer_lost(l, r)) {
-				lost = true; /* the tail's seal covers what is formatted */
-				break;
+				break; /* QUEUE: the tail's seal fails too, and holds the batch */
 			} else if (r < 0) {
 				fail_closed(l, r);
 			} else if (moved) {
 				if (b->nrec > sealed_upto) {
 					long n = al_v2_seal_line(l, K_BATCH, b->buf + b->len);
 					if (n < 0 && al_v2_sealer_lost(l, (int)n)) {
-						lost = true;
-						break;
+						break; /* as above */
 					} else if (n < 0) {
 						fail_closed(l, (int)n);
 					} else {
@@ -1241,7 +1238,6 @@ static bool fill_and_submit(struct auditlog *l)
 		if (kind >= 0) {
 			unsigned k = 0;
 			bool content = b->nrec > 0;
-			(void)lost; /* a lost sealer fails this seal too, and the batch is held */
 			r = al_v2_batch_tail(l, b->buf, &b->len, l->file_off, kind, first_of_file,
 					     kind == K_CLOSE, content, &k);
 			if (r < 0 && al_v2_sealer_lost(l, r)) {
@@ -1825,7 +1821,7 @@ AUDITLOG_API int auditlog_get_stats(struct auditlog *log, struct auditlog_stats 
 	s.sealer_errors = atomic_load(&log->st.sealer_errors);
 	s.sealer_reconnects = atomic_load(&log->st.sealer_reconnects);
 	s.sealer_wait_ns = atomic_load(&log->st.sealer_wait_ns);
-	s.sealer_away = atomic_load(&log->sealer_away) || log->held;
+	s.sealer_away = atomic_load(&log->sealer_away);
 	memcpy(ret, &s, size < sizeof(s) ? size : sizeof(s));
 	return 0;
 }
