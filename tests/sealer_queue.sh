@@ -8,6 +8,8 @@
 #                absence is reported as a `gap` (exit 0 without --strict)
 #   queue-close  closed while the sealer is away: -ENOTCONN, nothing queued
 #                is written, what was acknowledged verifies
+#   queue-stale  the sealer that comes back has another key: the writer
+#                refuses it and fails closed (-ESTALE), writes nothing queued
 #   closed       the default fails closed and stays closed after the sealer
 #                is back; what was acknowledged is there and verifies
 #   fork         a forked child's calls answer -ECHILD and leave the parent's
@@ -33,9 +35,10 @@ fail() {
 	for f in "$d"/*.out "$d"/*.err; do [ -s "$f" ] && sed "s|^|  $(basename "$f"): |" "$f" >&2; done
 	exit 1
 }
-start_sealer() {
+start_sealer() { # [KEYDIR]
 	rm -f "$d/sock"
-	"$SEALER" --state "$d/k/sealing-state" --signing-key "$d/k/signing-key" --socket "$d/sock" \
+	kd=${1:-$d/k}
+	"$SEALER" --state "$kd/sealing-state" --signing-key "$kd/signing-key" --socket "$d/sock" \
 		--allow-uid "$(id -u)" 2>>"$d/sealer.err" &
 	spid=$!
 	i=0
@@ -117,6 +120,24 @@ grep -q '^close: Transport endpoint is not connected' "$d/qc.out" || fail "qc: c
 verify qc
 [ "$(events qc before)" = 20 ] && [ "$(events qc queued)" = 0 ] ||
 	fail "qc: events before $(events qc before) queued $(events qc queued), want 20 0"
+
+# 2b. queue-stale: the sealer back with another key is refused
+mkdir -m 0700 "$d/k2"
+"$KEYGEN" --host queue-test --delta 1 --dir "$d/k2" >/dev/null 2>&1 || fail "keygen k2"
+start_sealer
+start_writer qs queue-stale
+wait_for qs ready
+kill_sealer
+echo go >&3
+wait_for qs away
+start_sealer "$d/k2"
+echo back >&3
+end_writer qs
+stop_sealer
+grep -q '^close: Stale file handle' "$d/qs.out" || fail "qs: close did not answer -ESTALE"
+verify qs
+[ "$(events qs before)" = 20 ] && [ "$(events qs queued)" = 0 ] && [ "$(events qs after-back)" = 0 ] ||
+	fail "qs: events before $(events qs before) queued $(events qs queued) after $(events qs after-back), want 20 0 0"
 
 # 3. closed (the default): fails closed, stays closed
 start_sealer

@@ -12,8 +12,11 @@
  *           succeeds (10 s at most), flushes and closes: 0 failed events,
  *           at least one reconnect, 51 events in the log.
  *   queue-close  AUDITLOG_SEALER_QUEUE, and the log is closed while the
- *           sealer is away: 30 queued records, close answers -ENOTCONN and
- *           events_failed counts them; none of them is written.
+ *           sealer is away: 30 queued records, close answers -ENOTCONN (the
+ *           script checks that none of them is written).
+ *   queue-stale  as queue, but the sealer that comes back has another key:
+ *           the reconnection is refused and the log fails closed: record_sync
+ *           answers -ESTALE, close too; none of the queued records is written.
  *   closed  the default AUDITLOG_SEALER_FAIL_CLOSED: after the loss a
  *           record_sync fails (not -EAGAIN), prints "away", waits for a line
  *           (the sealer is back) and a further record_sync still fails: no
@@ -121,7 +124,7 @@ int main(int argc, char **argv)
 	int r;
 
 	if (argc != 4) {
-		fprintf(stderr, "usage: sealer_queue_writer PATH SOCKET queue|queue-close|closed|fork\n");
+		fprintf(stderr, "usage: sealer_queue_writer PATH SOCKET queue|queue-close|queue-stale|closed|fork\n");
 		return 2;
 	}
 	mode = argv[3];
@@ -195,6 +198,22 @@ int main(int argc, char **argv)
 		FAIL("record_sync while away answered %d, want -EAGAIN", r);
 	if ((r = auditlog_flush(log)) != -EAGAIN)
 		FAIL("flush while away answered %d, want -EAGAIN", r);
+	if (strcmp(mode, "queue-stale") == 0) {
+		printf("away\n");
+		fflush(stdout);
+		if (wait_line() < 0)
+			FAIL("no back");
+		for (int i = 0; (r = one(log, "after-back", 0, 1)) == -EAGAIN; i++) {
+			if (i > 1000)
+				FAIL("still away 10 s after the other sealer came up");
+			nap_ms(10);
+		}
+		if (r != -ESTALE)
+			FAIL("record_sync after another key's sealer came up answered %d, want -ESTALE", r);
+		r = auditlog_close(log);
+		printf("close: %s\n", strerror(-r));
+		return r == -ESTALE ? 0 : 1;
+	}
 	if (strcmp(mode, "queue-close") == 0) {
 		r = auditlog_close(log); /* the handle is gone: no stats after it */
 		if (r != -ENOTCONN)
