@@ -19,7 +19,7 @@
  *                  [--phases LIST] [--coalesce-us N] [--token-records N]
  *                  [--token-gap-us N] [--max-batch-bytes N] [--rotate-bytes N]
  *                  [--dir DIR] [--keep] [--backend B] [--sync-samples N]
- *                  [--enqueue-samples N]
+ *                  [--enqueue-samples N] [--sealer-socket PATH]
  *   auditlog-bench --log PATH [--events N] [--threads N] [--format-version 0|1|2]
  *                  [--line-size N] [--rotate-bytes N] [--backend B] [--json]
  *
@@ -250,6 +250,7 @@ struct opts {
 	unsigned sync_samples;
 	unsigned enq_samples;
 	const char *seal_state, *signing_key; /* v2: auditlog_config_set_sealing */
+	const char *sealer_socket; /* v2: the sealer arms (auditlog_config_set_sealer_socket) */
 	unsigned line_size;    /* 0: the token's shape as it is */
 	unsigned phases;       /* PH_* */
 	uint64_t coalesce_us;  /* auditlog_config_set_async_coalesce_us of every log */
@@ -411,6 +412,9 @@ static void usage(FILE *f)
 	      "  --format-version V   0, 1 or 2 (default 1); 2 needs the two files below\n"
 	      "  --seal-state FILE    v2: the sealing state file (auditlog_config_set_sealing)\n"
 	      "  --signing-key FILE   v2: the checkpoint signing key file\n"
+	      "  --sealer-socket PATH v2: also run the sync and token-shaped phases sealing\n"
+	      "                       through the auditlog-sealer listening at PATH, in the\n"
+	      "                       same rounds as in-process sealing\n"
 	      "  --line-size N        lines of N bytes (drop members, pad with a detail;\n"
 	      "                       default: the token's shape, about 340 bytes)\n"
 	      "  --phases LIST        of sustained,sync,enqueue,token,parts (default: all);\n"
@@ -441,7 +445,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	enum {
 		OPT_JSON = 256, OPT_EVENTS, OPT_THREADS, OPT_VERSION, OPT_ROTATE, OPT_DIR, OPT_LOG, OPT_KEEP,
 		OPT_BACKEND, OPT_SYNC, OPT_ENQ, OPT_SEAL, OPT_SIGN, OPT_LINE, OPT_PHASES, OPT_COALESCE,
-		OPT_TOKEN_N, OPT_TOKEN_GAP, OPT_MAX_BATCH
+		OPT_TOKEN_N, OPT_TOKEN_GAP, OPT_MAX_BATCH, OPT_SEALER
 	};
 	static const struct option lo[] = {
 		{"json", no_argument, NULL, OPT_JSON},
@@ -463,6 +467,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{"token-records", required_argument, NULL, OPT_TOKEN_N},
 		{"token-gap-us", required_argument, NULL, OPT_TOKEN_GAP},
 		{"max-batch-bytes", required_argument, NULL, OPT_MAX_BATCH},
+		{"sealer-socket", required_argument, NULL, OPT_SEALER},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -557,6 +562,11 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case OPT_TOKEN_GAP:
 			o->token_gap_us = arg_u64("--token-gap-us", optarg, 0, 1000000, false);
 			break;
+		case OPT_SEALER:
+			if (!*optarg)
+				bad_arg("--sealer-socket: empty path");
+			o->sealer_socket = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -579,6 +589,8 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			"(auditlog_config_set_sealing)");
 	if (o->version < 2 && (o->seal_state || o->signing_key))
 		bad_arg("--seal-state and --signing-key are for --format-version 2 only");
+	if (o->sealer_socket && (o->version != 2 || o->log_path))
+		bad_arg("--sealer-socket is for --format-version 2 without --log");
 	if (o->log_path && o->phases != PH_ALL)
 		bad_arg("--phases has no meaning with --log");
 
@@ -967,7 +979,9 @@ static int open_log(const struct opts *o, const char *path, size_t queue, uint64
 	    (r = auditlog_config_set_async_coalesce_us(cfg, coalesce_us)) < 0 ||
 	    (o->max_batch && (r = auditlog_config_set_max_batch_bytes(cfg, o->max_batch)) < 0) ||
 	    (o->seal_state &&
-	     (r = auditlog_config_set_sealing(cfg, o->seal_state, o->signing_key)) < 0)) {
+	     (r = auditlog_config_set_sealing(cfg, o->seal_state, o->signing_key)) < 0) ||
+	    (!o->seal_state && o->sealer_socket &&
+	     (r = auditlog_config_set_sealer_socket(cfg, o->sealer_socket)) < 0)) {
 		auditlog_config_free(cfg);
 		return r;
 	}
@@ -1567,28 +1581,69 @@ struct synclat {
 	unsigned n, rounds;
 	double p50_us, p99_us, raw_p50_us, raw_p99_us, ratio;
 	size_t raw_line_len;
+	/* --sealer-socket: record_sync sealing through auditlog-sealer, in the
+	 * same rounds (sealer_ratio: its p50 / raw p50; sealer_vs_inproc: its
+	 * p50 / in-process p50), and the seal requests' mean round trip */
+	bool sealer;
+	double s_p50_us, s_p99_us, s_ratio, s_vs_inproc, s_rtt_us, s_requests_per_record;
 };
+
+/* One synchronous sample of arm a: 0 in-process (or the only log), 1 raw
+ * write+fdatasync, 2 through the sealer. */
+static int sync_sample(struct auditlog *log, struct auditlog *slog, int fd, const struct pool *pl,
+		       unsigned best, size_t len, uint64_t *roff, const struct auditlog_event *ev,
+		       unsigned a)
+{
+	int r;
+
+	if (a == 0)
+		return auditlog_record_sync(log, ev);
+	if (a == 2)
+		return auditlog_record_sync(slog, ev);
+	r = write_full(fd, pl->buf + pl->off[best], len, *roff);
+	if (r == 0)
+		r = datasync(fd);
+	*roff += len;
+	return r;
+}
+
+static int close_counted(struct auditlog *log, const char *what, int r)
+{
+	int rc = auditlog_close(log);
+
+	if (rc < 0) {
+		error_msg("auditlog_close (%s): %s", what, strerror(-rc));
+		if (!r)
+			r = rc;
+	}
+	return r;
+}
 
 static int phase_sync(const struct opts *o, const char *dir, const struct pool *pl,
 		      double line_avg, struct synclat *s)
 {
-	char lpath[PATH_MAX], rpath[PATH_MAX];
-	uint64_t *lib = calloc(o->sync_samples, sizeof(uint64_t));
-	uint64_t *raw = calloc(o->sync_samples, sizeof(uint64_t));
+	static const char *const arm_name[3] = {"auditlog_record_sync", "raw write+fdatasync",
+						 "auditlog_record_sync (sealer)"};
+	char lpath[PATH_MAX], rpath[PATH_MAX], spath[PATH_MAX];
+	uint64_t *lat[3] = {calloc(o->sync_samples, sizeof(uint64_t)),
+			    calloc(o->sync_samples, sizeof(uint64_t)),
+			    calloc(o->sync_samples, sizeof(uint64_t))};
 	struct auditlog_event ev[NVAR];
-	struct auditlog *log = NULL;
-	unsigned per = o->sync_samples / SYNC_ROUNDS, nl = 0, nr = 0, best = 0;
+	struct auditlog *log = NULL, *slog = NULL;
+	unsigned per = o->sync_samples / SYNC_ROUNDS, cnt[3] = {0}, best = 0;
+	unsigned narms = o->sealer_socket ? 3 : 2;
 	uint64_t roff = 0;
 	int fd = -1, r;
 
 	memset(s, 0, sizeof(*s));
+	s->sealer = narms == 3;
 	if (join_path(lpath, sizeof(lpath), dir, "sync.log") < 0 ||
-	    join_path(rpath, sizeof(rpath), dir, "raw-sync.dat") < 0) {
-		free(lib);
-		free(raw);
-		return -ENAMETOOLONG;
+	    join_path(rpath, sizeof(rpath), dir, "raw-sync.dat") < 0 ||
+	    join_path(spath, sizeof(spath), dir, "sync-sealer.log") < 0) {
+		r = -ENAMETOOLONG;
+		goto out;
 	}
-	if (!lib || !raw) {
+	if (!lat[0] || !lat[1] || !lat[2]) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -1609,85 +1664,86 @@ static int phase_sync(const struct opts *o, const char *dir, const struct pool *
 		log = NULL;
 		goto out;
 	}
+	if (s->sealer) {
+		struct opts so = *o;
+		so.seal_state = so.signing_key = NULL; /* the socket instead */
+		r = open_log(&so, spath, 16384, 0, o->coalesce_us, &slog);
+		if (r < 0) {
+			error_msg("cannot open %s through the sealer at %s: %s", spath,
+				  o->sealer_socket, strerror(-r));
+			slog = NULL;
+			goto out;
+		}
+	}
 	fd = open(rpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		r = -errno;
 		error_msg("cannot create %s: %s", rpath, strerror(-r));
 		goto out;
 	}
-	/* warm both paths up (the log's header, the first extents) */
-	for (unsigned i = 0; i < 20; i++) {
-		r = auditlog_record_sync(log, &ev[i & (NVAR - 1)]);
-		if (r == 0)
-			r = write_full(fd, pl->buf + pl->off[best], s->raw_line_len, roff);
-		if (r == 0)
-			r = datasync(fd);
-		roff += s->raw_line_len;
-		if (r < 0) {
-			error_msg("sync warm-up: %s", strerror(-r));
-			goto out;
+	/* warm every path up (the log's header, the first extents) */
+	for (unsigned i = 0; i < 20; i++)
+		for (unsigned a = 0; a < narms; a++) {
+			r = sync_sample(log, slog, fd, pl, best, s->raw_line_len, &roff,
+					&ev[i & (NVAR - 1)], a);
+			if (r < 0) {
+				error_msg("sync warm-up, %s: %s", arm_name[a], strerror(-r));
+				goto out;
+			}
 		}
-	}
+	struct auditlog_stats st0, st1;
+	if (slog)
+		auditlog_get_stats(slog, &st0, sizeof(st0));
 	for (unsigned round = 0; round < SYNC_ROUNDS; round++) {
 		progress("sync latency: round %u of %u", round + 1, SYNC_ROUNDS);
-		for (unsigned half = 0; half < 2; half++) {
-			/* alternate which goes first, so neither always follows the other */
-			bool do_lib = (half == 0) == (round % 2 == 0);
+		for (unsigned k = 0; k < narms; k++) {
+			/* rotate which goes first, so none always follows another */
+			unsigned a = (k + round) % narms;
 			for (unsigned i = 0; i < per; i++) {
 				uint64_t t0 = now_ns();
-				if (do_lib) {
-					r = auditlog_record_sync(log, &ev[(nl + i) & (NVAR - 1)]);
-				} else {
-					r = write_full(fd, pl->buf + pl->off[best], s->raw_line_len,
-						       roff);
-					if (r == 0)
-						r = datasync(fd);
-					roff += s->raw_line_len;
-				}
+				r = sync_sample(log, slog, fd, pl, best, s->raw_line_len, &roff,
+						&ev[(cnt[a] + i) & (NVAR - 1)], a);
 				uint64_t t1 = now_ns();
 				if (r < 0) {
-					error_msg("%s: %s",
-						  do_lib ? "auditlog_record_sync" : "raw write+fdatasync",
-						  strerror(-r));
+					error_msg("%s: %s", arm_name[a], strerror(-r));
 					goto out;
 				}
-				if (do_lib)
-					lib[nl + i] = t1 - t0;
-				else
-					raw[nr + i] = t1 - t0;
+				lat[a][cnt[a] + i] = t1 - t0;
 			}
-			if (do_lib)
-				nl += per;
-			else
-				nr += per;
+			cnt[a] += per;
 		}
 	}
-	qsort(lib, nl, sizeof(uint64_t), cmp_u64);
-	qsort(raw, nr, sizeof(uint64_t), cmp_u64);
-	s->n = nl;
+	for (unsigned a = 0; a < narms; a++)
+		qsort(lat[a], cnt[a], sizeof(uint64_t), cmp_u64);
+	s->n = cnt[0];
 	s->rounds = SYNC_ROUNDS;
-	s->p50_us = (double)pct(lib, nl, 0.50) / 1e3;
-	s->p99_us = (double)pct(lib, nl, 0.99) / 1e3;
-	s->raw_p50_us = (double)pct(raw, nr, 0.50) / 1e3;
-	s->raw_p99_us = (double)pct(raw, nr, 0.99) / 1e3;
+	s->p50_us = (double)pct(lat[0], cnt[0], 0.50) / 1e3;
+	s->p99_us = (double)pct(lat[0], cnt[0], 0.99) / 1e3;
+	s->raw_p50_us = (double)pct(lat[1], cnt[1], 0.50) / 1e3;
+	s->raw_p99_us = (double)pct(lat[1], cnt[1], 0.99) / 1e3;
 	s->ratio = s->p50_us / s->raw_p50_us;
+	if (slog) {
+		auditlog_get_stats(slog, &st1, sizeof(st1));
+		s->s_p50_us = (double)pct(lat[2], cnt[2], 0.50) / 1e3;
+		s->s_p99_us = (double)pct(lat[2], cnt[2], 0.99) / 1e3;
+		s->s_ratio = s->s_p50_us / s->raw_p50_us;
+		s->s_vs_inproc = s->s_p50_us / s->p50_us;
+		uint64_t nreq = st1.sealer_requests - st0.sealer_requests;
+		s->s_rtt_us = nreq ? (double)(st1.sealer_wait_ns - st0.sealer_wait_ns) / 1e3 /
+					     (double)nreq
+				   : NAN;
+		s->s_requests_per_record = (double)nreq / (double)cnt[2];
+	}
 out:
 	if (fd >= 0)
 		close(fd);
 	unlink(rpath);
-	if (log) {
-		struct auditlog_stats st;
-		int rc;
-		auditlog_get_stats(log, &st, sizeof(st));
-		rc = auditlog_close(log);
-		if (rc < 0) {
-			error_msg("auditlog_close (sync phase): %s", strerror(-rc));
-			if (!r)
-				r = rc;
-		}
-	}
-	free(lib);
-	free(raw);
+	if (log)
+		r = close_counted(log, "sync phase", r);
+	if (slog)
+		r = close_counted(slog, "sync phase, sealer", r);
+	for (unsigned a = 0; a < 3; a++)
+		free(lat[a]);
 	return r;
 }
 
@@ -1801,6 +1857,7 @@ out_free:
 struct token_arm {
 	const char *name;
 	bool sync;
+	bool sealer; /* through --sealer-socket */
 	uint64_t gap_us, coalesce_us;
 	uint64_t records;  /* operations audited in the arm: events recorded */
 	double seconds;
@@ -1815,6 +1872,7 @@ struct token_arm {
 	double seals_per_record, trees_per_record, checkpoints_per_record;
 };
 #define NTOKEN 3u
+#define NTOKEN_MAX 5u /* --sealer-socket: sync and async again, through the sealer */
 #define TOKEN_WARMUP 10u
 
 static int token_arm_run(const struct opts *o, const char *dir, struct token_arm *a)
@@ -1832,7 +1890,10 @@ static int token_arm_run(const struct opts *o, const char *dir, struct token_arm
 		return -ENAMETOOLONG;
 	for (unsigned v = 0; v < NVAR; v++)
 		make_event(&ev[v], 0, v);
-	r = open_log(o, path, 16384, 0, a->coalesce_us, &log);
+	struct opts so = *o;
+	if (a->sealer)
+		so.seal_state = so.signing_key = NULL; /* the socket instead */
+	r = open_log(&so, path, 16384, 0, a->coalesce_us, &log);
 	if (r < 0) {
 		error_msg("cannot open %s: %s%s", path, strerror(-r), open_hint(r));
 		return r;
@@ -1921,14 +1982,22 @@ static int token_arm_run(const struct opts *o, const char *dir, struct token_arm
 	return 0;
 }
 
-static int phase_token(const struct opts *o, const char *dir, struct token_arm *arms)
+static int phase_token(const struct opts *o, const char *dir, struct token_arm *arms,
+		       unsigned *ret_n)
 {
+	unsigned n = o->sealer_socket ? NTOKEN_MAX : NTOKEN;
+
 	arms[0] = (struct token_arm){.name = "sync", .sync = true, .coalesce_us = o->coalesce_us};
 	arms[1] = (struct token_arm){.name = "async", .gap_us = o->token_gap_us,
 				     .coalesce_us = o->coalesce_us};
 	arms[2] = (struct token_arm){.name = "async-coalesce", .gap_us = o->token_gap_us,
 				     .coalesce_us = TOKEN_COALESCE_US};
-	for (unsigned i = 0; i < NTOKEN; i++) {
+	arms[3] = (struct token_arm){.name = "sync-sealer", .sync = true, .sealer = true,
+				     .coalesce_us = o->coalesce_us};
+	arms[4] = (struct token_arm){.name = "async-sealer", .gap_us = o->token_gap_us,
+				     .sealer = true, .coalesce_us = o->coalesce_us};
+	*ret_n = n;
+	for (unsigned i = 0; i < n; i++) {
 		arms[i].records = o->token_records;
 		progress("token-shaped: %s, %u records", arms[i].name, o->token_records);
 		int r = token_arm_run(o, dir, &arms[i]);
@@ -2214,7 +2283,8 @@ struct report {
 	const struct ceiling *c;
 	const struct synclat *sy;
 	const struct enqlat *q;
-	const struct token_arm *tok; /* NTOKEN */
+	const struct token_arm *tok; /* ntok */
+	unsigned ntok;
 	const struct v2step *v2;
 	const struct parts *parts;
 	double raw_line_avg;
@@ -2309,6 +2379,15 @@ static void print_table(const struct report *R)
 		printf("  pwrite+fdatasync   p50 %8.1f us   p99 %8.1f us   (one %zu-byte line)\n",
 		       sy->raw_p50_us, sy->raw_p99_us, sy->raw_line_len);
 		printf("  ratio              %.3f (record_sync p50 / raw p50)\n", sy->ratio);
+		if (sy->sealer) {
+			printf("  record_sync sealer p50 %8.1f us   p99 %8.1f us   (%s)\n", sy->s_p50_us,
+			       sy->s_p99_us, o->sealer_socket);
+			printf("  sealer ratio       %.3f (sealer p50 / raw p50), %.3f (sealer p50 / "
+			       "in-process p50)\n",
+			       sy->s_ratio, sy->s_vs_inproc);
+			printf("  seal round trip    %.1f us mean, %.2f requests per record\n",
+			       sy->s_rtt_us, sy->s_requests_per_record);
+		}
 	}
 
 	if (ph & PH_ENQUEUE) {
@@ -2339,7 +2418,7 @@ static void print_table(const struct report *R)
 		printf("  %-15s %6s %9s %10s %10s %11s %9s %14s %14s %14s\n", "arm", "gap us",
 		       "window us", "bytes/rec", "fsyncs/rec", "batches/rec", "rec/batch",
 		       "worker ns/rec", "caller ns/rec", "others ns/rec");
-		for (unsigned i = 0; i < NTOKEN; i++) {
+		for (unsigned i = 0; i < R->ntok; i++) {
 			const struct token_arm *t = &R->tok[i];
 			char gap[16];
 			snprintf(gap, sizeof(gap), t->sync ? "sync" : "%" PRIu64, t->gap_us);
@@ -2354,7 +2433,7 @@ static void print_table(const struct report *R)
 		}
 		if (o->version == 2) {
 			printf("  v2 records an arm added, per operation:\n");
-			for (unsigned i = 0; i < NTOKEN; i++) {
+			for (unsigned i = 0; i < R->ntok; i++) {
 				const struct token_arm *t = &R->tok[i];
 				printf("  %-15s seals %.3f, trees %.3f, checkpoints %.4f "
 				       "(%" PRIu64 ", %" PRIu64 ", %" PRIu64 ")\n",
@@ -2444,6 +2523,14 @@ static void print_json(const struct report *R)
 		jfix(&j, "raw_fsync_p50_us", sy->raw_p50_us, 1);
 		jfix(&j, "raw_fsync_p99_us", sy->raw_p99_us, 1);
 		jfix(&j, "sync_ratio", sy->ratio, 3);
+		if (sy->sealer) {
+			jfix(&j, "sealer_sync_p50_us", sy->s_p50_us, 1);
+			jfix(&j, "sealer_sync_p99_us", sy->s_p99_us, 1);
+			jfix(&j, "sealer_sync_ratio", sy->s_ratio, 3);
+			jfix(&j, "sealer_vs_inproc_p50", sy->s_vs_inproc, 3);
+			jfix(&j, "sealer_rtt_us", sy->s_rtt_us, 1);
+			jfix(&j, "sealer_requests_per_record", sy->s_requests_per_record, 3);
+		}
 		ju64(&j, "sync_samples", sy->n);
 	}
 	if (ph & PH_ENQUEUE) {
@@ -2506,10 +2593,11 @@ static void print_json(const struct report *R)
 	}
 	if (ph & PH_TOKEN) {
 		/* the figures bench/ab compares are top-level numbers */
-		for (unsigned i = 0; i < NTOKEN; i++) {
+		for (unsigned i = 0; i < R->ntok; i++) {
 			const struct token_arm *t = &R->tok[i];
-			static const char *const pre[NTOKEN] = {"token_sync", "token_async",
-								"token_async_coalesce"};
+			static const char *const pre[NTOKEN_MAX] = {
+				"token_sync", "token_async", "token_async_coalesce", "token_sync_sealer",
+				"token_async_sealer"};
 			char k[64];
 #define TK(name) (snprintf(k, sizeof(k), "%s_%s", pre[i], name), k)
 			jfix(&j, TK("bytes_per_record"), t->bytes_per_record, 1);
@@ -2518,11 +2606,12 @@ static void print_json(const struct report *R)
 #undef TK
 		}
 		jopen(&j, "token", '[');
-		for (unsigned i = 0; i < NTOKEN; i++) {
+		for (unsigned i = 0; i < R->ntok; i++) {
 			const struct token_arm *t = &R->tok[i];
 			jopen(&j, NULL, '{');
 			jstr(&j, "arm", t->name);
 			jbool(&j, "record_sync", t->sync);
+			jbool(&j, "sealer", t->sealer);
 			ju64(&j, "gap_us", t->sync ? 0 : t->gap_us);
 			ju64(&j, "coalesce_us", t->coalesce_us);
 			ju64(&j, "records", t->records);
@@ -2715,7 +2804,8 @@ static int run_bench(const struct opts *o)
 	struct ceiling c = {0};
 	struct synclat sy = {0};
 	struct enqlat q = {0};
-	struct token_arm tok[NTOKEN] = {{0}};
+	struct token_arm tok[NTOKEN_MAX] = {{0}};
+	unsigned ntok = 0;
 	struct v2step v2 = {0};
 	struct parts parts = {0};
 	struct pool pl = {0};
@@ -2784,7 +2874,7 @@ static int run_bench(const struct opts *o)
 			goto out;
 		measure_v2_step(&v2);
 	}
-	if ((ph & PH_TOKEN) && phase_token(o, tmpl, tok) < 0)
+	if ((ph & PH_TOKEN) && phase_token(o, tmpl, tok, &ntok) < 0)
 		goto out;
 	if (ph & PH_PARTS) {
 		progress("v2 parts: format functions, %u calls each", PARTS_N);
@@ -2794,7 +2884,7 @@ static int run_bench(const struct opts *o)
 
 	(void)read_small("/proc/loadavg", e.load_end, sizeof(e.load_end));
 	struct report R = {
-		.o = o, .e = &e, .su = &su, .c = &c, .sy = &sy, .q = &q, .tok = tok, .v2 = &v2,
+		.o = o, .e = &e, .su = &su, .c = &c, .sy = &sy, .q = &q, .tok = tok, .ntok = ntok, .v2 = &v2,
 		.parts = &parts,
 		.raw_line_avg = pl.avg,
 		.ratio = (ph & PH_SUSTAINED) ? su.events_per_s / c.events_per_s : NAN,

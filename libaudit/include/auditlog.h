@@ -117,8 +117,33 @@ AUDITLOG_API int auditlog_config_set_sealing(struct auditlog_config *cfg, const 
  * peer that does not speak the protocol. A sealer lost later (it exited, or
  * gave no answer within 5 s) fails the log closed with -ENOTCONN (or
  * -ETIMEDOUT) at the next seal: the batch that seal would have ended is not
- * written and its records are reported failed; nothing is reopened. */
+ * written and its records are reported failed; nothing is reopened. That is
+ * the default policy; auditlog_config_set_sealer_policy() may queue instead. */
 AUDITLOG_API int auditlog_config_set_sealer_socket(struct auditlog_config *cfg, const char *path);
+/* What a writer sealing through auditlog-sealer does when it loses the sealer
+ * (it exited, closed the connection, or gave no answer within 5 s):
+ *   AUDITLOG_SEALER_FAIL_CLOSED (the default): the log fails closed as
+ *     auditlog_config_set_sealer_socket() says.
+ *   AUDITLOG_SEALER_QUEUE: the log stays open and nothing unsealed is
+ *     written. The batch whose seal failed is held in memory, unwritten;
+ *     auditlog_record() keeps accepting records into the queue (its capacity
+ *     and full policy bound them); auditlog_record_sync(),
+ *     auditlog_record_fields_sync() and auditlog_flush() called while the
+ *     sealer is known to be away return -EAGAIN at once and enqueue nothing;
+ *     a synchronous caller whose record was queued before the loss was seen
+ *     waits until its record is sealed and durable. The worker reconnects
+ *     with backoff (50 ms doubling to 1 s); on reconnect it checks that the
+ *     sealer has the same key and is not behind the chain's last seal
+ *     (otherwise the log fails closed with -ESTALE), seals the held batch
+ *     with the sealer's current epoch and goes on in the same chain: an
+ *     absence of two epochs or more is a `gap` for auditlog-verify. A log
+ *     closed while the sealer is away fails what is queued (-ENOTCONN).
+ * Stats: sealer_* in struct auditlog_stats. docs/sealer.md section 2,
+ * docs/durability.md "With a sealer". 0, or -EINVAL for another value.
+ * In-process sealing ignores it. */
+#define AUDITLOG_SEALER_FAIL_CLOSED 0u
+#define AUDITLOG_SEALER_QUEUE 1u
+AUDITLOG_API int auditlog_config_set_sealer_policy(struct auditlog_config *cfg, unsigned policy);
 /* v2: a signed checkpoint record every `records` records or `ms` milliseconds,
  * whichever comes first (0 turns one off, not both; default 100000 and 1000),
  * and always at close. */
@@ -219,13 +244,17 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
  * a full queue blocks or returns -EAGAIN as configured. -EINVAL for a bad
  * event (no action, outcome out of range, slot/session above 2^53-1),
  * -ENOMEM when a long string could not be copied, and once the log has failed
- * closed, the error that closed it (e.g. -EIO, -ENOSPC). Thread-safe. */
+ * closed, the error that closed it (e.g. -EIO, -ENOSPC). -ECHILD in a process
+ * forked from the one that opened the log: a child never uses its parent's
+ * log (docs/sealer.md section 2). Thread-safe. */
 AUDITLOG_API int auditlog_record(struct auditlog *log, const struct auditlog_event *ev);
 
 /* Like auditlog_record(), then wait until this event's batch and every
  * earlier batch are written and fdatasync'ed. Returns 0 only then; a negative
  * errno means the event was not made durable by this call (docs/durability.md
- * says what happens to it). Thread-safe. */
+ * says what happens to it). -EAGAIN at once, nothing enqueued, while an
+ * AUDITLOG_SEALER_QUEUE log's sealer is away (auditlog_config_set_sealer_policy).
+ * Thread-safe. */
 AUDITLOG_API int auditlog_record_sync(struct auditlog *log, const struct auditlog_event *ev);
 
 /* ---- caller-defined fields (format v2) -------------------------------------
@@ -279,12 +308,15 @@ AUDITLOG_API int auditlog_record_fields(struct auditlog *log, const struct audit
 AUDITLOG_API int auditlog_record_fields_sync(struct auditlog *log, const struct auditlog_event *ev,
 					     const struct auditlog_field *fields, size_t n);
 
-/* Wait until everything enqueued before this call is durable. Thread-safe. */
+/* Wait until everything enqueued before this call is durable. -EAGAIN and
+ * -ECHILD as auditlog_record_sync(). Thread-safe. */
 AUDITLOG_API int auditlog_flush(struct auditlog *log);
 
 /* Drain the queue, sync, stop the worker, close the file, free the handle.
  * Returns 0, or the first error the log met. NULL is a no-op returning 0.
- * No other call may be running on or follow this handle. */
+ * No other call may be running on or follow this handle. In a forked child
+ * it frees the child's copy of the handle only, writes nothing, and returns
+ * -ECHILD. */
 AUDITLOG_API int auditlog_close(struct auditlog *log);
 
 /* ---- inspection ---------------------------------------------------------- */
@@ -315,6 +347,12 @@ struct auditlog_stats {
 				      * pwrite+fdatasync in the worker (docs/durability.md) */
 	uint64_t coalesced_batches;  /* batches that waited for auditlog_config_set_async_coalesce_us */
 	uint64_t coalesce_wait_ns;   /* their total wait (nanoseconds) */
+	/* v2 seal step (appended; docs/sealer.md section 2): */
+	uint64_t sealer_requests;    /* seal and checkpoint-signature requests made */
+	uint64_t sealer_errors;      /* of them failed, and failed reconnection attempts */
+	uint64_t sealer_reconnects;  /* AUDITLOG_SEALER_QUEUE: connections re-established */
+	uint64_t sealer_wait_ns;     /* total time the worker waited for those answers */
+	uint64_t sealer_away;        /* 1 while a QUEUE writer has no sealer, else 0 */
 };
 
 /* Copy a snapshot of the counters. size = sizeof(struct auditlog_stats) of

@@ -172,6 +172,14 @@ AUDITLOG_API int auditlog_config_set_sealer_socket(struct auditlog_config *cfg, 
 	return 0;
 }
 
+AUDITLOG_API int auditlog_config_set_sealer_policy(struct auditlog_config *cfg, unsigned policy)
+{
+	if (!cfg || (policy != AUDITLOG_SEALER_FAIL_CLOSED && policy != AUDITLOG_SEALER_QUEUE))
+		return -EINVAL;
+	cfg->sealer_policy = policy;
+	return 0;
+}
+
 AUDITLOG_API int auditlog_config_set_checkpoint_interval(struct auditlog_config *cfg,
 							 uint64_t records, uint64_t ms)
 {

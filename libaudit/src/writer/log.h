@@ -44,6 +44,7 @@ struct auditlog_config {
 	char *seal_state_path;      /* the sealing state file (owned) */
 	char *signing_key_path;     /* the checkpoint signing key file (owned) */
 	char *sealer_socket;        /* or auditlog-sealer's socket (owned; docs/sealer.md) */
+	unsigned sealer_policy;     /* AUDITLOG_SEALER_FAIL_CLOSED or _QUEUE */
 	uint64_t ckpt_records;      /* a checkpoint every this many records (0: never by count) */
 	uint64_t ckpt_ms;           /* ... or this many milliseconds (0: never by time) */
 	struct al_io_hooks hooks;
@@ -171,7 +172,7 @@ void al_v2pos_copy(struct v2pos *dst, const struct v2pos *src);
 
 /* ---- batches ------------------------------------------------------------ */
 
-enum bstate { B_FREE, B_INFLIGHT };
+enum bstate { B_FREE, B_INFLIGHT, B_HELD }; /* held: formatted, its seal not yet made */
 
 #define OP_WRITE 0
 #define OP_FSYNC 1
@@ -305,9 +306,23 @@ struct auditlog {
 	uint64_t ckpt_boot;       /* ... and its boot-clock time */
 	int64_t clock_noted;      /* wall - expected, as the last clock record said */
 	bool close_inflight, close_done;
+	/* AUDITLOG_SEALER_QUEUE (seal_records.c): the sealer is away */
+	_Atomic uint32_t sealer_away; /* producers read it: sync calls get -EAGAIN */
+	struct batch *held;       /* the batch whose seal failed, kept unwritten */
+	int held_kind;            /* K_* of its seal */
+	bool held_tree, held_ckpt, held_content; /* its batch-tail arguments */
+	uint8_t tail_stage;       /* al_v2_batch_tail's progress in it: 1 clock line made,
+				   * 2 tree/checkpoint too (only the seal is left) */
+	unsigned held_nrec;       /* ... and how many records those are */
+	uint64_t reconnect_at;    /* monotonic ns of the next attempt */
+	uint64_t reconnect_delay; /* ns, doubling */
 	size_t v2_reserve;        /* batch bytes kept for the clock/tree/checkpoint/seal lines */
 	char range_hex[AL_MERKLE_RANGE_MAX * 64];
 	uint8_t note[AL_NOTE_MAX];
+
+	/* one word in a MADV_WIPEONFORK page: 1 in the process that opened the
+	 * log, 0 in a forked child (whose calls answer -ECHILD) */
+	volatile uint8_t *alive;
 
 	struct al_ts_cache ts_cache;
 	/* the last PKCS#11 names looked up: most events repeat them */
@@ -329,7 +344,8 @@ struct auditlog {
 			bytes_written, fsyncs, largest_batch, queue_high_water, write_errors,
 			fsync_errors, enospc_retries, short_writes, rotations, failovers,
 			recoveries, untrusted_restarts, inline_batches, coalesced_batches,
-			coalesce_wait_ns;
+			coalesce_wait_ns, sealer_requests, sealer_errors, sealer_reconnects,
+			sealer_wait_ns;
 	} st;
 	pthread_mutex_t head_lock; /* guards the durable head for stats */
 };
@@ -365,6 +381,16 @@ void al_v2_scan_note(struct v2pos *v, const struct al_parsed *p, int prev_versio
 bool al_v2_idle_due(struct auditlog *l);
 /* ns of the boot clock until the worker must next look (idle seal). */
 uint64_t al_v2_timeout(struct auditlog *l);
+/* AUDITLOG_SEALER_QUEUE: is r a lost sealer (rather than its answer)? */
+bool al_v2_sealer_lost(const struct auditlog *l, int r);
+/* AUDITLOG_SEALER_QUEUE: mark the sealer away (first attempt after backoff). */
+void al_v2_sealer_away(struct auditlog *l);
+/* AUDITLOG_SEALER_QUEUE: when due, reconnect. 1 reconnected, 0 not yet (or
+ * not due), -errno when the log must fail closed (another key, a sealer
+ * behind the chain). */
+int al_v2_reconnect(struct auditlog *l, bool force);
+/* ns (monotonic) until the next reconnection attempt, 0 when not away. */
+uint64_t al_v2_reconnect_timeout(struct auditlog *l);
 
 /* writer.c */
 /* Append the next record of the chain (raw strings; ts_ns is clamped to stay

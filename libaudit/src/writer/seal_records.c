@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <stddef.h>
 
@@ -114,6 +115,24 @@ int al_v2_epoch(struct auditlog *l, bool *ret_moved)
 	return 0;
 }
 
+static uint64_t mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* One request to the provider, counted in the stats (its round trip, for
+ * the socket provider). */
+static void count_request(struct auditlog *l, uint64_t t0, long r)
+{
+	atomic_fetch_add(&l->st.sealer_requests, 1);
+	atomic_fetch_add(&l->st.sealer_wait_ns, mono_now() - t0);
+	if (r < 0)
+		atomic_fetch_add(&l->st.sealer_errors, 1);
+}
+
 static uint64_t next_ts(struct auditlog *l)
 {
 	return al_clamp_ts(l, al_clock_realtime(al_cfg_clock(&l->cfg)));
@@ -135,7 +154,9 @@ long al_v2_seal_line(struct auditlog *l, int kind, uint8_t *out)
 		s.prev_kind = al_seal_kind_word[l->v2.seal_kind];
 	}
 	al_format_ts_cached(&l->ts_cache, ts_ns, ts);
+	uint64_t t0 = mono_now();
 	r = l->sealer->ops->seal(l->sealer, &s, l->tail.hash, l->tail.empty ? 0 : l->tail.seq + 1, ts);
+	count_request(l, t0, r);
 	if (r < 0)
 		return r;
 	al_hex(s.key_id, AL_SEAL_KID_LEN, kid);
@@ -202,8 +223,10 @@ static long tree_line(struct auditlog *l, bool signed_, uint8_t *out)
 					l->tail.hash, v->first_seq, text, sizeof(text));
 		if (tn < 0)
 			return tn;
+		uint64_t t0 = mono_now();
 		nn = l->sealer->ops->sign(l->sealer, origin, (size_t)on, text, (size_t)tn, l->note,
 					  sizeof(l->note));
+		count_request(l, t0, nn);
 		if (nn < 0)
 			return nn;
 		rec.present |= AL_BIT(AL_F_NOTE);
@@ -244,7 +267,15 @@ int al_v2_batch_tail(struct auditlog *l, uint8_t *buf, size_t *len, uint64_t fil
 	unsigned k = 0;
 	long n;
 
-	if (clock_due(l)) {
+	/* a held batch (AUDITLOG_SEALER_QUEUE) resumes where its tail failed */
+	unsigned stage = l->tail_stage;
+
+	k = l->held_nrec;
+	l->tail_stage = 0;
+	l->held_nrec = 0;
+	if (stage == 2)
+		goto seal;
+	if (stage == 0 && clock_due(l)) {
 		n = clock_line(l, buf + *len);
 		if (n < 0)
 			return (int)n;
@@ -253,6 +284,8 @@ int al_v2_batch_tail(struct auditlog *l, uint8_t *buf, size_t *len, uint64_t fil
 		l->clock_noted = (int64_t)(l->ep.wall - l->ep.expected);
 	}
 	if (l->v2.tree_state == V2T_ON && l->v2.tree.size > 0) {
+		l->tail_stage = 1; /* a failed signature leaves the clock line */
+		l->held_nrec = k;
 		if (!ckpt && content)
 			ckpt = (l->cfg.ckpt_records && l->tail.seq - l->ckpt_seq >= l->cfg.ckpt_records) ||
 			       (l->cfg.ckpt_ms &&
@@ -263,7 +296,7 @@ int al_v2_batch_tail(struct auditlog *l, uint8_t *buf, size_t *len, uint64_t fil
 			       at - l->tree_rec_end > l->cfg.max_batch_bytes / 2;
 		if (ckpt || tree) {
 			n = tree_line(l, ckpt, buf + *len);
-			if (n < 0)
+			if (n < 0) /* tail_stage 1: the tree step is retried */
 				return (int)n;
 			*len += (size_t)n;
 			k++;
@@ -275,12 +308,78 @@ int al_v2_batch_tail(struct auditlog *l, uint8_t *buf, size_t *len, uint64_t fil
 			}
 		}
 	}
+seal:
 	n = al_v2_seal_line(l, kind, buf + *len);
-	if (n < 0)
+	if (n < 0) {
+		/* what is in buf stays: a retry (AUDITLOG_SEALER_QUEUE) adds the seal */
+		l->tail_stage = 2;
+		l->held_nrec = k;
 		return (int)n;
+	}
+	l->tail_stage = 0;
+	l->held_nrec = 0;
 	*len += (size_t)n;
 	*ret_nrec = k + 1;
 	return 0;
+}
+
+/* ---- AUDITLOG_SEALER_QUEUE: a lost sealer, and coming back ------------------- */
+
+#define RECONNECT_FIRST_NS (50u * 1000000u)
+#define RECONNECT_MAX_NS (1000u * 1000000u)
+
+bool al_v2_sealer_lost(const struct auditlog *l, int r)
+{
+	return l->cfg.sealer_socket && l->cfg.sealer_policy == AUDITLOG_SEALER_QUEUE &&
+	       (r == -ENOTCONN || r == -ETIMEDOUT || r == -EPROTO);
+}
+
+void al_v2_sealer_away(struct auditlog *l)
+{
+	if (atomic_load(&l->sealer_away))
+		return;
+	atomic_store(&l->sealer_away, 1);
+	l->reconnect_delay = RECONNECT_FIRST_NS;
+	l->reconnect_at = mono_now() + l->reconnect_delay;
+}
+
+int al_v2_reconnect(struct auditlog *l, bool force)
+{
+	uint64_t now = mono_now();
+	int r;
+
+	if (!atomic_load(&l->sealer_away))
+		return 1;
+	if (!force && now < l->reconnect_at)
+		return 0;
+	r = l->sealer->ops->reconnect(l->sealer);
+	/* not behind the chain's last seal (a restarted sealer on an older copy
+	 * of the state: 17.2 rule 5) */
+	if (r == 0 && l->v2.has_seal)
+		r = l->sealer->ops->check_tail(l->sealer, l->v2.seal_key, l->v2.seal_epoch);
+	if (r == -ESTALE || r == -EACCES || r == -ERANGE)
+		return r; /* it answered, and says no: fail closed */
+	if (r < 0) {
+		atomic_fetch_add(&l->st.sealer_errors, 1);
+		l->reconnect_delay *= 2;
+		if (l->reconnect_delay > RECONNECT_MAX_NS)
+			l->reconnect_delay = RECONNECT_MAX_NS;
+		l->reconnect_at = now + l->reconnect_delay;
+		return 0;
+	}
+	atomic_fetch_add(&l->st.sealer_reconnects, 1);
+	atomic_store(&l->sealer_away, 0);
+	return 1;
+}
+
+uint64_t al_v2_reconnect_timeout(struct auditlog *l)
+{
+	uint64_t now;
+
+	if (!atomic_load(&l->sealer_away))
+		return 0;
+	now = mono_now();
+	return l->reconnect_at > now ? l->reconnect_at - now : 1;
 }
 
 bool al_v2_idle_due(struct auditlog *l)

@@ -24,7 +24,9 @@ struct sock {
 	struct al_sealer base;
 	const struct al_clock_hooks *clock;
 	int fd;
+	pid_t pid;               /* the process that connected (fork: sealer.h) */
 	int dead;                /* 0, or the -errno every call answers */
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	bool have_now;
 	struct al_sealer_now now; /* the sealer's last answer to NOW */
 	uint8_t buf[AL_SW_MAX];
@@ -50,6 +52,8 @@ static int call(struct sock *p, unsigned op, const uint8_t *body, size_t n, size
 
 	if (p->dead)
 		return p->dead;
+	if (getpid() != p->pid)
+		return -ECHILD; /* a forked child: the parent's connection is not ours */
 	if (AL_SW_HDR + n > sizeof(p->buf))
 		return -E2BIG;
 	al_sw_hdr(p->buf, op, 0);
@@ -223,55 +227,95 @@ static void so_free(struct al_sealer *s)
 	free(p);
 }
 
+/* A new connection and its HELLO (key_id: the one expected, or zeros: any):
+ * on success p->fd is it and the HELLO's answer is in p->buf (*ret_n bytes). */
+static int connect_hello(struct sock *p, const uint8_t key_id[AL_SEAL_KID_LEN], size_t *ret_n)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	uint8_t q[AL_SW_HELLO_REQ] = {0}; /* chain id not bound yet: any */
+	int fd, r;
+
+	if (key_id)
+		memcpy(q + 32, key_id, AL_SEAL_KID_LEN);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	strcpy(sa.sun_path, p->path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	if (p->fd >= 0)
+		close(p->fd);
+	p->fd = fd;
+	p->pid = getpid();
+	p->dead = 0;
+	p->have_now = false;
+	r = call(p, AL_SW_HELLO, q, sizeof(q), ret_n);
+	if (r == 0 && (*ret_n != AL_SW_HELLO_ANS || p->buf[AL_SW_HDR + 24] == 0 ||
+		       p->buf[AL_SW_HDR + 24] > AL_SEAL_HOST_MAX ||
+		       al_sw_le64(p->buf + AL_SW_HDR + 16) == 0))
+		r = -EPROTO;
+	if (r < 0)
+		p->dead = r;
+	return r;
+}
+
+static int so_reconnect(struct al_sealer *s)
+{
+	struct sock *p = (struct sock *)s;
+	const uint8_t *a = p->buf + AL_SW_HDR;
+	size_t n = 0;
+	int r = connect_hello(p, s->key_id, &n);
+
+	if (r < 0)
+		return r;
+	/* the same key, schedule and host, or the chain cannot go on with it */
+	if (memcmp(a, s->key_id, AL_SEAL_KID_LEN) != 0 || al_sw_le64(a + 8) != s->t0 ||
+	    al_sw_le64(a + 16) != s->delta || a[24] != s->host_len ||
+	    memcmp(a + 25, s->host, s->host_len) != 0)
+		r = p->dead = -ESTALE;
+	OPENSSL_cleanse(p->buf, sizeof(p->buf));
+	return r;
+}
+
 static const struct al_sealer_ops socket_ops = {
 	.now = so_now,
 	.seal = so_seal,
 	.sign = so_sign,
 	.check_tail = so_check_tail,
+	.reconnect = so_reconnect,
 	.free = so_free,
 };
 
 int al_sealer_socket_open(const char *path, const struct al_clock_hooks *clock,
 			  struct al_sealer **ret)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct sock *p;
-	uint8_t q[AL_SW_HELLO_REQ] = {0}; /* chain id and key id not bound yet: any */
 	const uint8_t *a;
 	size_t n = 0;
 	int r;
 
-	if (!path || strlen(path) >= sizeof(sa.sun_path))
+	if (!path || strlen(path) >= sizeof(p->path))
 		return -ENAMETOOLONG;
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
 	p->base.ops = &socket_ops;
 	p->clock = clock;
-	p->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (p->fd < 0) {
-		r = -errno;
-		goto err;
-	}
-	strcpy(sa.sun_path, path);
-	if (connect(p->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		r = -errno;
-		goto err;
-	}
-	r = call(p, AL_SW_HELLO, q, sizeof(q), &n);
+	p->fd = -1;
+	strcpy(p->path, path);
+	r = connect_hello(p, NULL, &n);
 	if (r < 0)
 		goto err;
 	a = p->buf + AL_SW_HDR;
-	if (n != AL_SW_HELLO_ANS || a[24] == 0 || a[24] > AL_SEAL_HOST_MAX ||
-	    al_sw_le64(a + 16) == 0) {
-		r = -EPROTO;
-		goto err;
-	}
 	memcpy(p->base.key_id, a, AL_SEAL_KID_LEN);
 	p->base.t0 = al_sw_le64(a + 8);
 	p->base.delta = al_sw_le64(a + 16);
 	p->base.host_len = a[24];
 	memcpy(p->base.host, a + 25, p->base.host_len);
+	OPENSSL_cleanse(p->buf, sizeof(p->buf));
 	*ret = &p->base;
 	return 0;
 err:

@@ -74,6 +74,12 @@ struct al_sealer_ops {
 	 * (a sealing state replaced by an older copy, 17.2 rule 5). 0 otherwise. */
 	int (*check_tail)(struct al_sealer *s, const uint8_t key_id[AL_SEAL_KID_LEN], uint32_t epoch);
 
+	/* The socket provider only (NULL in-process): after a lost sealer, a new
+	 * connection and HELLO naming this provider's key id. 0; -ESTALE when
+	 * the sealer answers for another key, t0, delta or host; otherwise as
+	 * al_sealer_socket_open(). On failure the provider stays lost. */
+	int (*reconnect)(struct al_sealer *s);
+
 	/* Release everything; key material is cleansed. NULL-safe via al_sealer_free. */
 	void (*free)(struct al_sealer *s);
 };
@@ -128,7 +134,10 @@ int al_sealer_inproc_advance(struct al_sealer *s, uint32_t epoch);
  * -EACCES when the sealer refuses this process's user and group, -EPROTO for
  * an answer that is not the protocol. Afterwards a lost sealer (it exited,
  * closed the connection, or gave no answer within 5 s) makes every call
- * answer -ENOTCONN (-ETIMEDOUT for the wait), and the writer fails closed.
+ * answer -ENOTCONN (-ETIMEDOUT for the wait), and the writer fails closed
+ * or, with AUDITLOG_SEALER_QUEUE, calls reconnect(). A call made in a process
+ * other than the one that opened the connection (a forked child) answers
+ * -ECHILD and sends nothing.
  * now() asks the sealer once per epoch and answers from the boot clock in
  * between (no I/O). clock: the config's test hooks (or NULL): only this
  * process's readings follow them, the sealer keeps its own clock.

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -904,14 +905,20 @@ static void failover(struct auditlog *l)
 	/* batches before the failed one that completed are durable */
 	while ((b = oldest_inflight(l)) && b->complete && !b->err && b->off < l->failover_off)
 		retire_ok(l, b);
-	/* the failed batch and every later one: nothing of them is acknowledged */
-	while ((b = oldest_inflight(l))) {
+	/* the failed batch and every later one (a held one last): nothing of
+	 * them is acknowledged */
+	while ((b = oldest_inflight(l)) || (b = l->held)) {
 		if (!atomic_load(&l->error))
 			save_for_requeue(l, b);
 		else
 			atomic_fetch_add(&l->st.events_failed, b->nevents);
 		release_waiters(l, b, err);
 		b->state = B_FREE;
+		if (b == l->held) {
+			l->held = NULL;
+			l->tail_stage = 0;
+			l->held_nrec = 0;
+		}
 	}
 	l->failover_err = 0;
 	l->tail = l->durable; /* the chain resumes from the last durable record */
@@ -1133,6 +1140,8 @@ commit:
 
 /* Form the next batch from the header to write, the re-queued records and the
  * queue, and submit it. Returns true when it did anything. */
+static void submit(struct auditlog *l, struct batch *b);
+
 static bool fill_and_submit(struct auditlog *l)
 {
 	struct batch *b = free_batch(l);
@@ -1162,6 +1171,10 @@ static bool fill_and_submit(struct auditlog *l)
 		/* the epoch at the batch's start (a boot-clock read) */
 		bool moved;
 		r = al_v2_epoch(l, &moved);
+		if (r < 0 && al_v2_sealer_lost(l, r)) {
+			al_v2_sealer_away(l); /* nothing formed yet: queue */
+			return false;
+		}
 		if (r < 0)
 			fail_closed(l, r);
 		else if (moved)
@@ -1186,12 +1199,16 @@ static bool fill_and_submit(struct auditlog *l)
 			 * records formatted in e get e's seal, the rest e+1's */
 			bool moved;
 			r = al_v2_epoch(l, &moved);
-			if (r < 0) {
+			if (r < 0 && al_v2_sealer_lost(l, r)) {
+				break; /* QUEUE: the tail's seal fails too, and holds the batch */
+			} else if (r < 0) {
 				fail_closed(l, r);
 			} else if (moved) {
 				if (b->nrec > sealed_upto) {
 					long n = al_v2_seal_line(l, K_BATCH, b->buf + b->len);
-					if (n < 0) {
+					if (n < 0 && al_v2_sealer_lost(l, (int)n)) {
+						break; /* as above */
+					} else if (n < 0) {
 						fail_closed(l, (int)n);
 					} else {
 						b->len += (size_t)n;
@@ -1220,9 +1237,23 @@ static bool fill_and_submit(struct auditlog *l)
 		}
 		if (kind >= 0) {
 			unsigned k = 0;
+			bool content = b->nrec > 0;
 			r = al_v2_batch_tail(l, b->buf, &b->len, l->file_off, kind, first_of_file,
-					     kind == K_CLOSE, b->nrec > 0, &k);
-			if (r < 0) {
+					     kind == K_CLOSE, content, &k);
+			if (r < 0 && al_v2_sealer_lost(l, r)) {
+				/* AUDITLOG_SEALER_QUEUE: keep the batch, unwritten and
+				 * unacknowledged, until a sealer seals it */
+				l->held = b;
+				l->held_kind = kind;
+				l->held_tree = first_of_file;
+				l->held_ckpt = kind == K_CLOSE;
+				l->held_content = content;
+				b->state = B_HELD;
+				if (kind == K_CLOSE)
+					l->close_inflight = true;
+				al_v2_sealer_away(l);
+				return true;
+			} else if (r < 0) {
 				fail_closed(l, r);
 			} else {
 				b->nrec += k - 1;
@@ -1243,9 +1274,6 @@ static bool fill_and_submit(struct auditlog *l)
 		b->len = 0;
 		return true;
 	}
-	if (v2 && b->len)
-		al_v2pos_copy(&b->v2_after, &l->v2);
-
 	if (progress && atomic_load(&l->full_waiters)) {
 		atomic_fetch_add(&l->space_gen, 1);
 		futex_wake_all(&l->space_gen);
@@ -1254,6 +1282,61 @@ static bool fill_and_submit(struct auditlog *l)
 		assert(!b->waiters);
 		return progress;
 	}
+	submit(l, b);
+	return true;
+}
+
+/* A sealer came back (or did not): finish the held batch, or give up. */
+static bool resume_held(struct auditlog *l)
+{
+	struct batch *b = l->held;
+	bool stopping = atomic_load(&l->stopping), moved;
+	unsigned k = 0;
+	int r = al_v2_reconnect(l, stopping);
+
+	if (r == 0 && !stopping)
+		return false; /* still away: the worker sleeps until the next attempt */
+	if (r == 0)
+		r = -ENOTCONN; /* closing, and no sealer: what is queued fails */
+	if (r > 0 && b) {
+		r = al_v2_epoch(l, &moved); /* the sealer's epoch, asked again */
+		if (r == 0)
+			r = al_v2_batch_tail(l, b->buf, &b->len, l->file_off, l->held_kind,
+					     l->held_tree, l->held_ckpt, l->held_content, &k);
+		if (r < 0 && al_v2_sealer_lost(l, r) && !stopping) {
+			al_v2_sealer_away(l); /* lost again at once: back off */
+			return true;
+		}
+	}
+	if (r < 0) {
+		fail_closed(l, r);
+		atomic_store(&l->sealer_away, 0); /* callers get the log's error now */
+		if (b) {
+			atomic_fetch_add(&l->st.events_failed, b->nevents);
+			release_waiters(l, b, r);
+			b->state = B_FREE;
+			b->len = 0;
+			l->held = NULL;
+			l->close_inflight = false;
+		}
+		return true;
+	}
+	if (!b)
+		return true;
+	l->held = NULL;
+	b->nrec += k - 1;
+	note_record(b, l, false);
+	if (l->held_kind == K_CLOSE)
+		b->is_close = true;
+	submit(l, b);
+	return true;
+}
+
+/* Give b its place in the file and issue its write and fdatasync. */
+static void submit(struct auditlog *l, struct batch *b)
+{
+	if (l->sealer)
+		al_v2pos_copy(&b->v2_after, &l->v2);
 	b->off = l->file_off;
 	l->file_off += b->len;
 	b->written = 0;
@@ -1265,7 +1348,6 @@ static bool fill_and_submit(struct auditlog *l)
 	b->id = l->next_batch_id++;
 	b->state = B_INFLIGHT;
 	issue_io(l, b);
-	return true;
 }
 
 /* ---- the worker ------------------------------------------------------------- */
@@ -1354,7 +1436,7 @@ static void *worker_main(void *arg)
 			progress = true;
 		}
 		bool pending = slot_ready(l) || l->requeue_len || l->need_header;
-		if (!l->failover_err && pending && !l->rotate_pending && rotation_due(l) &&
+		if (!l->failover_err && pending && !l->rotate_pending && !l->held && rotation_due(l) &&
 		    !atomic_load(&l->error) && !l->need_header)
 			l->rotate_pending = true;
 		if (l->rotate_pending && inflight_batches(l) == 0) {
@@ -1367,8 +1449,11 @@ static void *worker_main(void *arg)
 			}
 			progress = true;
 		}
-		bool held = false;
-		if (!l->failover_err && !l->rotate_pending && free_batch(l)) {
+		bool held = false, away = l->held || atomic_load(&l->sealer_away);
+		if (away && !l->failover_err && !l->rotate_pending) {
+			if (resume_held(l)) /* AUDITLOG_SEALER_QUEUE */
+				progress = true;
+		} else if (!l->failover_err && !l->rotate_pending && free_batch(l)) {
 			held = coalesce_hold(l);
 			if (!held && fill_and_submit(l))
 				progress = true;
@@ -1382,7 +1467,7 @@ static void *worker_main(void *arg)
 			break;
 
 		/* Nothing to do now: sleep until a completion, an event or a retry. */
-		bool want_events = free_batch(l) && !l->failover_err && !l->rotate_pending;
+		bool want_events = free_batch(l) && !l->failover_err && !l->rotate_pending && !away;
 		if (want_events && !held && l->released_waiters && inflight_batches(l) == 0 &&
 		    !atomic_load(&l->stopping) && idle_spin(l))
 			continue;
@@ -1420,6 +1505,11 @@ static void *worker_main(void *arg)
 			uint64_t t2 = al_v2_timeout(l);
 			if (t2 && (!timeout || t2 < timeout))
 				timeout = t2;
+		}
+		if (away) { /* the next reconnection attempt */
+			uint64_t t3 = al_v2_reconnect_timeout(l);
+			if (t3 && (!timeout || t3 < timeout))
+				timeout = t3;
 		}
 		if (atomic_load(&l->stopping) && !timeout)
 			timeout = 10 * 1000 * 1000; /* draining: never sleep without bound */
@@ -1477,6 +1567,8 @@ static void log_free(struct auditlog *l)
 	free(l->cfg.seal_state_path);
 	free(l->cfg.signing_key_path);
 	free(l->cfg.sealer_socket);
+	if (l->alive)
+		munmap((void *)l->alive, (size_t)sysconf(_SC_PAGESIZE));
 	pthread_mutex_destroy(&l->head_lock);
 	free(l);
 }
@@ -1526,6 +1618,19 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 		r = -errno;
 		goto err;
 	}
+	/* the fork check: a page the kernel zeroes in a child (Linux >= 4.14) */
+	void *pg = mmap(NULL, (size_t)sysconf(_SC_PAGESIZE), PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (pg == MAP_FAILED) {
+		r = -errno;
+		goto err;
+	}
+	l->alive = pg;
+	if (madvise(pg, (size_t)sysconf(_SC_PAGESIZE), MADV_WIPEONFORK) < 0) {
+		r = -errno; /* EINVAL: a kernel without it */
+		goto err;
+	}
+	*l->alive = 1;
 
 	if (cfg->version == 2) {
 		r = al_v2_start(l);
@@ -1559,20 +1664,43 @@ err:
 	return r;
 }
 
+/* A forked child holds a copy of the handle whose worker thread, I/O ring
+ * and sealer connection are the parent's: it must use none of them. */
+static inline bool forked(const struct auditlog *l)
+{
+	return !*l->alive;
+}
+
+/* What every recording call checks first: -EINVAL, -ECHILD in a forked
+ * child, and for a synchronous call -EAGAIN while a QUEUE writer's sealer
+ * is away (AUDITLOG_SEALER_QUEUE: nothing can be acknowledged then). */
+static inline int may_record(const struct auditlog *l, bool sync)
+{
+	if (!l)
+		return -EINVAL;
+	if (forked(l))
+		return -ECHILD;
+	if (sync && atomic_load_explicit(&l->sealer_away, memory_order_relaxed))
+		return -EAGAIN;
+	return 0;
+}
+
 AUDITLOG_API int auditlog_record(struct auditlog *log, const struct auditlog_event *ev)
 {
-	if (!log)
-		return -EINVAL;
+	int r = may_record(log, false);
+
+	if (r < 0)
+		return r;
 	return enqueue(log, ev, NULL, 0, SLOT_EVENT, NULL);
 }
 
 AUDITLOG_API int auditlog_record_sync(struct auditlog *log, const struct auditlog_event *ev)
 {
 	struct waiter w = {0};
-	int r;
+	int r = may_record(log, true);
 
-	if (!log)
-		return -EINVAL;
+	if (r < 0)
+		return r;
 	r = enqueue(log, ev, NULL, 0, SLOT_EVENT, &w);
 	if (r < 0)
 		return r;
@@ -1580,9 +1708,14 @@ AUDITLOG_API int auditlog_record_sync(struct auditlog *log, const struct auditlo
 }
 
 /* n > 0 needs a v2 log; n = 0 is auditlog_record() whatever fields is */
-static int check_fields(struct auditlog *log, const struct auditlog_field *fields, size_t n)
+static int check_fields(struct auditlog *log, const struct auditlog_field *fields, size_t n,
+			bool sync)
 {
-	if (!log || (n && !fields))
+	int r = may_record(log, sync);
+
+	if (r < 0)
+		return r;
+	if (n && !fields)
 		return -EINVAL;
 	if (n && log->cfg.version < AL_V2)
 		return -EOPNOTSUPP;
@@ -1592,7 +1725,7 @@ static int check_fields(struct auditlog *log, const struct auditlog_field *field
 AUDITLOG_API int auditlog_record_fields(struct auditlog *log, const struct auditlog_event *ev,
 					const struct auditlog_field *fields, size_t n)
 {
-	int r = check_fields(log, fields, n);
+	int r = check_fields(log, fields, n, false);
 
 	if (r < 0)
 		return r;
@@ -1603,7 +1736,7 @@ AUDITLOG_API int auditlog_record_fields_sync(struct auditlog *log, const struct 
 					     const struct auditlog_field *fields, size_t n)
 {
 	struct waiter w = {0};
-	int r = check_fields(log, fields, n);
+	int r = check_fields(log, fields, n, true);
 
 	if (r < 0)
 		return r;
@@ -1616,10 +1749,10 @@ AUDITLOG_API int auditlog_record_fields_sync(struct auditlog *log, const struct 
 AUDITLOG_API int auditlog_flush(struct auditlog *log)
 {
 	struct waiter w = {0};
-	int r;
+	int r = may_record(log, true);
 
-	if (!log)
-		return -EINVAL;
+	if (r < 0)
+		return r;
 	atomic_fetch_add(&log->barriers, 1);
 	r = enqueue(log, NULL, NULL, 0, SLOT_BARRIER, &w);
 	if (r < 0) {
@@ -1635,6 +1768,13 @@ AUDITLOG_API int auditlog_close(struct auditlog *log)
 
 	if (!log)
 		return 0;
+	if (forked(log)) {
+		/* the child's copy: freed, nothing written, the parent's log,
+		 * worker and sealer connection untouched */
+		log->worker_started = false;
+		log_free(log);
+		return -ECHILD;
+	}
 	atomic_store(&log->stopping, 1);
 	wake_worker(log);
 	if (log->worker_started)
@@ -1677,6 +1817,11 @@ AUDITLOG_API int auditlog_get_stats(struct auditlog *log, struct auditlog_stats 
 	s.inline_batches = atomic_load(&log->st.inline_batches);
 	s.coalesced_batches = atomic_load(&log->st.coalesced_batches);
 	s.coalesce_wait_ns = atomic_load(&log->st.coalesce_wait_ns);
+	s.sealer_requests = atomic_load(&log->st.sealer_requests);
+	s.sealer_errors = atomic_load(&log->st.sealer_errors);
+	s.sealer_reconnects = atomic_load(&log->st.sealer_reconnects);
+	s.sealer_wait_ns = atomic_load(&log->st.sealer_wait_ns);
+	s.sealer_away = atomic_load(&log->sealer_away);
 	memcpy(ret, &s, size < sizeof(s) ? size : sizeof(s));
 	return 0;
 }
