@@ -35,7 +35,6 @@
 #define KEY_MAX 4096u
 #define BUNDLE_MAX (1u << 20)
 #define STATE_MAX (4u * AL_NOTE_MAX * 8u)
-#define COSIG_TYPE 0x04 /* C2SP tlog-cosignature/v1 */
 
 static const char usage[] =
 	"usage: auditlog-witness --state DIR --key FILE --pubkey HOSTKEY add NOTE_FILE [--consistency BUNDLE]\n"
@@ -212,55 +211,6 @@ static int state_store(int dfd, const char *name, const uint8_t *origin, size_t 
 	return 0;
 }
 
-/* ---- the cosignature ------------------------------------------------------ */
-
-/* "— <name> b64(key id || time (8 bytes, big-endian) || Ed25519 signature of
- * "cosignature/v1\ntime <t>\n" || text)\n" into out; its length or -errno */
-static long cosign(const struct al_ckey *k, uint64_t t, const uint8_t *text, size_t tlen, uint8_t *out,
-		   size_t cap)
-{
-	uint8_t pub[AL_ED25519_PUB_LEN], dig[32], blob[AL_NOTE_KID_LEN + 8 + AL_ED25519_SIG_LEN], *msg;
-	char head[64];
-	int hl = snprintf(head, sizeof(head), "cosignature/v1\ntime %" PRIu64 "\n", t);
-	size_t o = 0;
-	int r;
-
-	/* EVP_EncodeBlock ends with a NUL, which the "\n" replaces */
-	if (cap < 4 + k->host_len + 1 + 4 * ((sizeof(blob) + 2) / 3) + 1 || !(msg = malloc((size_t)hl + tlen)))
-		return -ENOBUFS;
-	if ((r = al_ed25519_public(k->key, pub)) < 0) {
-		free(msg);
-		return r;
-	}
-	/* key id = SHA-256(name || 0x0A || 0x04 || public key)[0:4] */
-	uint8_t kin[AL_SEAL_HOST_MAX + 2 + AL_ED25519_PUB_LEN];
-	memcpy(kin, k->host, k->host_len);
-	kin[k->host_len] = 0x0a;
-	kin[k->host_len + 1] = COSIG_TYPE;
-	memcpy(kin + k->host_len + 2, pub, sizeof(pub));
-	if (!EVP_Digest(kin, k->host_len + 2 + sizeof(pub), dig, NULL, EVP_sha256(), NULL)) {
-		free(msg);
-		return -EIO;
-	}
-	memcpy(blob, dig, AL_NOTE_KID_LEN);
-	for (int i = 0; i < 8; i++)
-		blob[AL_NOTE_KID_LEN + i] = (uint8_t)(t >> (56 - 8 * i));
-	memcpy(msg, head, (size_t)hl);
-	memcpy(msg + hl, text, tlen);
-	r = al_ed25519_sign(k->key, msg, (size_t)hl + tlen, blob + AL_NOTE_KID_LEN + 8);
-	free(msg);
-	if (r < 0)
-		return r;
-	memcpy(out, "\xe2\x80\x94 ", 4);
-	o = 4;
-	memcpy(out + o, k->host, k->host_len);
-	o += k->host_len;
-	out[o++] = ' ';
-	o += (size_t)EVP_EncodeBlock(out + o, blob, sizeof(blob)); /* 104 characters */
-	out[o++] = '\n';
-	return (long)o;
-}
-
 /* ---- add -------------------------------------------------------------------- */
 
 static int read_key(const char *path, bool secret, struct al_ckey *k)
@@ -398,14 +348,15 @@ static int cmd_add(const char *dir, const char *keyf, const char *pubf, const ch
 		}
 	}
 	/* the note as received (the log's signature line and any others), then ours */
-	size_t cap = len + 4 + wk.host_len + 1 + 104 + 1;
+	size_t cap = len + 4 + wk.host_len + 1 + AL_COSIG_B64_LEN + 1;
 	long cl;
 	if (!(out = malloc(cap))) {
 		ret = io_error("cannot cosign", notef, ENOMEM);
 		goto out;
 	}
 	memcpy(out, note, len);
-	if ((cl = cosign(&wk, (uint64_t)time(NULL), note, tlen, out + len, cap - len)) < 0) {
+	if ((cl = al_cosig_line(wk.key, wk.host, wk.host_len, (uint64_t)time(NULL), note, tlen, out + len,
+				cap - len)) < 0) {
 		ret = io_error("cannot cosign", notef, (int)-cl);
 		goto out;
 	}
