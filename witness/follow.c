@@ -19,10 +19,13 @@
  *
  * Shippers may repeat lines (RELP after a reconnect) and interleave two
  * files of a rotation (imfile after a restart): lines are put back in seq
- * order in a bounded buffer before the verifier, which drops byte-identical
- * repeats (set_dedup); anything else is a finding.
+ * order in a bounded buffer before the verifier; a line byte-identical to
+ * the one fed at its seq (among the last SEEN_RING) is dropped, and the
+ * verifier drops byte-identical repeats of its last records (set_dedup);
+ * anything else is a finding.
  */
 #include "cli.h"
+#include "format_v2.h"
 #include "witness.h"
 
 #include <auditlog.h>
@@ -46,6 +49,7 @@
 #define LINE_CAP (256u * 1024u) /* above AL_LINE_MAX: a longer line is fed as it is */
 #define REORDER_MAX 16384u      /* lines held back waiting for a lower seq */
 #define POLL_NS (50L * 1000 * 1000)
+#define SEEN_RING 65536u        /* the lines fed last, by seq: a shipper's repeat of one is dropped */
 
 struct pend {
 	uint64_t seq;
@@ -68,6 +72,11 @@ struct src {
 	size_t nq;
 	bool have_next;
 	uint64_t next;
+	struct seen {
+		uint64_t seq1; /* seq + 1; 0: empty */
+		uint8_t h[AL_HASH_LEN];
+	} *seen;
+	uint64_t repeats;
 	/* what the witness may conclude from this copy */
 	bool clean; /* no finding from its start */
 	bool met;   /* the held checkpoint met, no finding since */
@@ -275,8 +284,12 @@ static int drain(struct src *s)
 
 	while (k < s->nq && !ret && s->q[k].seq <= s->next) {
 		ret = feed(s, s->q[k].line, s->q[k].len);
-		if (s->q[k].seq >= s->next)
+		if (s->q[k].seq >= s->next) {
+			struct seen *e = &s->seen[s->q[k].seq % SEEN_RING];
+			e->seq1 = s->q[k].seq + 1;
+			al_sha256(s->q[k].line, s->q[k].len, e->h);
 			s->next = s->q[k].seq + 1;
+		}
 		free(s->q[k].line);
 		k++;
 	}
@@ -292,6 +305,7 @@ static int drain(struct src *s)
 static int line_in(struct src *s, const char *l, size_t len)
 {
 	uint64_t seq;
+	uint8_t h[AL_HASH_LEN];
 	int ret;
 
 	if (!line_seq(l, len, &seq))
@@ -301,8 +315,18 @@ static int line_in(struct src *s, const char *l, size_t len)
 		s->next = seq;
 	}
 	if (seq <= s->next) {
+		struct seen *e = &s->seen[seq % SEEN_RING];
+		al_sha256(l, len, h);
+		if (seq < s->next && e->seq1 == seq + 1 && CRYPTO_memcmp(e->h, h, AL_HASH_LEN) == 0) {
+			s->repeats++; /* byte for byte a line fed before, in its place: nothing new */
+			return 0;
+		}
 		if ((ret = feed(s, l, len)))
 			return ret;
+		if (seq == s->next) {
+			e->seq1 = seq + 1;
+			memcpy(e->h, h, AL_HASH_LEN);
+		}
 		if (seq == s->next)
 			s->next = seq + 1;
 		return drain(s);
@@ -393,7 +417,7 @@ static int src_open(struct src *s, struct fctx *f, const char *path)
 	s->path = path;
 	s->fd = -1;
 	s->clean = true;
-	if (!(s->part = malloc(LINE_CAP)))
+	if (!(s->part = malloc(LINE_CAP)) || !(s->seen = calloc(SEEN_RING, sizeof(*s->seen))))
 		return io_error("cannot follow", path, ENOMEM);
 	if ((r = auditlog_verifier_new(&s->v)) < 0 || (r = auditlog_verifier_add_stream(s->v, path)) < 0 ||
 	    (r = auditlog_verifier_set_dedup(s->v, 1)) < 0 ||
@@ -417,6 +441,7 @@ static void src_close(struct src *s)
 		free(s->q[i].line);
 	free(s->q);
 	free(s->part);
+	free(s->seen);
 }
 
 int cmd_follow(const char *dir, const char *keyf, const char *hostsdir, char *const *files, unsigned n, bool once)
@@ -482,8 +507,9 @@ int cmd_follow(const char *dir, const char *keyf, const char *hostsdir, char *co
 			src_refuse(&s[i], "its checkpoints reach size %" PRIu64 ", below the held %" PRIu64
 					  " (moving backwards, or not yet arrived)", s[i].top, h.size);
 		free(h.note);
-		fprintf(stderr, PROG ": %s: %" PRIu64 " bytes, %" PRIu64 " checkpoint(s) cosigned, %" PRIu64
-				" refused\n", s[i].path, s[i].off, s[i].cosigned, s[i].refused);
+		fprintf(stderr, PROG ": %s: %" PRIu64 " bytes, %" PRIu64 " repeated line(s) dropped, %" PRIu64
+				" checkpoint(s) cosigned, %" PRIu64 " refused\n", s[i].path, s[i].off, s[i].repeats,
+			s[i].cosigned, s[i].refused);
 		if (s[i].refused)
 			ret = 1;
 	}
