@@ -1388,6 +1388,13 @@ static void process(struct walk *w, const struct al_parsed *p, const uint8_t *li
 	uint64_t seq = p->rec.f[AL_F_SEQ].u;
 
 	if (lineno > w->f->base_line + 1 && p->rec.type == AL_T_HEADER) {
+		/* --dedup: a shipper's repeat of a header it sent before (imfile
+		 * reading a rotated file again) is one like any other line's */
+		if (c->o->dedup && w->have_next && seq < w->next && seen(w, seq, line, len) == 2) {
+			report(c, AL_V_SHIPPER_DUPLICATE, path, lineno, off, true, seq,
+			       "record seq %" PRIu64 " again, byte for byte (a shipper's repeat, skipped)", seq);
+			return;
+		}
 		report(c, AL_V_INSERTED, path, lineno, off, true, seq, "a header in the middle of a file");
 		remember(w, seq, line, off, len);
 		return;
