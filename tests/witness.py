@@ -382,6 +382,14 @@ def service_cases(tmp, c):
     replayed = olines[:q2 + 1] + olines[q1 - 5:q2 + 1] + olines[q2 + 1:]
     a0 = ck[0][0] + 10
     mixed = lines[:a0] + lines[a0 + 30:a0 + 60] + lines[a0:a0 + 30] + lines[a0 + 60:]
+    # auditlog-verify --dedup on a replay across a rotation: the repeated
+    # header is a shipper-duplicate like the other repeated lines
+    hq = next(r.seq for r in c["recs"] if r.type == "header" and r.seq > 20)
+    rep_h = b"".join(lines[:hq + 10] + lines[hq - 10:hq + 10] + lines[hq + 10:])
+    p = subprocess.run([VERIFY, "--json", "--dedup", "-"], input=rep_h, capture_output=True)
+    counts = json.loads(p.stdout).get("counts", {}) if p.stdout else {}
+    check(p.returncode == 0 and counts.get("shipper-duplicate") == 20 and not counts.get("inserted"),
+          "--dedup: a replayed range holding a header (seq %d): 20 shipper-duplicate, exit 0 (%s)" % (hq, counts))
     for what, data, want in (("a replayed range with an older checkpoint", replayed, ock),
                              ("interleaved lines", mixed, ck)):
         stx = os.path.join(tmp, "st-" + what.replace(" ", "-"))
