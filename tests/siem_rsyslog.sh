@@ -148,7 +148,7 @@ wstart() {
 start "$d/central"
 for h in $HOSTS; do start "$d/host$h"; done
 wstart
-python3 "$HERE/siem_lag.py" "$d/lag.stop" "$d/lag.out" "$d/central/host1.log" "$d/central/host2.log" \
+python3 "$HERE/siem_lag.py" "$d/lag.stop" "$d/lag.disturb" "$d/lag.out" "$d/central/host1.log" "$d/central/host2.log" \
 	"$d/central/host3.log" &
 lagpid=$!
 
@@ -162,6 +162,7 @@ for h in $HOSTS; do
 done
 
 sleep 4
+touch "$d/lag.disturb"
 stop "$d/host1"
 sleep 2 # host 1 writes on (and rotates) while its shipper is down
 start "$d/host1"
