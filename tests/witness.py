@@ -17,7 +17,7 @@ SIGTERM while following), refuses a copy that moves backwards or whose
 lines between two checkpoints were rewritten, and what it exports catches
 the rewritten host files with --witness --witness-key.
 
-    witness.py KEYGEN VERIFY WRITER WITNESS"""
+    witness.py KEYGEN VERIFY WRITER WITNESS WITNESS_API"""
 
 import base64
 import hashlib
@@ -38,7 +38,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "vectors"))
 import v2_e2e as E  # noqa: E402
 
-KEYGEN, VERIFY, WRITER, WITNESS = sys.argv[1:5]
+KEYGEN, VERIFY, WRITER, WITNESS, WITNESS_API = sys.argv[1:6]
 FAILED = []
 DASH = "\u2014 ".encode()
 
@@ -288,6 +288,11 @@ def service_cases(tmp, c):
         msgs = [f.get("message", "") for f in j.get("findings", [])]
         check(rc == 1 and j.get("counts", {}).get("bad-checkpoint") == 1 and any(msg in m for m in msgs)
               and not j.get("cosigned"), "--witness-key: %s: bad-checkpoint, %r (rc %d)" % (what, msg, rc))
+    # the same through the public API (auditlog_verifier_add_witness_key)
+    for what, note, d, want in (("cosigned", good, log, b"bad-checkpoint 0 rewritten 0 truncated 0"),
+                                ("not cosigned", host_only, log, b"bad-checkpoint 1 rewritten 0 truncated 0")):
+        rc, o, err = run(WITNESS_API, d, pub, put("w-api", note), wpubf)
+        check(rc == 0 and o.strip() == want, "add_witness_key (API), a note %s: %r (%s)" % (what, o.strip(), err))
     # a rewritten copy: caught only through a note the witness cosigned
     wfile = put("w-good", good)
     rc, j, _ = vjson("--pubkey", pub, "--witness", wfile, "--witness-key", wpubf, E.write_dir(os.path.join(tmp, "rw2"), c["att"]))
