@@ -475,7 +475,7 @@ static int add_witness_key(const char *path)
 {
 	uint8_t *buf = NULL;
 	size_t n = 0;
-	struct al_ckey k, *nk;
+	struct al_ckey k, *nk = NULL;
 	int r, ret;
 
 	if ((ret = read_small("--witness-key", path, 4096, &buf, &n)))
