@@ -293,8 +293,10 @@ static int drain(struct src *s)
 		free(s->q[k].line);
 		k++;
 	}
-	memmove(s->q, s->q + k, (s->nq - k) * sizeof(*s->q));
-	s->nq -= k;
+	if (k) {
+		memmove(s->q, s->q + k, (s->nq - k) * sizeof(*s->q));
+		s->nq -= k;
+	}
 	return ret;
 }
 
@@ -346,7 +348,8 @@ static int line_in(struct src *s, const char *l, size_t len)
 	}
 	s->q = nq;
 	memcpy(c, l, len);
-	memmove(s->q + i + 1, s->q + i, (s->nq - i) * sizeof(*s->q));
+	if (i < s->nq)
+		memmove(s->q + i + 1, s->q + i, (s->nq - i) * sizeof(*s->q));
 	s->q[i] = (struct pend){seq, c, len};
 	s->nq++;
 	if (s->nq > REORDER_MAX) {
