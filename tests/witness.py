@@ -32,6 +32,7 @@ import tempfile
 import time
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -271,8 +272,8 @@ def service_cases(tmp, c):
     check(rc == 0 and b"witness: chain %s size %d cosigned by siem.example at " % (origin.split(b"/")[-1], s1) in o,
           "the text report says which witness cosigned what size")
     other = Ed25519PrivateKey.generate()
-    oseed = other.private_bytes_raw()
-    opub = other.public_key().public_bytes_raw()
+    oseed = other.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())  # (Debian 12's cryptography 38)
+    opub = other.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
     cases = [
         ("no cosignature at all", host_only, "carries no cosignature"),
         ("a cosignature by another key of the same name",
