@@ -409,14 +409,18 @@ def service_cases(tmp, c):
     os.makedirs(st3)
     open(live, "wb").close()
     outs = []
-    for part in (stream[:cut], stream[cut:]):
+    for part, upto in ((stream[:cut], first[-1]), (stream[cut:], ck[-1][1])):
         p = subprocess.Popen([WITNESS, "--state", st3, "--key", wkey, "--hosts", hosts, "follow", live],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         with open(live, "ab") as f:
             for i in range(0, len(part), 4096):  # as a shipper writes it
                 f.write(part[i:i + 4096])
                 f.flush()
-        time.sleep(1.0)
+        for _ in range(300):  # until it holds the part's last checkpoint (30 s at most)
+            rc, o, _ = run(WITNESS, "--state", st3, "export")
+            if rc == 0 and o.split(b"\n")[1] == b"%d" % upto:
+                break
+            time.sleep(0.1)
         p.send_signal(signal.SIGTERM)
         o, e = p.communicate(timeout=30)
         outs.append(cosigned_sizes(o))
