@@ -117,8 +117,8 @@ static void on_finding(void *ctx, const struct auditlog_finding *f)
 	if (!integrity(f->cls))
 		return;
 	if (s->clean || s->met)
-		fprintf(stderr, PROG ": %s: line %" PRIu64 ": %s: %s; no checkpoint of this copy is cosigned "
-				"until the held one is met again\n",
+		fprintf(stderr, PROG ": %s: line %" PRIu64 ": %s: %s; a later checkpoint of this copy is cosigned "
+				"only after a checkpoint equal to the held one (docs/format.md 20.6)\n",
 			s->path, f->line, auditlog_vclass_name(f->cls), f->msg);
 	s->clean = false;
 	s->met = false;
