@@ -16,13 +16,25 @@
 #     arrival) verifies as a stream (`auditlog-verify --dedup --verify-key
 #     --pubkey -`) with the verdict, chain, head and findings of the host's
 #     own files, its repeats each a shipper-duplicate notice.
+# Each host writes from 4 threads. The SIEM is the witness: auditlog-witness
+# follow (restarted mid-stream too) verifies the central copies as they
+# grow and cosigns every checkpoint; at the end it has cosigned each host's
+# last checkpoint, the host's files verify with what it exports
+# (--witness --witness-key), and an attacker holding host 1's keys who
+# rewrites its files after that is caught (`rewritten`), as is a truncated
+# copy (`truncated`) (tests/siem_attack.py). The figures: records/s end to
+# end and the lag from a record's @timestamp to its arrival at the centre
+# (tests/siem_lag.py), printed at the end (docs/benchmarks.md).
 # No system service: private configs, work directories, pid files, loopback
 # ports chosen at run time; every daemon is killed on exit. The configs are
-# the ones docs/siem.md shows. Args: auditlog-keygen auditlog-verify v2_e2e_writer
+# the ones docs/siem.md shows.
+# Args: auditlog-keygen auditlog-verify v2_e2e_writer auditlog-witness
 set -u
 KEYGEN=$1
 VERIFY=$2
 WRITER=$3
+WITNESS=$4
+HERE=$(cd "$(dirname "$0")" && pwd)
 RSYSLOGD=${RSYSLOGD:-/usr/sbin/rsyslogd}
 [ -x "$RSYSLOGD" ] || { echo "siem_rsyslog: $RSYSLOGD missing (scripts/install-deps.sh installs rsyslog)"; exit 1; }
 # rsyslogd loads its modules from its built-in directory; check RELP is there
@@ -34,8 +46,10 @@ done
 
 d=$(mktemp -d "${TMPDIR:-/var/tmp}/auditlog-siem.XXXXXX")
 wpids=
+witpid=
+lagpid=
 cleanup() {
-	for p in $wpids; do kill "$p" 2>/dev/null; done
+	for p in $wpids $witpid $lagpid; do kill "$p" 2>/dev/null; done
 	for f in "$d"/*/rsyslogd.pid; do
 		[ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null
 	done
@@ -120,23 +134,43 @@ for dir in central host1 host2 host3; do
 	"$RSYSLOGD" -N1 -f "$d/$dir/rsyslog.conf" >"$d/$dir/check" 2>&1 ||
 		{ cat "$d/$dir/check" >&2; fail "$dir: rsyslogd -N1 rejects the config"; }
 done
+# the witness at the centre (docs/siem.md 7): its key, the registered hosts
+W=$d/central/witness
+mkdir -p "$W/key" "$W/hosts" "$W/state"
+"$KEYGEN" --host siem.example --delta 1 --dir "$W/key" >/dev/null || fail "keygen siem.example"
+for h in $HOSTS; do cp "$d/host$h/keys/pubkey" "$W/hosts/host$h.pub"; done
+wstart() {
+	"$WITNESS" --state "$W/state" --key "$W/key/signing-key" --hosts "$W/hosts" follow \
+		"$d/central/host1.log" "$d/central/host2.log" "$d/central/host3.log" >>"$W/out" 2>>"$W/err" &
+	witpid=$!
+}
+
 start "$d/central"
 for h in $HOSTS; do start "$d/host$h"; done
+wstart
+python3 "$HERE/siem_lag.py" "$d/lag.stop" "$d/lag.disturb" "$d/lag.out" "$d/central/host1.log" "$d/central/host2.log" \
+	"$d/central/host3.log" &
+lagpid=$!
 
-# the writers: 2000 events each, a flush and 150 ms pause every 25 (about
-# 12 s), rotating at 64 KiB (about every 1.5 s)
+# the writers: 4 threads each, 600 events a thread, a flush and 500 ms pause
+# every 25 (about 12 s), rotating at 64 KiB (about every 1.5 s)
 for h in $HOSTS; do
 	k=$d/host$h/keys
-	"$WRITER" "$d/host$h/log/audit.log" "$k/sealing-state" "$k/signing-key" 2000 65536 150 \
+	"$WRITER" "$d/host$h/log/audit.log" "$k/sealing-state" "$k/signing-key" 600 65536 500 threads=4 \
 		2>"$d/host$h/writer.err" &
 	wpids="$wpids $!"
 done
 
 sleep 4
+touch "$d/lag.disturb"
 stop "$d/host1"
 sleep 2 # host 1 writes on (and rotates) while its shipper is down
 start "$d/host1"
-sleep 2
+sleep 1
+kill -TERM "$witpid"
+wait "$witpid" || fail "the witness did not stop cleanly on SIGTERM: $(cat "$W/err")"
+wstart # restarted mid-stream: it reads its state and the copies again
+sleep 1
 stop "$d/central"
 sleep 1.5 # every host's omrelp retries while the centre is down
 start "$d/central"
@@ -163,6 +197,46 @@ while :; do
 	sleep 0.1
 	i=$((i + 1))
 done
+
+# the witness has cosigned each host's last checkpoint (or 30 s)
+last_ck() { grep -h '"type":"checkpoint"' "$d/host$1/log"/audit.log* | sed 's/.*"size":\([0-9]*\),.*/\1/' | sort -n | tail -1; }
+i=0
+while :; do
+	done_=1
+	for h in $HOSTS; do
+		f=$(ls "$W/state" | grep "^host$h\.example," | head -1)
+		[ -n "$f" ] && [ "$(sed -n 's/^size //p' "$W/state/$f")" = "$(last_ck "$h")" ] || done_=0
+	done
+	[ $done_ = 1 ] && break
+	[ $i -ge 300 ] && { cat "$W/err" >&2; fail "the witness did not cosign every host's last checkpoint"; }
+	sleep 0.1
+	i=$((i + 1))
+done
+touch "$d/lag.stop"
+wait "$lagpid" || fail "siem_lag: $(cat "$d/lag.out")"
+lagpid=
+kill -TERM "$witpid"
+wait "$witpid" || fail "the witness did not stop cleanly: $(tail -5 "$W/err")"
+witpid=
+grep -q ': refused: ' "$W/err" && { cat "$W/err" >&2; fail "the witness refused a checkpoint of an honest pipeline"; }
+"$WITNESS" --state "$W/state" export >"$W/witness-all" || fail "witness export"
+[ "$(grep -c '^siem\.example\|^— siem\.example ' "$W/witness-all")" = 3 ] || fail "export: not one cosigned note per host"
+for h in $HOSTS; do
+	k=$d/host$h/keys
+	f=$(ls "$W/state" | grep "^host$h\.example,")
+	"$WITNESS" --state "$W/state" export "host$h.example/auditlog/${f#*,}" >"$W/witness-host$h" ||
+		fail "witness export host$h"
+	"$VERIFY" --pubkey "$k/pubkey" --witness "$W/witness-host$h" --witness-key "$W/key/pubkey" "$d/host$h/log" \
+		>"$d/host$h/wout" 2>&1 || { cat "$d/host$h/wout" >&2; fail "host$h: its files do not verify with the witness file"; }
+	grep -q "^witness: chain .* size $(last_ck "$h") cosigned by siem.example" "$d/host$h/wout" ||
+		fail "host$h: the report does not name the witness's cosignature of size $(last_ck "$h")"
+done
+echo "siem_rsyslog: witness: $(grep -c '^cosigned' "$W/out") checkpoints cosigned, restarted once mid-stream," \
+	"repeated lines dropped after the restart: $(grep -h 'repeated line' "$W/err" | tail -3 | sed 's/.* bytes, \([0-9]*\) repeated.*/\1/' | tr '\n' ' ')"
+mkdir -p "$d/attack"
+python3 "$HERE/siem_attack.py" "$VERIFY" "$d/host1/log" "$d/host1/keys" "$W/witness-host1" "$W/key/pubkey" \
+	"$d/attack" || fail "host1: the witness does not catch the rewritten or truncated files"
+echo "siem_rsyslog: figures: 3 hosts x 4 threads, $(cat "$d/lag.out")"
 
 total_rep=0
 for h in $HOSTS; do

@@ -56,6 +56,8 @@ static const char usage[] =
 	"  --registry DIR         the sealer's registry of chains (auditlog-sealer --registry):\n"
 	"                         each chain it names must be among the inputs and reach its\n"
 	"                         registered close (missing-chain, truncated)\n"
+	"  --witness-key FILE     a witness's public key (auditlog-keygen pubkey): only notes\n"
+	"                         it cosigned are trusted as witnessed (repeatable: any one)\n"
 	"  --one-chain            the inputs must hold one chain (another is a finding)\n"
 	"  --dedup                a central copy: a byte-identical repeat of one of the\n"
 	"                         last 64 records is shipper-duplicate (not a finding)\n"
@@ -467,6 +469,66 @@ static int add_key(int opt, const char *path)
 				   "not a witness file (signed checkpoint notes, docs/format.md 20.5)");
 }
 
+/* --witness-key: witness public keys (docs/format.md 20.6); the notes each
+ * cosigned are listed in the report. */
+#define OPT_WITNESS_KEY 0x157
+static struct al_ckey *wkeys;
+static unsigned n_wkeys;
+
+static int add_witness_key(const char *path)
+{
+	uint8_t *buf = NULL;
+	size_t n = 0;
+	struct al_ckey k, *nk = NULL;
+	int r, ret;
+
+	if ((ret = read_small("--witness-key", path, 4096, &buf, &n)))
+		return ret;
+	r = al_ckey_parse(buf, n, false, &k);
+	OPENSSL_cleanse(buf, n);
+	free(buf);
+	for (unsigned i = 0; r == 0 && i < n_wkeys; i++)
+		if (wkeys[i].host_len == k.host_len && memcmp(wkeys[i].host, k.host, k.host_len) == 0)
+			r = -EEXIST;
+	if (r == 0 && !(nk = realloc(wkeys, (n_wkeys + 1) * sizeof(*nk))))
+		r = -ENOMEM;
+	if (r < 0)
+		return refuse("--witness-key", path,
+			      r == -EEXIST ? "a second key of the same witness name" :
+			      r == -ENOMEM ? strerror(ENOMEM) : "not a checkpoint public key file (docs/format.md 17.3)");
+	nk[n_wkeys++] = k;
+	wkeys = nk;
+	return 0;
+}
+
+/* Which witness cosigned which chain at what size (text, or a JSON array). */
+static void cosigned_report(FILE *out, json_t *arr)
+{
+	for (unsigned i = 0; i < n_witness; i++) {
+		const struct al_vwnote *w = &witness[i];
+		const struct al_ckey *k = w->cosigned_by ? &wkeys[w->cosigned_by - 1] : NULL;
+		char when[32] = "?";
+		struct tm tm;
+		time_t t = (time_t)w->cosig_time;
+
+		if (!k)
+			continue;
+		if (gmtime_r(&t, &tm))
+			strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		if (arr) {
+			json_t *o = json_object();
+			json_object_set_new(o, "chain_id", json_string(w->chain_id));
+			json_object_set_new(o, "size", json_integer((json_int_t)w->size));
+			json_object_set_new(o, "witness", json_stringn((const char *)k->host, k->host_len));
+			json_object_set_new(o, "time", json_string(when));
+			json_array_append_new(arr, o);
+		} else {
+			fprintf(out, "witness: chain %s size %" PRIu64 " cosigned by %.*s at %s (%s, note %u)\n",
+				w->chain_id, w->size, (int)k->host_len, (const char *)k->host, when, w->src, w->index);
+		}
+	}
+}
+
 /* The --expect-head anchors. At file scope so that they stay reachable
  * whichever way main() returns (no leak report under ASan). */
 static struct al_vanchor *anchors;
@@ -538,6 +600,7 @@ int main(int argc, char **argv)
 		{"verify-key", required_argument, NULL, 'K'},
 		{"pubkey", required_argument, NULL, 'P'},
 		{"witness", required_argument, NULL, 'W'},
+		{"witness-key", required_argument, NULL, OPT_WITNESS_KEY},
 		{"prove", required_argument, NULL, 'X'},
 		{"prove-consistency", required_argument, NULL, 'Y'},
 		{"out", required_argument, NULL, 'o'},
@@ -628,6 +691,10 @@ int main(int argc, char **argv)
 				}
 			}
 			break;
+		case OPT_WITNESS_KEY:
+			if ((ret = add_witness_key(optarg)))
+				goto out;
+			break;
 		case 'o': prove_out = optarg; break;
 		case 'G':
 			if (registry_dir) {
@@ -683,6 +750,8 @@ int main(int argc, char **argv)
 	o.n_pubkeys = n_pubkeys;
 	o.witness = witness;
 	o.n_witness = n_witness;
+	o.wkeys = wkeys;
+	o.n_wkeys = n_wkeys;
 	/* knobs for tests, as strict as the options: the progress bar's
 	 * threshold (AUDITLOG_VERIFY_PROGRESS_MIN, bytes; default 64 MiB) and the
 	 * workers' block size (AUDITLOG_VERIFY_BLOCK, bytes: a small log in many
@@ -863,6 +932,11 @@ verify:
 				    json_integer((json_int_t)res.checkpoints_checked));
 		json_object_set_new(j, "unsigned_tail", json_integer((json_int_t)res.unsigned_tail));
 		json_object_set_new(j, "witnessed", json_integer((json_int_t)n_witness));
+		if (n_wkeys) {
+			json_t *arr = json_array();
+			cosigned_report(NULL, arr);
+			json_object_set_new(j, "cosigned", arr);
+		}
 		json_object_set_new(j, "note", json_string(threat_note));
 		if (registry_dir)
 			registry_json(j, &reg, n_vkeys > 0);
@@ -901,6 +975,7 @@ verify:
 			else
 				fprintf(rep.out, "signatures not checked (no --pubkey)");
 			fprintf(rep.out, "; %u witnessed checkpoint(s)\n", n_witness);
+			cosigned_report(rep.out, NULL);
 			if (rep.emit && res.pending)
 				fprintf(rep.out, "v2: %" PRIu64 " verified line(s) not emitted: no seal or checkpoint "
 					"covers them\n", res.pending);
@@ -921,6 +996,7 @@ out:
 		OPENSSL_cleanse(vkeys, n_vkeys * sizeof(*vkeys));
 	free(vkeys);
 	free(pubkeys);
+	free(wkeys);
 	al_witness_free(witness, n_witness);
 	al_registry_free(&reg);
 	return ret;

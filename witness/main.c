@@ -6,7 +6,9 @@
  * equal root; larger: a consistency bundle of 18.4 from the held tree to
  * the new one; smaller: refused), cosigns it as C2SP tlog-cosignature/v1
  * says, keeps it in a state file written atomically and prints it. `export`
- * writes the held note of an origin as a witness file (20.5).
+ * writes the held note of an origin (or all) as a witness file (20.5).
+ * `follow` (follow.c) is the service: the central copies verified as they
+ * grow, each checkpoint that verifies and extends the held one cosigned.
  * Exit 0 done, 1 refused, 2 usage or an input / the state unreadable.
  */
 #include "cli.h"
@@ -15,7 +17,9 @@
 #include "merkle.h"
 #include "note.h"
 #include "verify.h"
+#include "witness.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -31,34 +35,43 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PROG "auditlog-witness"
 #define KEY_MAX 4096u
 #define BUNDLE_MAX (1u << 20)
 #define STATE_MAX (4u * AL_NOTE_MAX * 8u)
-#define COSIG_TYPE 0x04 /* C2SP tlog-cosignature/v1 */
 
 static const char usage[] =
-	"usage: auditlog-witness --state DIR --key FILE --pubkey HOSTKEY add NOTE_FILE [--consistency BUNDLE]\n"
-	"       auditlog-witness --state DIR export ORIGIN\n"
+	"usage: auditlog-witness --state DIR --key FILE (--pubkey HOSTKEY | --hosts DIR) add NOTE_FILE\n"
+	"                        [--consistency BUNDLE]\n"
+	"       auditlog-witness --state DIR --key FILE --hosts DIR [--once] follow FILE...\n"
+	"       auditlog-witness --state DIR export [ORIGIN]\n"
 	"\n"
 	"add: check a checkpoint note (docs/format.md 20.2) with the host's public key\n"
 	"(auditlog-keygen's pubkey) and against the note held for its origin, cosign it\n"
 	"(C2SP tlog-cosignature/v1) with the witness's signing key, keep it and print it.\n"
 	"A note larger than the held one needs --consistency, the bundle of\n"
 	"`auditlog-verify --prove-consistency HELD:NEW`; a smaller one is refused.\n"
-	"export: the held note of ORIGIN as a witness file for auditlog-verify --witness.\n"
+	"follow: the witness as a service: verify each FILE (the central copy of one\n"
+	"host's chain, growing) as lines arrive, and cosign every checkpoint that verifies\n"
+	"and extends the held one (docs/format.md 20.6); until SIGINT or SIGTERM, or with\n"
+	"--once until the files end. A new chain of a registered host is taken on first use.\n"
+	"export: the held note of ORIGIN, or every held note, as a witness file for\n"
+	"auditlog-verify --witness.\n"
 	"\n"
 	"  --state DIR            the witness's state (one file per origin)\n"
 	"  --key FILE             the witness's signing key (an auditlog-keygen signing-key;\n"
 	"                         its host id is the cosignature's key name)\n"
 	"  --pubkey HOSTKEY       the public key of the note's host\n"
+	"  --hosts DIR            the registered hosts: their public keys, one file each;\n"
+	"                         a note of another host is refused\n"
 	"  --consistency BUNDLE   a consistency bundle (docs/format.md 18.4)\n"
+	"  --once                 follow: read the files to their end, then stop\n"
 	"  -h, --help             this text\n"
 	"  --version              the version\n"
 	"\n"
-	"Exit status: 0 done, 1 refused, 2 usage or unreadable input.\n";
+	"Exit status: 0 done, 1 refused (follow: a checkpoint refused), 2 usage or\n"
+	"unreadable input.\n";
 
-__attribute__((format(printf, 1, 2))) static int refuse(const char *fmt, ...)
+int refuse(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -70,20 +83,13 @@ __attribute__((format(printf, 1, 2))) static int refuse(const char *fmt, ...)
 	return 1;
 }
 
-static int io_error(const char *what, const char *path, int err)
+int io_error(const char *what, const char *path, int err)
 {
 	fprintf(stderr, PROG ": %s %s: %s\n", what, path, strerror(err));
 	return 2;
 }
 
 /* ---- the held state (20.6) ---------------------------------------------- */
-
-struct held {
-	uint64_t size;
-	uint8_t root[AL_HASH_LEN];
-	uint8_t *note;
-	size_t len;
-};
 
 static bool hex_field(struct al_kv *b, const char *name, uint8_t *out, size_t n)
 {
@@ -103,7 +109,7 @@ static bool dec_field(struct al_kv *b, const char *name, uint64_t *ret)
 }
 
 /* "<host>,<chain id>" (neither holds a comma): the state file of an origin */
-static int state_name(const uint8_t *origin, size_t olen, char *out, size_t cap)
+int state_name(const uint8_t *origin, size_t olen, char *out, size_t cap)
 {
 	static const char mid[] = "/auditlog/";
 	const uint8_t *m;
@@ -124,7 +130,7 @@ static int state_name(const uint8_t *origin, size_t olen, char *out, size_t cap)
 }
 
 /* 0 with *h (h->note NULL: nothing held yet), 2 unreadable, 1 malformed */
-static int state_load(int dfd, const char *name, const uint8_t *origin, size_t olen, struct held *h)
+int state_load(int dfd, const char *name, const uint8_t *origin, size_t olen, struct held *h)
 {
 	uint8_t *buf = NULL, *note = NULL;
 	size_t n = 0, vl, nl;
@@ -172,7 +178,7 @@ bad:
 }
 
 /* write name atomically: a new file, fsync, rename over, fsync the directory */
-static int state_store(int dfd, const char *name, const uint8_t *origin, size_t olen, uint64_t size,
+int state_store(int dfd, const char *name, const uint8_t *origin, size_t olen, uint64_t size,
 		       const uint8_t root[AL_HASH_LEN], const uint8_t *note, size_t len)
 {
 	char tmp[AL_ORIGIN_MAX + 16], rh[2 * AL_HASH_LEN];
@@ -212,58 +218,9 @@ static int state_store(int dfd, const char *name, const uint8_t *origin, size_t 
 	return 0;
 }
 
-/* ---- the cosignature ------------------------------------------------------ */
-
-/* "— <name> b64(key id || time (8 bytes, big-endian) || Ed25519 signature of
- * "cosignature/v1\ntime <t>\n" || text)\n" into out; its length or -errno */
-static long cosign(const struct al_ckey *k, uint64_t t, const uint8_t *text, size_t tlen, uint8_t *out,
-		   size_t cap)
-{
-	uint8_t pub[AL_ED25519_PUB_LEN], dig[32], blob[AL_NOTE_KID_LEN + 8 + AL_ED25519_SIG_LEN], *msg;
-	char head[64];
-	int hl = snprintf(head, sizeof(head), "cosignature/v1\ntime %" PRIu64 "\n", t);
-	size_t o = 0;
-	int r;
-
-	/* EVP_EncodeBlock ends with a NUL, which the "\n" replaces */
-	if (cap < 4 + k->host_len + 1 + 4 * ((sizeof(blob) + 2) / 3) + 1 || !(msg = malloc((size_t)hl + tlen)))
-		return -ENOBUFS;
-	if ((r = al_ed25519_public(k->key, pub)) < 0) {
-		free(msg);
-		return r;
-	}
-	/* key id = SHA-256(name || 0x0A || 0x04 || public key)[0:4] */
-	uint8_t kin[AL_SEAL_HOST_MAX + 2 + AL_ED25519_PUB_LEN];
-	memcpy(kin, k->host, k->host_len);
-	kin[k->host_len] = 0x0a;
-	kin[k->host_len + 1] = COSIG_TYPE;
-	memcpy(kin + k->host_len + 2, pub, sizeof(pub));
-	if (!EVP_Digest(kin, k->host_len + 2 + sizeof(pub), dig, NULL, EVP_sha256(), NULL)) {
-		free(msg);
-		return -EIO;
-	}
-	memcpy(blob, dig, AL_NOTE_KID_LEN);
-	for (int i = 0; i < 8; i++)
-		blob[AL_NOTE_KID_LEN + i] = (uint8_t)(t >> (56 - 8 * i));
-	memcpy(msg, head, (size_t)hl);
-	memcpy(msg + hl, text, tlen);
-	r = al_ed25519_sign(k->key, msg, (size_t)hl + tlen, blob + AL_NOTE_KID_LEN + 8);
-	free(msg);
-	if (r < 0)
-		return r;
-	memcpy(out, "\xe2\x80\x94 ", 4);
-	o = 4;
-	memcpy(out + o, k->host, k->host_len);
-	o += k->host_len;
-	out[o++] = ' ';
-	o += (size_t)EVP_EncodeBlock(out + o, blob, sizeof(blob)); /* 104 characters */
-	out[o++] = '\n';
-	return (long)o;
-}
-
 /* ---- add -------------------------------------------------------------------- */
 
-static int read_key(const char *path, bool secret, struct al_ckey *k)
+int read_key(const char *path, bool secret, struct al_ckey *k)
 {
 	uint8_t *buf = NULL;
 	size_t n = 0;
@@ -319,18 +276,103 @@ out:
 	return ret;
 }
 
-static int cmd_add(const char *dir, const char *keyf, const char *pubf, const char *notef, const char *consf)
+/* ---- the registered hosts ------------------------------------------------ */
+
+int hosts_load(const char *dir, struct hosts *h)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char path[4096];
+	int ret = 0;
+
+	h->k = NULL;
+	h->n = 0;
+	if (!d)
+		return io_error("cannot open --hosts", dir, errno);
+	while ((e = readdir(d))) {
+		struct al_ckey k, *nk;
+		struct stat st;
+
+		if (e->d_name[0] == '.')
+			continue;
+		if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path) ||
+		    lstat(path, &st) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		if ((ret = read_key(path, false, &k)))
+			break;
+		if (hosts_find(h, k.host, k.host_len)) {
+			fprintf(stderr, PROG ": %s: a second key of host %.*s in --hosts\n", path, (int)k.host_len,
+				(const char *)k.host);
+			ret = 2;
+			break;
+		}
+		if (!(nk = realloc(h->k, (h->n + 1) * sizeof(*nk)))) {
+			ret = io_error("cannot read --hosts", dir, ENOMEM);
+			break;
+		}
+		nk[h->n++] = k;
+		h->k = nk;
+	}
+	closedir(d);
+	if (ret) {
+		free(h->k);
+		h->k = NULL;
+		h->n = 0;
+	}
+	return ret;
+}
+
+const struct al_ckey *hosts_find(const struct hosts *h, const uint8_t *host, size_t len)
+{
+	for (unsigned i = 0; i < h->n; i++)
+		if (h->k[i].host_len == len && memcmp(h->k[i].host, host, len) == 0)
+			return &h->k[i];
+	return NULL;
+}
+
+int cosign_store(int dfd, const char *name, const struct al_ckey *wk, const struct al_vwnote *w,
+		 const uint8_t *note, size_t len, size_t tlen, uint8_t **ret_out, size_t *ret_len)
+{
+	/* the note as received (the log's signature line and any others), then ours */
+	size_t cap = len + 4 + wk->host_len + 1 + AL_COSIG_B64_LEN + 1;
+	uint8_t *out = malloc(cap);
+	long cl;
+	int ret;
+
+	if (!out)
+		return io_error("cannot cosign", name, ENOMEM);
+	memcpy(out, note, len);
+	if ((cl = al_cosig_line(wk->key, wk->host, wk->host_len, (uint64_t)time(NULL), note, tlen, out + len,
+				cap - len)) < 0) {
+		free(out);
+		return io_error("cannot cosign", name, (int)-cl);
+	}
+	if ((ret = state_store(dfd, name, w->origin, w->olen, w->size, w->root, out, len + (size_t)cl))) {
+		free(out);
+		return ret;
+	}
+	*ret_out = out;
+	*ret_len = len + (size_t)cl;
+	return 0;
+}
+
+/* ---- add -------------------------------------------------------------------- */
+
+static int cmd_add(const char *dir, const char *keyf, const char *pubf, const char *hostsdir, const char *notef,
+		   const char *consf)
 {
 	struct al_ckey wk, hk;
+	struct hosts hs = {0};
 	struct al_vwnote *w = NULL;
 	unsigned nw = 0;
 	uint8_t *note = NULL, *out = NULL;
-	size_t len = 0, tlen = 0;
+	size_t len = 0, tlen = 0, olen = 0;
 	struct held h = {0};
 	char name[AL_ORIGIN_MAX + 2];
 	int dfd = -1, ret, r;
 
-	if ((ret = read_key(keyf, true, &wk)) || (ret = read_key(pubf, false, &hk)))
+	if ((ret = read_key(keyf, true, &wk)) || (pubf && (ret = read_key(pubf, false, &hk))) ||
+	    (hostsdir && (ret = hosts_load(hostsdir, &hs))))
 		goto out;
 	if ((r = cli_read_small(notef, AL_NOTE_MAX * 8, false, &note, &len)) < 0) {
 		ret = io_error("cannot read the note", notef, -r);
@@ -341,7 +383,15 @@ static int cmd_add(const char *dir, const char *keyf, const char *pubf, const ch
 		ret = refuse("%s: not one checkpoint note (docs/format.md 20.2)", notef);
 		goto out;
 	}
-	if (w->host_len != hk.host_len || memcmp(w->host, hk.host, hk.host_len) != 0) {
+	if (hostsdir) {
+		const struct al_ckey *k = hosts_find(&hs, w->host, w->host_len);
+		if (!k) {
+			ret = refuse("%s: host %.*s is not registered (no key of it in --hosts)", notef,
+				     (int)w->host_len, (const char *)w->host);
+			goto out;
+		}
+		hk = *k;
+	} else if (w->host_len != hk.host_len || memcmp(w->host, hk.host, hk.host_len) != 0) {
 		ret = refuse("%s: its origin's host is not the --pubkey's", notef);
 		goto out;
 	}
@@ -397,26 +447,15 @@ static int cmd_add(const char *dir, const char *keyf, const char *pubf, const ch
 			goto out;
 		}
 	}
-	/* the note as received (the log's signature line and any others), then ours */
-	size_t cap = len + 4 + wk.host_len + 1 + 104 + 1;
-	long cl;
-	if (!(out = malloc(cap))) {
-		ret = io_error("cannot cosign", notef, ENOMEM);
+	if ((ret = cosign_store(dfd, name, &wk, w, note, len, tlen, &out, &olen)))
 		goto out;
-	}
-	memcpy(out, note, len);
-	if ((cl = cosign(&wk, (uint64_t)time(NULL), note, tlen, out + len, cap - len)) < 0) {
-		ret = io_error("cannot cosign", notef, (int)-cl);
-		goto out;
-	}
-	if ((ret = state_store(dfd, name, w->origin, w->olen, w->size, w->root, out, len + (size_t)cl)))
-		goto out;
-	fwrite(out, 1, len + (size_t)cl, stdout);
+	fwrite(out, 1, olen, stdout);
 	ret = fflush(stdout) == 0 ? 0 : 2;
 out:
 	if (dfd >= 0)
 		close(dfd);
 	OPENSSL_cleanse(&wk, sizeof(wk));
+	free(hs.k);
 	al_witness_free(w, nw);
 	free(h.note);
 	free(note);
@@ -424,27 +463,81 @@ out:
 	return ret;
 }
 
-static int cmd_export(const char *dir, const char *origin)
+/* one origin's held note to stdout: 0, 1 none held, 2 */
+static int export_one(int dfd, const char *origin)
 {
 	char name[AL_ORIGIN_MAX + 2];
 	size_t olen = strlen(origin);
 	struct held h = {0};
-	int dfd, ret;
+	int ret;
 
 	if (state_name((const uint8_t *)origin, olen, name, sizeof(name)) < 0)
 		return cli_usage_error(PROG, "export: '%s' is not an origin <host>/auditlog/<chain id>", origin);
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return io_error("cannot open --state", dir, errno);
-	ret = state_load(dfd, name, (const uint8_t *)origin, olen, &h);
-	close(dfd);
-	if (ret)
+	if ((ret = state_load(dfd, name, (const uint8_t *)origin, olen, &h)))
 		return ret;
 	if (!h.note)
 		return refuse("no note held for %s", origin);
 	fwrite(h.note, 1, h.len, stdout);
 	free(h.note);
-	return fflush(stdout) == 0 ? 0 : 2;
+	return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* ORIGIN's held note, or (origin NULL) every held note, by state file name:
+ * one witness file (20.5) */
+static int cmd_export(const char *dir, const char *origin)
+{
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret = 0;
+	char **names = NULL;
+	size_t n = 0;
+
+	if (dfd < 0)
+		return io_error("cannot open --state", dir, errno);
+	if (origin) {
+		ret = export_one(dfd, origin);
+	} else {
+		int d2 = dup(dfd);
+		DIR *d = d2 >= 0 ? fdopendir(d2) : NULL;
+		struct dirent *e;
+
+		if (!d) {
+			if (d2 >= 0)
+				close(d2);
+			close(dfd);
+			return io_error("cannot read --state", dir, errno);
+		}
+		while ((e = readdir(d))) {
+			char *comma = strchr(e->d_name, ','), *o, **nn;
+			if (e->d_name[0] == '.' || !comma)
+				continue;
+			/* "<host>,<chain id>" back to "<host>/auditlog/<chain id>" */
+			if (!(o = malloc(strlen(e->d_name) + 10)) || !(nn = realloc(names, (n + 1) * sizeof(*nn)))) {
+				free(o);
+				ret = io_error("cannot read --state", dir, ENOMEM);
+				break;
+			}
+			sprintf(o, "%.*s/auditlog/%s", (int)(comma - e->d_name), e->d_name, comma + 1);
+			names = nn;
+			names[n++] = o;
+		}
+		closedir(d);
+		if (!ret && n == 0)
+			ret = refuse("no note held in %s", dir);
+		qsort(names, n, sizeof(*names), by_name);
+		for (size_t i = 0; !ret && i < n; i++)
+			ret = export_one(dfd, names[i]);
+		for (size_t i = 0; i < n; i++)
+			free(names[i]);
+		free(names);
+	}
+	close(dfd);
+	if (fflush(stdout) != 0 && !ret)
+		ret = 2;
+	return ret;
 }
 
 int main(int argc, char **argv)
@@ -453,10 +546,12 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{"state", required_argument, NULL, 's'},     {"key", required_argument, NULL, 'k'},
 		{"pubkey", required_argument, NULL, 'p'},    {"consistency", required_argument, NULL, 'c'},
+		{"hosts", required_argument, NULL, 'H'},     {"once", no_argument, NULL, '1'},
 		{"help", no_argument, NULL, 'h'},            {"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *dir = NULL, *key = NULL, *pub = NULL, *cons = NULL;
+	const char *dir = NULL, *key = NULL, *pub = NULL, *cons = NULL, *hosts = NULL;
+	bool once = false;
 	int c;
 
 	opterr = 0;
@@ -466,6 +561,8 @@ int main(int argc, char **argv)
 		case 'k': key = optarg; break;
 		case 'p': pub = optarg; break;
 		case 'c': cons = optarg; break;
+		case 'H': hosts = optarg; break;
+		case '1': once = true; break;
 		case 'h': fputs(usage, stdout); return 0;
 		case 'V': return cli_version(PROG);
 		default: return cli_bad_option(PROG, optstring, longopts, argv);
@@ -476,16 +573,25 @@ int main(int argc, char **argv)
 	if (optind < argc && strcmp(argv[optind], "add") == 0) {
 		if (argc - optind != 2)
 			return cli_usage_error(PROG, "add takes one NOTE_FILE");
-		if (!key || !pub)
-			return cli_usage_error(PROG, "add needs --key and --pubkey");
-		return cmd_add(dir, key, pub, argv[optind + 1], cons);
+		if (!key || !pub == !hosts)
+			return cli_usage_error(PROG, "add needs --key and one of --pubkey or --hosts");
+		if (once)
+			return cli_usage_error(PROG, "--once goes with follow");
+		return cmd_add(dir, key, pub, hosts, argv[optind + 1], cons);
+	}
+	if (optind < argc && strcmp(argv[optind], "follow") == 0) {
+		if (argc - optind < 2)
+			return cli_usage_error(PROG, "follow takes one FILE or more (the central copies)");
+		if (!key || !hosts || pub || cons)
+			return cli_usage_error(PROG, "follow needs --key and --hosts (and takes no --pubkey, --consistency)");
+		return cmd_follow(dir, key, hosts, argv + optind + 1, (unsigned)(argc - optind - 1), once);
 	}
 	if (optind < argc && strcmp(argv[optind], "export") == 0) {
-		if (argc - optind != 2)
-			return cli_usage_error(PROG, "export takes one ORIGIN");
-		if (key || pub || cons)
+		if (argc - optind > 2)
+			return cli_usage_error(PROG, "export takes one ORIGIN, or none (every held note)");
+		if (key || pub || cons || hosts || once)
 			return cli_usage_error(PROG, "export takes only --state");
-		return cmd_export(dir, argv[optind + 1]);
+		return cmd_export(dir, argc - optind == 2 ? argv[optind + 1] : NULL);
 	}
-	return cli_usage_error(PROG, "a command is required: add or export");
+	return cli_usage_error(PROG, "a command is required: add, follow or export");
 }

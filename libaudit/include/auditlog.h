@@ -563,6 +563,16 @@ AUDITLOG_API int auditlog_verifier_add_witness(struct auditlog_verifier *v, cons
  * auditlog_verifier_run answers -ENOENT (and other -errno) when the registry
  * cannot be read. */
 AUDITLOG_API int auditlog_verifier_add_registry(struct auditlog_verifier *v, const char *path);
+/* A witness's public key (an auditlog-keygen public key file, 17.3: its
+ * host id is the witness's name, the cosignature's key name; docs/format.md
+ * 20.6). With one or more given, a witnessed note is compared only when one
+ * of them cosigned it (C2SP tlog-cosignature/v1: key id, time, Ed25519 over
+ * "cosignature/v1\ntime <t>\n" and the note's text); a note without such a
+ * cosignature, or with a cosignature line of one of them that does not
+ * verify, is AUDITLOG_V_BAD_CHECKPOINT ("not trusted as witnessed") and not
+ * compared. Any one of the keys suffices. 0, -EINVAL (not such a file, or a
+ * second key of the same name), -ENOMEM, -EBUSY. */
+AUDITLOG_API int auditlog_verifier_add_witness_key(struct auditlog_verifier *v, const void *buf, size_t len);
 /* Verify everything added. Returns 0 when it ran (the verdict is in the
  * summary: intact when integrity_findings is 0), or -errno when an input
  * could not be read. size = sizeof(struct auditlog_vsummary) of the caller.

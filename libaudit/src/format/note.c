@@ -8,6 +8,9 @@
 #include "format_v2.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <string.h>
@@ -61,8 +64,9 @@ int al_ed25519_verify(const uint8_t pub[AL_ED25519_PUB_LEN], const uint8_t *m, s
 	return r;
 }
 
-int al_note_key_id(const uint8_t *name, size_t n, const uint8_t pub[AL_ED25519_PUB_LEN],
-		   uint8_t out[AL_NOTE_KID_LEN])
+/* SHA-256(name || 0x0A || type || pub)[0:4] */
+static int key_id(const uint8_t *name, size_t n, uint8_t type, const uint8_t pub[AL_ED25519_PUB_LEN],
+		  uint8_t out[AL_NOTE_KID_LEN])
 {
 	uint8_t m[AL_NOTE_NAME_MAX + 2 + AL_ED25519_PUB_LEN], h[AL_HASH_LEN];
 
@@ -70,11 +74,23 @@ int al_note_key_id(const uint8_t *name, size_t n, const uint8_t pub[AL_ED25519_P
 		return -EINVAL;
 	memcpy(m, name, n);
 	m[n] = 0x0a;
-	m[n + 1] = 0x01; /* signature type: Ed25519 */
+	m[n + 1] = type;
 	memcpy(m + n + 2, pub, AL_ED25519_PUB_LEN);
 	al_sha256(m, n + 2 + AL_ED25519_PUB_LEN, h);
 	memcpy(out, h, AL_NOTE_KID_LEN);
 	return 0;
+}
+
+int al_note_key_id(const uint8_t *name, size_t n, const uint8_t pub[AL_ED25519_PUB_LEN],
+		   uint8_t out[AL_NOTE_KID_LEN])
+{
+	return key_id(name, n, 0x01, pub, out); /* signature type: Ed25519 */
+}
+
+int al_cosig_key_id(const uint8_t *name, size_t n, const uint8_t pub[AL_ED25519_PUB_LEN],
+		    uint8_t out[AL_NOTE_KID_LEN])
+{
+	return key_id(name, n, 0x04, pub, out); /* signature type: cosignature/v1 */
 }
 
 long al_checkpoint_origin(const uint8_t *host, size_t hlen, const uint8_t chain_id[32],
@@ -217,22 +233,65 @@ static bool b64_char(uint8_t c)
 	       c == '+' || c == '/' || c == '=';
 }
 
-/* Strict base64 of exactly 68 bytes (key id + Ed25519 signature). */
-static bool b64_decode68(const uint8_t *s, size_t n, uint8_t out[68])
+/* Strict base64 of exactly len bytes (68: key id + Ed25519 signature; 76:
+ * key id + time + signature), len not a multiple of 3 (one or two pads). */
+static bool b64_decode(const uint8_t *s, size_t n, uint8_t *out, size_t len)
 {
-	uint8_t tmp[72], again[96];
+	uint8_t tmp[AL_COSIG_BLOB_LEN + 3], again[4 * (AL_COSIG_BLOB_LEN + 2) / 3 + 1];
+	size_t want = 4 * ((len + 2) / 3);
 
-	if (n != 92)
+	if (n != want || len > AL_COSIG_BLOB_LEN)
 		return false;
 	for (size_t i = 0; i < n; i++)
 		if (!b64_char(s[i]))
 			return false;
-	if (EVP_DecodeBlock(tmp, s, (int)n) != 69) /* 68 bytes + one pad byte counted */
+	/* EVP_DecodeBlock counts the pad bytes */
+	if (EVP_DecodeBlock(tmp, s, (int)n) != (int)(3 * (n / 4)))
 		return false;
 	/* canonical: re-encoding gives the same characters */
-	if (EVP_EncodeBlock(again, tmp, 68) != 92 || memcmp(again, s, 92) != 0)
+	if (EVP_EncodeBlock(again, tmp, (int)len) != (int)n || memcmp(again, s, n) != 0)
 		return false;
-	memcpy(out, tmp, 68);
+	memcpy(out, tmp, len);
+	return true;
+}
+
+/* A note's shape (no control character but newline, UTF-8, at most 64 KiB,
+ * ends in '\n'): the offset just past its last blank line's first '\n' (the
+ * text's length), or 0 when malformed. */
+static size_t note_split(const uint8_t *note, size_t len)
+{
+	if (!note || len < 2 || note[len - 1] != '\n' || len > 64 * 1024)
+		return 0;
+	for (size_t i = 0; i < len; i++)
+		if (note[i] < 0x20 && note[i] != '\n')
+			return 0; /* no control character but newline */
+	if (!utf8_ok(note, len))
+		return 0;
+	for (size_t i = len - 1; i-- > 0;)
+		if (note[i] == '\n' && note[i + 1] == '\n')
+			return i + 1;
+	return 0; /* no blank line, or an empty text */
+}
+
+/* The signature line at note + p: "— <name> <sig>\n"; false when it is not one. */
+static bool sig_line(const uint8_t *note, size_t len, size_t p, const uint8_t **name, size_t *nl,
+		     const uint8_t **sig, size_t *sl, size_t *ll)
+{
+	const uint8_t *l = note + p, *e = memchr(l, '\n', len - p), *sp;
+
+	*ll = (size_t)(e - l);
+	if (*ll < sizeof(EM_DASH_SP) + 2 || memcmp(l, EM_DASH_SP, sizeof(EM_DASH_SP)) != 0)
+		return false;
+	sp = memchr(l + 4, ' ', *ll - 4);
+	if (!sp || sp == l + 4)
+		return false;
+	*name = l + 4;
+	*nl = (size_t)(sp - (l + 4));
+	for (size_t i = 0; i < *nl; i++)
+		if ((*name)[i] == '+')
+			return false;
+	*sig = sp + 1;
+	*sl = (size_t)(e - sp - 1);
 	return true;
 }
 
@@ -240,42 +299,21 @@ int al_note_verify(const uint8_t pub[AL_ED25519_PUB_LEN], const uint8_t *name, s
 		   const uint8_t *note, size_t len, size_t *ret_text_len)
 {
 	uint8_t kid[AL_NOTE_KID_LEN], blob[68];
-	size_t split = 0, p, tlen;
+	size_t split = note_split(note, len), p, tlen;
 	bool found = false, bad = false;
 	unsigned nsig = 0;
 
-	if (!note || len < 2 || note[len - 1] != '\n' || len > 64 * 1024)
+	if (split == 0 || !name || nlen == 0 || nlen > AL_NOTE_NAME_MAX)
 		return -EBADMSG;
-	for (size_t i = 0; i < len; i++)
-		if (note[i] < 0x20 && note[i] != '\n')
-			return -EBADMSG; /* no control character but newline */
-	if (!utf8_ok(note, len) || !name || nlen == 0 || nlen > AL_NOTE_NAME_MAX)
-		return -EBADMSG;
-	for (size_t i = len - 1; i-- > 0;)
-		if (note[i] == '\n' && note[i + 1] == '\n') {
-			split = i + 1;
-			break;
-		}
-	if (split == 0)
-		return -EBADMSG; /* no blank line, or an empty text */
 	tlen = split;
 	(void)al_note_key_id(name, nlen, pub, kid); /* nlen checked above */
 	for (p = split + 1; p < len; nsig++) {
-		const uint8_t *l = note + p, *e = memchr(l, '\n', len - p), *sp;
-		size_t ll = (size_t)(e - l), nl;
+		const uint8_t *ln, *sig;
+		size_t nl, sl, ll;
 
-		if (nsig >= 100 || ll < sizeof(EM_DASH_SP) + 2 ||
-		    memcmp(l, EM_DASH_SP, sizeof(EM_DASH_SP)) != 0)
+		if (nsig >= 100 || !sig_line(note, len, p, &ln, &nl, &sig, &sl, &ll))
 			return -EBADMSG;
-		sp = memchr(l + 4, ' ', ll - 4);
-		if (!sp || sp == l + 4)
-			return -EBADMSG;
-		nl = (size_t)(sp - (l + 4));
-		for (size_t i = 0; i < nl; i++)
-			if (l[4 + i] == '+')
-				return -EBADMSG;
-		if (nl == nlen && memcmp(l + 4, name, nlen) == 0 &&
-		    b64_decode68(sp + 1, (size_t)(e - sp - 1), blob) &&
+		if (nl == nlen && memcmp(ln, name, nlen) == 0 && b64_decode(sig, sl, blob, sizeof(blob)) &&
 		    memcmp(blob, kid, AL_NOTE_KID_LEN) == 0) {
 			if (al_ed25519_verify(pub, note, tlen, blob + AL_NOTE_KID_LEN) == 0)
 				found = true;
@@ -290,5 +328,98 @@ int al_note_verify(const uint8_t pub[AL_ED25519_PUB_LEN], const uint8_t *name, s
 		return -ENOKEY;
 	if (ret_text_len)
 		*ret_text_len = tlen;
+	return 0;
+}
+
+/* "cosignature/v1\ntime <t>\n" || text: the message a cosignature signs */
+static uint8_t *cosig_message(uint64_t t, const uint8_t *text, size_t tlen, size_t *ret_len)
+{
+	char head[48];
+	int hl = snprintf(head, sizeof(head), "cosignature/v1\ntime %" PRIu64 "\n", t);
+	uint8_t *m = malloc((size_t)hl + tlen);
+
+	if (!m)
+		return NULL;
+	memcpy(m, head, (size_t)hl);
+	memcpy(m + hl, text, tlen);
+	*ret_len = (size_t)hl + tlen;
+	return m;
+}
+
+long al_cosig_line(const uint8_t seed[AL_ED25519_SEED_LEN], const uint8_t *name, size_t nlen, uint64_t t,
+		   const uint8_t *text, size_t tlen, uint8_t *out, size_t cap)
+{
+	uint8_t pub[AL_ED25519_PUB_LEN], blob[AL_COSIG_BLOB_LEN], *m;
+	size_t need = sizeof(EM_DASH_SP) + nlen + 1 + AL_COSIG_B64_LEN + 1, ml = 0;
+	int r;
+
+	if (!tlen || text[tlen - 1] != '\n' || nlen == 0 || nlen > AL_NOTE_NAME_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < nlen; i++)
+		if (name[i] <= 0x20 || name[i] == '+')
+			return -EINVAL;
+	if (need > cap)
+		return -E2BIG;
+	if ((r = al_ed25519_public(seed, pub)) < 0 || (r = al_cosig_key_id(name, nlen, pub, blob)) < 0)
+		return r;
+	for (int i = 0; i < 8; i++)
+		blob[AL_NOTE_KID_LEN + i] = (uint8_t)(t >> (56 - 8 * i)); /* big-endian */
+	if (!(m = cosig_message(t, text, tlen, &ml)))
+		return -ENOMEM;
+	r = al_ed25519_sign(seed, m, ml, blob + AL_NOTE_KID_LEN + 8);
+	free(m);
+	if (r < 0)
+		return r;
+	memcpy(out, EM_DASH_SP, sizeof(EM_DASH_SP));
+	memcpy(out + 4, name, nlen);
+	out[4 + nlen] = ' ';
+	(void)EVP_EncodeBlock(out + 5 + nlen, blob, sizeof(blob)); /* 104 characters and a NUL */
+	out[5 + nlen + AL_COSIG_B64_LEN] = '\n';
+	return (long)need;
+}
+
+int al_cosig_verify(const uint8_t pub[AL_ED25519_PUB_LEN], const uint8_t *name, size_t nlen,
+		    const uint8_t *note, size_t len, uint64_t *ret_time)
+{
+	uint8_t kid[AL_NOTE_KID_LEN], blob[AL_COSIG_BLOB_LEN];
+	size_t split = note_split(note, len), p;
+	bool found = false, bad = false;
+	uint64_t when = 0;
+	unsigned nsig = 0;
+
+	if (split == 0 || !name || nlen == 0 || nlen > AL_NOTE_NAME_MAX)
+		return -EBADMSG;
+	(void)al_cosig_key_id(name, nlen, pub, kid); /* nlen checked above */
+	for (p = split + 1; p < len; nsig++) {
+		const uint8_t *ln, *sig;
+		size_t nl, sl, ll, ml = 0;
+
+		if (nsig >= 100 || !sig_line(note, len, p, &ln, &nl, &sig, &sl, &ll))
+			return -EBADMSG;
+		p += ll + 1;
+		if (nl != nlen || memcmp(ln, name, nlen) != 0 || !b64_decode(sig, sl, blob, sizeof(blob)) ||
+		    memcmp(blob, kid, AL_NOTE_KID_LEN) != 0)
+			continue;
+		uint64_t t = 0;
+		for (int i = 0; i < 8; i++)
+			t = t << 8 | blob[AL_NOTE_KID_LEN + i];
+		uint8_t *m = cosig_message(t, note, split, &ml);
+		if (!m)
+			return -ENOMEM;
+		if (al_ed25519_verify(pub, m, ml, blob + AL_NOTE_KID_LEN + 8) == 0) {
+			if (!found || t > when)
+				when = t;
+			found = true;
+		} else {
+			bad = true;
+		}
+		free(m);
+	}
+	if (nsig == 0 || bad)
+		return -EBADMSG;
+	if (!found)
+		return -ENOKEY;
+	if (ret_time)
+		*ret_time = when;
 	return 0;
 }

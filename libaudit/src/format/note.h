@@ -22,6 +22,9 @@
 #define al_checkpoint_text auditlog__al_checkpoint_text
 #define al_note_sign auditlog__al_note_sign
 #define al_note_verify auditlog__al_note_verify
+#define al_cosig_key_id auditlog__al_cosig_key_id
+#define al_cosig_line auditlog__al_cosig_line
+#define al_cosig_verify auditlog__al_cosig_verify
 
 #define AL_ED25519_SEED_LEN 32u
 #define AL_ED25519_PUB_LEN 32u
@@ -33,6 +36,9 @@
 /* a checkpoint note: text (origin, size, root, 3 extension lines) + blank
  * line + one signature line; comfortably below this */
 #define AL_NOTE_MAX 1024u
+/* a cosignature's signature: key id, time (8 bytes), Ed25519 signature */
+#define AL_COSIG_BLOB_LEN (AL_NOTE_KID_LEN + 8u + AL_ED25519_SIG_LEN)
+#define AL_COSIG_B64_LEN 104u
 
 int al_ed25519_public(const uint8_t seed[AL_ED25519_SEED_LEN], uint8_t pub[AL_ED25519_PUB_LEN]);
 int al_ed25519_sign(const uint8_t seed[AL_ED25519_SEED_LEN], const uint8_t *m, size_t n,
@@ -70,5 +76,25 @@ long al_note_sign(const uint8_t seed[AL_ED25519_SEED_LEN], const uint8_t *name, 
  * key that fails, -ENOKEY when no line carries that key. */
 int al_note_verify(const uint8_t pub[AL_ED25519_PUB_LEN], const uint8_t *name, size_t nlen,
 		   const uint8_t *note, size_t len, size_t *ret_text_len);
+
+/* C2SP tlog-cosignature/v1 (a witness's signature on a checkpoint note,
+ * docs/format.md 20.6): key id = SHA-256(name || 0x0A || 0x04 || pub)[0:4];
+ * the signature line is "— <name> b64(key id || t (8 bytes, big-endian) ||
+ * sig)" where sig is the Ed25519 signature of "cosignature/v1\ntime <t>\n"
+ * || the note's text (t: seconds since the epoch, in decimal). */
+int al_cosig_key_id(const uint8_t *name, size_t n, const uint8_t pub[AL_ED25519_PUB_LEN],
+		    uint8_t out[AL_NOTE_KID_LEN]);
+/* That line (with its '\n') for text (ending in '\n') into out: its length,
+ * or -EINVAL (a name with a space or '+', empty or too long), -E2BIG, -EIO,
+ * -ENOMEM. */
+long al_cosig_line(const uint8_t seed[AL_ED25519_SEED_LEN], const uint8_t *name, size_t nlen, uint64_t t,
+		   const uint8_t *text, size_t tlen, uint8_t *out, size_t cap);
+/* A note's cosignature by (name, pub): 0 when one verifies and none by that
+ * key fails (ret_time: its t, the latest if several), -EBADMSG for a
+ * malformed note or a cosignature line of that key (name and key id) whose
+ * signature fails (its time or the text changed), -ENOKEY when no line
+ * carries that key, -ENOMEM. */
+int al_cosig_verify(const uint8_t pub[AL_ED25519_PUB_LEN], const uint8_t *name, size_t nlen,
+		    const uint8_t *note, size_t len, uint64_t *ret_time);
 
 #endif

@@ -2693,8 +2693,45 @@ static int plan(struct vctx *c)
 
 /* ---- v2: before and after the walk ------------------------------------------ */
 
+/* With witness keys given: a note is trusted as witnessed (compared) only
+ * when one of them cosigned it and no cosignature line of theirs fails
+ * (docs/format.md 20.6); otherwise bad-checkpoint, and it is not compared. */
+static void witness_cosigned(struct vctx *c, struct al_vwnote *n)
+{
+	const struct al_vopts *o = c->o;
+
+	n->cosigned_by = 0;
+	for (unsigned k = 0; k < o->n_wkeys; k++) {
+		const struct al_ckey *wk = &o->wkeys[k];
+		uint64_t t = 0;
+		int r = al_cosig_verify(wk->key, wk->host, wk->host_len, n->note, n->len, &t);
+		if (r == -ENOKEY)
+			continue;
+		if (r < 0) {
+			report(c, AL_V_BAD_CHECKPOINT, n->src, 0, 0, false, 0,
+			       "note %u (chain %s, size %" PRIu64 ") carries a cosignature of witness %.*s that does "
+			       "not verify (its time or the note changed): not compared", n->index, n->chain_id,
+			       n->size, (int)wk->host_len, (const char *)wk->host);
+			n->skipped = true;
+			n->cosigned_by = 0;
+			return;
+		}
+		if (!n->cosigned_by) {
+			n->cosigned_by = k + 1;
+			n->cosig_time = t;
+		}
+	}
+	if (!n->cosigned_by) {
+		report(c, AL_V_BAD_CHECKPOINT, n->src, 0, 0, false, 0,
+		       "note %u (chain %s, size %" PRIu64 ") carries no cosignature of the witness key(s) given: "
+		       "not trusted as witnessed, not compared", n->index, n->chain_id, n->size);
+		n->skipped = true;
+	}
+}
+
 /* Key walks, the earliest t0, --emit's gate; the witnessed notes'
- * signatures (with a public key of their host). */
+ * signatures (with a public key of their host) and cosignatures (with
+ * witness keys). */
 static int v2_setup(struct vctx *c)
 {
 	const struct al_vopts *o = c->o;
@@ -2730,6 +2767,8 @@ static int v2_setup(struct vctx *c)
 			}
 			break;
 		}
+		if (!n->skipped && o->n_wkeys)
+			witness_cosigned(c, n);
 	}
 	return 0;
 }

@@ -90,6 +90,10 @@ struct al_vwnote {
 	size_t len;
 	/* the walk's */
 	bool met, skipped;
+	/* with witness keys (al_vopts.wkeys): 1 + the index of the key whose
+	 * cosignature verified (0: none), and its time (seconds) */
+	unsigned cosigned_by;
+	uint64_t cosig_time;
 };
 
 /* Parse a witness file (concatenated C2SP signed notes whose text is a
@@ -108,6 +112,10 @@ struct al_vopts {
 	unsigned n_pubkeys;
 	struct al_vwnote *witness; /* the walk marks them (met, skipped) */
 	unsigned n_witness;
+	/* witness public keys (docs/format.md 20.6): with any given, a note is
+	 * compared only when one of them cosigned it (cosignature/v1) */
+	const struct al_ckey *wkeys;
+	unsigned n_wkeys;
 	/* --from SEQ:HASH: a record verified before (a daily job's checkpoint).
 	 * Files wholly before it are not read; records before it are not
 	 * checked; the record itself must carry this hash. */

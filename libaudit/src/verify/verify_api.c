@@ -56,6 +56,7 @@ struct auditlog_verifier {
 	unsigned n_anchors;
 	struct al_vkey *vkeys;   /* o.vkeys points here; wiped at free */
 	struct al_ckey *pubkeys; /* o.pubkeys */
+	struct al_ckey *wkeys;   /* o.wkeys */
 	struct al_vwnote *witness; /* o.witness */
 	char **wnames;           /* "witness N", for findings */
 	unsigned n_wfiles;
@@ -90,6 +91,7 @@ AUDITLOG_API void auditlog_verifier_free(struct auditlog_verifier *v)
 		OPENSSL_cleanse(v->vkeys, v->o.n_vkeys * sizeof(*v->vkeys));
 	free(v->vkeys);
 	free(v->pubkeys);
+	free(v->wkeys);
 	al_witness_free(v->witness, v->o.n_witness);
 	for (unsigned i = 0; i < v->n_wfiles; i++)
 		free(v->wnames[i]);
@@ -285,6 +287,29 @@ AUDITLOG_API int auditlog_verifier_add_pubkey(struct auditlog_verifier *v, const
 	v->pubkeys = nk;
 	v->o.pubkeys = nk;
 	v->o.n_pubkeys++;
+	return 0;
+}
+
+AUDITLOG_API int auditlog_verifier_add_witness_key(struct auditlog_verifier *v, const void *buf, size_t len)
+{
+	int r = settable(v, !buf);
+	struct al_ckey k;
+
+	if (r)
+		return r;
+	r = al_ckey_parse(buf, len, false, &k);
+	if (r < 0)
+		return r;
+	for (unsigned i = 0; i < v->o.n_wkeys; i++)
+		if (v->wkeys[i].host_len == k.host_len && memcmp(v->wkeys[i].host, k.host, k.host_len) == 0)
+			return -EINVAL; /* one key per witness name */
+	struct al_ckey *nk = realloc(v->wkeys, (v->o.n_wkeys + 1) * sizeof(*nk));
+	if (!nk)
+		return -ENOMEM;
+	nk[v->o.n_wkeys] = k;
+	v->wkeys = nk;
+	v->o.wkeys = nk;
+	v->o.n_wkeys++;
 	return 0;
 }
 
