@@ -290,5 +290,17 @@ for h in $HOSTS; do
 	files=$(ls "$d/host$h/log" | wc -l)
 	echo "siem_rsyslog: host$h: $uniq_ lines in $files files arrived whole; $rep byte-identical repeats; $late arrived after a later seq; $(grep '^  head' "$d/host$h/vout" | tr -s ' ')"
 done
+# a host that drops a range on purpose (a shipper filter deleting seq
+# 300..349 before it ships): caught at the centre, with the range
+h=3
+awk -F'"seq":' '{split($2, a, ","); s = a[1] + 0; if (s >= 300 && s < 350) next; print}' \
+	"$d/host$h/ordered" >"$d/host$h/dropped"
+"$VERIFY" --dedup --verify-key "$d/host$h/keys/verify-key" --pubkey "$d/host$h/keys/pubkey" - \
+	<"$d/host$h/dropped" >"$d/host$h/dout" 2>&1
+rc=$?
+[ $rc = 1 ] || { cat "$d/host$h/dout" >&2; fail "host$h: a dropped range verified (exit $rc)"; }
+grep -q ', seq 350: deleted: seq jumps from 299 to 350: 50 record(s) missing' "$d/host$h/dout" ||
+	{ cat "$d/host$h/dout" >&2; fail "host$h: the dropped range 300..349 is not reported as such"; }
+echo "siem_rsyslog: host$h with seq 300..349 dropped on purpose: caught at the centre ($(grep -o 'deleted: .*' "$d/host$h/dout"))"
 echo "siem_rsyslog: rsyslogd $("$RSYSLOGD" -v | head -1 | cut -d' ' -f2-3); repeats in all: $total_rep"
 exit 0
