@@ -1067,6 +1067,56 @@ static void test_caller_fields(void **state)
 	}
 }
 
+/* ---- attestation statements (docs/format.md 27) ----------------------------- */
+
+static void test_attestations(void **state)
+{
+	json_t *arr = at("attestations"), *v, *f = at("files");
+	const char *vkt = str(f, "verification_key");
+	struct al_vkey vk;
+	size_t i;
+
+	(void)state;
+	assert_true(json_array_size(arr) >= 3);
+	assert_int_equal(al_vkey_parse((const uint8_t *)vkt, strlen(vkt), &vk), 0);
+	json_array_foreach(arr, i, v) {
+		const char *text = str(v, "text");
+		size_t n = strlen(text), tlen = 0;
+		struct al_attest a;
+		uint8_t K[32];
+		char out[AL_ATTEST_MAX], *b = malloc(n + 1);
+
+		assert_non_null(b);
+		assert_int_equal(al_attest_parse((const uint8_t *)text, n, &a, &tlen), 0);
+		assert_int_equal(tlen, n - 69); /* "mac " 64 hex "\n" */
+		assert_int_equal(a.epoch, num(v, "epoch"));
+		assert_int_equal(a.wall, num(v, "wall"));
+		/* made again from its fields and K(e): the same bytes */
+		assert_int_equal(al_seal_node(vk.seed, 32, a.epoch, K), 0);
+		assert_int_equal(al_attest_format(&a, K, out, sizeof(out)), (long)n);
+		assert_memory_equal(out, text, n);
+		assert_int_equal(al_attest_format(&a, K, out, n), -E2BIG);
+		assert_int_equal(al_attest_check(&a, (const uint8_t *)text, n, &vk), 0);
+		/* every flipped bit is refused, by the parser or by the MAC */
+		for (size_t bit = 0; bit < n * 8; bit++) {
+			struct al_attest a2;
+			memcpy(b, text, n);
+			b[bit / 8] ^= (char)(1u << (bit % 8));
+			int r = al_attest_parse((const uint8_t *)b, n, &a2, NULL);
+			if (r == 0)
+				r = al_attest_check(&a2, (const uint8_t *)b, n, &vk);
+			assert_int_not_equal(r, 0);
+		}
+		/* another epoch's key does not make this MAC */
+		assert_int_equal(al_seal_node(vk.seed, 32, a.epoch ^ 1u, K), 0);
+		assert_int_equal(al_attest_format(&a, K, out, sizeof(out)), (long)n);
+		assert_memory_not_equal(out, text, n);
+		OPENSSL_cleanse(K, sizeof(K));
+		free(b);
+	}
+	OPENSSL_cleanse(&vk, sizeof(vk));
+}
+
 /* ---- key files and the epoch schedule -------------------------------------- */
 
 static int parse_any(int which, const uint8_t *b, size_t n)
@@ -1278,6 +1328,7 @@ int main(void)
 		cmocka_unit_test(test_keytree),
 		cmocka_unit_test(test_caller_fields),
 		cmocka_unit_test(test_key_files),
+		cmocka_unit_test(test_attestations),
 		cmocka_unit_test(test_schedule),
 		cmocka_unit_test(test_hosts),
 	};

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Known-answer vectors for auditlog format v2 (docs/format.md, Part II).
 
-Written from docs/format.md alone (sections 12-24; section 3's string rules
+Written from docs/format.md alone (sections 12-24 and 27; section 3's string rules
 come from gen_vectors.py, itself written from that page), before the C format
 layer existed and without reading any C code of this project, so the C is
 checked against the specification rather than against itself.
@@ -570,6 +570,37 @@ def key_id(S, host, t0, delta):
     return HMAC(S, L_KID + b"\x00" + bytes([0x01, len(host)]) + host + le64(t0) + le64(delta))[:8]
 
 # ---------------------------------------------------------------------------
+# Section 27: attestation statements
+# ---------------------------------------------------------------------------
+
+L_ATT_KEY = b"auditlog-v2 attest key"
+L_ATT = b"auditlog-v2 attestation"
+
+
+def attestation(S, host, t0, delta, e, wall, boot_id, boot_time, nonce):
+    """27.1 and 27.2: the statement's text, MAC line included"""
+    t = ("auditlog-attestation 2\nscheme hmac-sha256-tree32\nhost %s\nkey-id %s\n"
+         "t0 %d\ndelta %d\nepoch %d\nwall %d\nboot-id %s\nboot-time %d\nnonce %s\n"
+         % (host.decode(), key_id(S, host, t0, delta).hex(), t0, delta, e, wall,
+            boot_id.hex(), boot_time, nonce.hex() if nonce is not None else "-")).encode()
+    katt = HMAC(epoch_key(S, e), L_ATT_KEY)
+    mac = HMAC(katt, L_ATT + b"\x00" + t)
+    return (t + b"mac " + mac.hex().encode() + b"\n").decode(), katt
+
+
+def attest_vectors():
+    boot = hashlib.sha256(b"boot").digest()[:16]
+    out = []
+    for e, nonce in ((6, None), (6, H(b"auditor challenge")), (2 ** 20 + 3, None)):
+        wall = T0 + e * DELTA + 3 * 10 ** 9
+        text, katt = attestation(SEED, HOST, T0, DELTA, e, wall, boot, 987654321012, nonce)
+        out.append({"epoch": e, "wall": wall, "katt": katt.hex(), "text": text})
+    # the domain separation of 27.2: the attestation key is not the seal MAC key
+    assert all(v["katt"] != mac_key(SEED, v["epoch"]).hex() for v in out)
+    return out
+
+
+# ---------------------------------------------------------------------------
 # Records and lines (sections 2, 3, 12-15, 19-21)
 # ---------------------------------------------------------------------------
 
@@ -990,7 +1021,7 @@ def main():
     leaves, note_seed, note_pub = check_external()
     chains = build_chains()
     out = {
-        "spec": "docs/format.md Part II (sections 12-24)",
+        "spec": "docs/format.md Part II (sections 12-24, 27)",
         "external": {
             "ed25519": [{"name": n, "seed": s, "public": p, "message": m, "signature": g}
                         for n, s, p, m, g in RFC8032],
@@ -1014,6 +1045,7 @@ def main():
         "files": files_vectors(),
         "caller": caller_vectors(),
         "schedule": schedule_vectors(),
+        "attestations": attest_vectors(),
         "hosts": host_vectors(),
         "records": [r for c in chains for r in c.records],
         "trees": [tree_vectors(c) for c in chains],
