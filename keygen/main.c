@@ -39,6 +39,7 @@ static const char usage[] =
 	"usage: auditlog-keygen [options] --dir DIR\n"
 	"       auditlog-keygen [options] --state FILE --signing-key FILE --pubkey FILE --verify-key FILE|-\n"
 	"       auditlog-keygen --note-key CHAIN_ID --pubkey FILE\n"
+	"       auditlog-keygen --attest --state FILE [--nonce HEX] [--out FILE|-]\n"
 	"\n"
 	"Make one host's format v2 keys (docs/format.md 16 and 17): the sealing state and\n"
 	"the checkpoint signing key (the writer's in-process mode, or auditlog-sealer), the\n"
@@ -62,6 +63,13 @@ static const char usage[] =
 	"                         (the summary then goes to standard error)\n"
 	"  --note-key CHAIN_ID    print the C2SP note verifier key of one chain (its 32-hex\n"
 	"                         chain id) from the public key given by --pubkey, and exit\n"
+	"  --attest               print an attestation statement of the sealing state given by\n"
+	"                         --state (docs/format.md 27): its epoch, now, under a MAC of\n"
+	"                         that epoch's key; the state is read under its lock, never\n"
+	"                         written. Run as the state's holder's user\n"
+	"  --nonce HEX            with --attest: the auditor's challenge, 64 hex digits\n"
+	"  --out FILE|-           with --attest: where the statement goes (created, never\n"
+	"                         overwritten; default -, standard output)\n"
 	"  -h, --help             this text\n"
 	"  --version              the version\n"
 	"\n"
@@ -450,6 +458,126 @@ static void print_summary(FILE *o, const struct al_seal_params *p, uint64_t max_
 		   "every epoch >= e: keep its directory out of backups and snapshots.\n");
 }
 
+/* ---- --attest (docs/format.md 27) ------------------------------------------ */
+
+/* A shared OFD lock on <state>.lock, the lock the state's holders take
+ * exclusively to advance it (17.2 rule 5): the state is not being replaced
+ * while it is read. Returns the descriptor (closing it releases the lock) or
+ * -errno. */
+static int lock_state_shared(const char *state)
+{
+	struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
+	char *lp = NULL;
+	int fd;
+
+	if (asprintf(&lp, "%s.lock", state) < 0)
+		return -ENOMEM;
+	fd = open(lp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 && errno == ENOENT) /* no holder ran yet: make it, as a holder would */
+		fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	free(lp);
+	if (fd < 0)
+		return -errno;
+	while (fcntl(fd, F_OFD_SETLKW, &fl) < 0) {
+		if (errno != EINTR) {
+			int r = -errno;
+			close(fd);
+			return r;
+		}
+	}
+	return fd;
+}
+
+static int attest(const char *state, const char *nonce_hex, const char *out)
+{
+	struct al_sstate ss;
+	struct al_attest a;
+	struct al_seal_sched now;
+	uint8_t *buf = NULL;
+	size_t n = 0;
+	char text[AL_ATTEST_MAX];
+	long tl = -EINVAL;
+	int lfd, r, ret = 1;
+	struct stat st;
+
+	memset(&ss, 0, sizeof(ss));
+	memset(&a, 0, sizeof(a));
+	if (nonce_hex) {
+		if (strlen(nonce_hex) != 64 || strspn(nonce_hex, "0123456789abcdef") != 64)
+			return refuse("--nonce", nonce_hex, "wants the auditor's challenge: 64 lowercase hex digits");
+		(void)al_unhex((const uint8_t *)nonce_hex, 64, a.nonce);
+		a.has_nonce = true;
+	}
+	if (out && strcmp(out, "-") == 0)
+		out = NULL;
+	if (prctl(PR_SET_DUMPABLE, 0) < 0) {
+		fprintf(stderr, PROG ": prctl(PR_SET_DUMPABLE): %s\n", strerror(errno));
+		return 1;
+	}
+	if ((lfd = lock_state_shared(state)) < 0) {
+		fprintf(stderr, PROG ": cannot lock %s.lock: %s\n", state, strerror(-lfd));
+		return 1;
+	}
+	r = cli_read_small(state, 8192, true, &buf, &n);
+	if (r == 0 && (stat(state, &st) < 0 || (st.st_mode & 077)))
+		r = -EPERM;
+	if (r == 0 && (r = al_sstate_parse(buf, n, &ss)) < 0)
+		fprintf(stderr, PROG ": %s is not a sealing state (docs/format.md 17.2): refused, nothing "
+				"attested\n", state);
+	else if (r < 0)
+		fprintf(stderr, PROG ": cannot read the sealing state %s: %s\n", state,
+			r == -EPERM ? "group or others may access it (it must be 0600)" : strerror(-r));
+	/* the readings come after the state was read, under the lock */
+	a.wall = clock_ns(CLOCK_REALTIME);
+	a.boot_time = clock_ns(CLOCK_BOOTTIME);
+	if (r == 0 && (r = read_boot_id(a.boot_id)) < 0)
+		fprintf(stderr, PROG ": cannot read the boot id (" BOOT_ID_PATH "): %s\n", strerror(-r));
+	close(lfd);
+	if (buf) {
+		OPENSSL_cleanse(buf, n);
+		free(buf);
+	}
+	if (r < 0)
+		goto done;
+	a.p = ss.p;
+	a.epoch = ss.st.epoch;
+	tl = al_attest_format(&a, ss.st.node[0].seed, text, sizeof(text));
+	if (tl < 0) {
+		fprintf(stderr, PROG ": internal error making the statement: %s\n", strerror((int)-tl));
+		goto done;
+	}
+	/* say so when no holder advanced the state: the statement will show it */
+	struct al_seal_clock clk = {.t0 = ss.p.t0, .delta = ss.p.delta, .max_jump = ss.max_jump,
+				    .epoch = ss.st.epoch, .boot_start = ss.boot_start};
+	memcpy(clk.boot_id, ss.boot_id, 16);
+	if (al_seal_schedule(&clk, a.boot_id, a.boot_time, a.wall, &now) == 0 && now.epoch > ss.st.epoch + 1)
+		fprintf(stderr, PROG ": warning: the state is at epoch %" PRIu32 " but its schedule is at %" PRIu32
+				": no holder advanced it (is the sealer running?); the auditor will see it behind\n",
+			ss.st.epoch, now.epoch);
+	if (out) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			fprintf(stderr, PROG ": cannot create %s: %s\n", out, strerror(errno));
+			goto done;
+		}
+		if ((r = write_all(fd, text, (size_t)tl)) < 0 || (r = fsync(fd)) < 0) {
+			fprintf(stderr, PROG ": cannot write %s: %s\n", out, strerror(r == -1 ? errno : -r));
+			close(fd);
+			(void)unlink(out);
+			goto done;
+		}
+		close(fd);
+	} else if ((r = write_all(STDOUT_FILENO, text, (size_t)tl)) < 0) {
+		fprintf(stderr, PROG ": cannot write the statement: %s\n", strerror(-r));
+		goto done;
+	}
+	ret = 0;
+done:
+	al_seal_state_wipe(&ss.st);
+	OPENSSL_cleanse(&ss, sizeof(ss));
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -465,6 +593,9 @@ int main(int argc, char **argv)
 		{"pubkey", required_argument, NULL, 'P'},
 		{"verify-key", required_argument, NULL, 'v'},
 		{"note-key", required_argument, NULL, 'N'},
+		{"attest", no_argument, NULL, 'A'},
+		{"nonce", required_argument, NULL, 'n'},
+		{"out", required_argument, NULL, 'o'},
 		{NULL, 0, NULL, 0},
 	};
 	struct out_file f[F_N] = {
@@ -475,7 +606,8 @@ int main(int argc, char **argv)
 			    "0600: the auditor's, off this host; auditlog-verify --verify-key", 0600},
 	};
 	const char *host_arg = NULL, *dir = NULL, *delta_arg = NULL, *jump_arg = NULL, *t0_arg = NULL,
-		   *note_chain = NULL;
+		   *note_chain = NULL, *nonce_arg = NULL, *out_arg = NULL;
+	bool attest_mode = false;
 	char hostbuf[256];
 	uint8_t S[AL_SEAL_SEED_LEN], edseed[AL_ED25519_SEED_LEN], pub[AL_ED25519_PUB_LEN], boot_id[16];
 	struct al_vkey vk;
@@ -519,6 +651,9 @@ int main(int argc, char **argv)
 		case 'P': f[F_PUB].path = optarg; break;
 		case 'v': f[F_VKEY].path = optarg; break;
 		case 'N': note_chain = optarg; break;
+		case 'A': attest_mode = true; break;
+		case 'n': nonce_arg = optarg; break;
+		case 'o': out_arg = optarg; break;
 		case 'h': fputs(usage, stdout); return 0;
 		case 'V': return cli_version(PROG);
 		default: return cli_bad_option(PROG, "h", opts, argv);
@@ -526,6 +661,15 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage_error(PROG, "unexpected argument '%s'", argv[optind]);
+	if (attest_mode) {
+		if (!f[F_STATE].path || note_chain || host_arg || dir || delta_arg || jump_arg || t0_arg ||
+		    f[F_SIGN].path || f[F_PUB].path || f[F_VKEY].path)
+			return cli_usage_error(PROG, "--attest takes --state FILE, and --nonce HEX and --out FILE, "
+						     "and nothing else");
+		return attest(f[F_STATE].path, nonce_arg, out_arg);
+	}
+	if (nonce_arg || out_arg)
+		return cli_usage_error(PROG, "--nonce and --out go with --attest");
 	if (note_chain) {
 		if (!f[F_PUB].path || host_arg || dir || delta_arg || jump_arg || t0_arg || f[F_STATE].path ||
 		    f[F_SIGN].path || f[F_VKEY].path)
