@@ -418,6 +418,7 @@ TAGS = {
     "kind": ("str", 0x50, None), "epoch": ("int", 0x51, None),
     "seal_key": ("str", 0x52, None), "prev_seal": ("int", 0x53, None),
     "prev_kind": ("str", 0x54, None), "mac": ("str", 0x55, None),
+    "prev_key": ("str", 0x56, None),
     "size": ("int", 0x60, None), "first_seq": ("int", 0x61, None),
     "range": ("str", 0x62, None), "note": ("str", 0x63, None),
     "expected": ("str", 0x70, None), "wall": ("str", 0x71, None),
@@ -428,7 +429,7 @@ ORDER = {  # section 12 / 2.2-2.4
     "header": ["file_id", "chain_id", "reason", "prev_name", "prev_seq", "prev_hash",
                "prev_size", "detail", "pad"],
     "recovery": ["last_seq", "damage_offset", "damage_length", "damage_sha256"],
-    "seal": ["kind", "epoch", "seal_key", "chain_id", "prev_seal", "prev_kind", "mac"],
+    "seal": ["kind", "epoch", "seal_key", "chain_id", "prev_seal", "prev_kind", "prev_key", "mac"],
     "checkpoint": ["size", "first_seq", "range", "note"],
     "tree": ["size", "first_seq", "range"],
     "clock": ["epoch", "expected", "wall"],
@@ -611,6 +612,7 @@ T0 = 1796083200 * 10 ** 9            # 2026-12-01T00:00:00Z
 DELTA = 10 * 10 ** 9                 # 10 s
 MAX_JUMP = 3162240
 KEY_ID = key_id(SEED, HOST, T0, DELTA)
+SEED2 = H(b"auditlog v2 test vectors: the seed after a re-key")  # 17.4
 
 
 def ts_text(ns):
@@ -636,7 +638,7 @@ class Chain:
         self.last_seal = None   # (seq, kind)
         self.origin = (origin_host + b"/auditlog/" + chain_id).decode()
 
-    def add(self, rname, rtype, ns, fields, caller=(), seal_epoch=None):
+    def add(self, rname, rtype, ns, fields, caller=(), seal_epoch=None, seal_seed=None):
         """fields: list of (key, raw value) in line order (pad, mac computed)."""
         ts = ts_text(ns)
         seq = self.seq
@@ -676,12 +678,14 @@ class Chain:
             sbody = v2_body(rtype, [(k, kd, v) for k, kd, v, _ in members], [])
             mac_in = L_SEAL + b"\x00" + self.prev + le64(seq) + ts + sbody
             e = seal_epoch
-            mk = mac_key(SEED, e)
+            mk = mac_key(seal_seed or SEED, e)
             mac = HMAC(mk, mac_in)
             hm = mac.hex().encode()
             members.append(("mac", "str", hm, jstr(hm)))
             mac_info = {"epoch": e, "mac_key": mk.hex(), "mac_input_hex": mac_in.hex(),
                         "mac": mac.hex()}
+            if seal_seed:  # another key's seal (17.4): its seed
+                mac_info["seed"] = seal_seed.hex()
         body = v2_body(rtype, [(k, kd, v) for k, kd, v, _ in members], cf)
         digest = H(body)
         e_n, hsh = chain_step(self.prev, seq, ts, digest)
@@ -714,13 +718,18 @@ class Chain:
             self.last_seal = (seq, dict(fields)["kind"])
         return rec
 
-    def seal(self, rname, kind, ns, epoch, opening=False):
-        f = [("kind", kind.encode()), ("epoch", epoch), ("seal_key", KEY_ID.hex().encode()),
+    def seal(self, rname, kind, ns, epoch, opening=False, seed=None, prev_key=None):
+        """seed: another key's S (a re-key, 17.4: t0 and delta stay the test key's);
+        prev_key: the key id the chain's previous seal was under"""
+        kid = key_id(seed, HOST, T0, DELTA) if seed else KEY_ID
+        f = [("kind", kind.encode()), ("epoch", epoch), ("seal_key", kid.hex().encode()),
              ("chain_id", self.chain_id)]
         if opening and self.last_seal:
             f += [("prev_seal", self.last_seal[0]), ("prev_kind", self.last_seal[1])]
+            if prev_key:
+                f += [("prev_key", prev_key.hex().encode())]
         assert ns >= T0 + epoch * DELTA and ns < T0 + (epoch + 1) * DELTA
-        return self.add(rname, "seal", ns, f, seal_epoch=epoch)
+        return self.add(rname, "seal", ns, f, seal_epoch=epoch, seal_seed=seed)
 
     def tree_fields(self):
         n = len(self.leaves)
@@ -816,7 +825,20 @@ def build_chains():
            caller=[(b"svc", b"payments")])
     cb.checkpoint("b-checkpoint", t(21, 5))
     cb.seal("b-seal-batch", "batch", t(21, 6), 21)
-    return [ca, cb]
+
+    # a re-key (17.4): the chain goes on under a second key, whose first seal,
+    # an open, names the previous seal's key id in prev_key
+    cr = Chain("r", hashlib.sha256(b"chain r").hexdigest()[:32].encode(), bytes(32), 0)
+    cr.add("r-header", "header", t(30), [
+        ("file_id", hashlib.sha256(b"file r").hexdigest()[:32].encode()),
+        ("chain_id", cr.chain_id), ("reason", b"new")])
+    cr.seal("r-open", "open", t(30, 2), 30, opening=True)
+    cr.add("r-event", "event", t(30, 3), [("action", b"C_Login"), ("outcome", b"success")])
+    cr.seal("r-close", "close", t(30, 4), 30)
+    cr.seal("r-rekey", "open", t(33, 1), 33, opening=True, seed=SEED2, prev_key=KEY_ID)
+    cr.add("r-event-2", "event", t(33, 2), [("action", b"C_Logout"), ("outcome", b"success")])
+    cr.seal("r-batch", "batch", t(33, 3), 33, seed=SEED2)
+    return [ca, cb, cr]
 
 
 def tree_vectors(ch):
