@@ -989,7 +989,7 @@ def caller_vectors():
     invalid = [b"", b"A", b"1a", b"_a", b"a" * 33, b".".join([b"a"] * 5), b"a..b", b"a.",
                b".a", b"a-b", b"a b", b"a.1", b"\xc3\xa9", b"seq", b"hash", b"actor",
                b"key_id", b"mac", b"range", b"note", b"epoch", b"first_seq", b"v",
-               b"type", b"expected", b"wall", b"prev_kind", b"user.Name",
+               b"type", b"expected", b"wall", b"prev_kind", b"prev_key", b"user.Name",
                b"key2_label", b"key2_id"]
     for k in valid:
         assert caller_key_ok(k), k
