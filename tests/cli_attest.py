@@ -182,6 +182,16 @@ def part1(d):
         os.chmod(old + "/sealing-state", 0o644)
         p = run(KEYGEN, "--attest", "--state", old + "/sealing-state")
         check(p.returncode == 1 and p.stdout == "", "a 0644 state attested: %s" % p.stderr)
+        # usage: each a usage error (exit 2), nothing written
+        for args in ([VERIFY, "--attest", s1], [VERIFY, "--attest-nonce", nonce, "--verify-key", vk, log],
+                     [VERIFY, "--attest", s1, "--verify-key", vk, "--json"],
+                     [VERIFY, "--attest", s1, "--verify-key", vk, "--attest-nonce", "xyz"],
+                     [KEYGEN, "--attest"], [KEYGEN, "--nonce", nonce, "--dir", d + "/never"],
+                     [KEYGEN, "--attest", "--state", k + "/sealing-state", "--nonce", "ab"],
+                     [KEYGEN, "--attest", "--state", k + "/sealing-state", "--dir", d]):
+            p = run(*args)
+            check(p.returncode == 2, "usage %s: exit %d" % (args[1:], p.returncode))
+        check(not os.path.exists(d + "/never"), "a usage error wrote files")
     finally:
         sealer.send_signal(signal.SIGTERM)
         sealer.wait(timeout=10)

@@ -103,6 +103,12 @@ def part1(d):
     # a verification key is never overwritten: nothing changes
     p = run(KEYGEN, "--rekey", "--state", k + "/sealing-state", "--verify-key", d + "/new.vkey")
     check(p.returncode == 1 and key_id(k + "/sealing-state") == new_kid, "rekey over an existing vkey")
+    for args in (["--rekey", "--state", k + "/sealing-state"], ["--rekey", "--verify-key", d + "/x"],
+                 ["--rekey", "--state", k + "/sealing-state", "--verify-key", d + "/x", "--dir", k],
+                 ["--rekey", "--state", k + "/sealing-state", "--verify-key", d + "/x", "--delta", "0"]):
+        p = run(KEYGEN, *args)
+        check(p.returncode == 2 and key_id(k + "/sealing-state") == new_kid and not os.path.exists(d + "/x"),
+              "rekey usage %s: exit %d" % (args, p.returncode))
     rc, err = life(log, k)
     check(rc == 0, "life 2 after the re-key: %s" % err)
     o = opens(log)
