@@ -289,11 +289,12 @@ def part4(d):
     put(good, 0o644)
     refused("a state others may read", "Operation not permitted")
     # a flipped seed digit: not seen by the holder (no checksum without S),
-    # but every seal it makes fails at the auditor
+    # but the seals made with keys derived from it fail at the auditor. Every
+    # node gets one, so whichever epoch the writer seals in uses a bad one.
     lines = good.split("\n")
-    i = [j for j, x in enumerate(lines) if x.startswith("node 32 ")][0]
-    c = lines[i][-1]
-    lines[i] = lines[i][:-1] + ("0" if c != "0" else "1")
+    for i, x in enumerate(lines):
+        if x.startswith("node "):
+            lines[i] = x[:-1] + ("0" if x[-1] != "0" else "1")
     put("\n".join(lines))
     rc, err = life(log, k)
     check(rc == 0, "a flipped seed digit: the writer cannot tell (%d %s)" % (rc, err))
