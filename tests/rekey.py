@@ -226,6 +226,16 @@ def part3(d):
         return path
 
     expect(verify(*vk, chain(b"mark", "mark")), 0, "intact", "a marked re-key")
+    # to another host's key: marked, but not a re-key of this host
+    C = v2log.Keys(b"rekey c", host=b"other-host", t0=v2log.T0 + 100 * delta, delta=delta)
+    with open(sd + "/c.vkey", "wb") as f:
+        f.write(C.vkey_text())
+    B_saved = B
+    B = C
+    other = chain(b"otherhost", "mark")
+    B = B_saved
+    expect(verify("--verify-key", sd + "/a.vkey", "--verify-key", sd + "/c.vkey", other), 1,
+           ["bad-seal", "another host"], "a re-key to another host's key")
     expect(verify(*vk, chain(b"nomark", "none")), 1, ["bad-seal", "without the re-key mark"],
            "a key change without the mark")
     expect(verify(chain(b"nomark2", "none")), 1, "bad-seal", "a key change without the mark, no keys")

@@ -945,6 +945,14 @@ static void v2_seal(struct walk *w, const struct al_parsed *p, const struct al_v
 			       "an open seal that does not name the chain's previous seal (seq %" PRIu64 ", %s)",
 			       v->seal_seq, v->seal_kind);
 			bad = true;
+		} else if (ok && nk && (ok->p.host_len != nk->p.host_len ||
+					memcmp(ok->p.host, nk->p.host, ok->p.host_len) != 0)) {
+			report(c, AL_V_BAD_SEAL, path, lineno, off, true, seq,
+			       "a re-key from key %.16s of host %.*s to key %.16s of another host, %.*s: a re-key "
+			       "keeps the host (docs/format.md 17.4)", v->seal_key, (int)ok->p.host_len,
+			       (const char *)ok->p.host, (const char *)kid->p, (int)nk->p.host_len,
+			       (const char *)nk->p.host);
+			bad = true;
 		} else if (ok && nk && strcmp(v->seal_kind, "close") != 0) {
 			typedef unsigned __int128 u128;
 			u128 old_end = (u128)ok->p.t0 + ((u128)v->seal_epoch + 1) * ok->p.delta;
