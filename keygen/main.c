@@ -39,6 +39,8 @@ static const char usage[] =
 	"usage: auditlog-keygen [options] --dir DIR\n"
 	"       auditlog-keygen [options] --state FILE --signing-key FILE --pubkey FILE --verify-key FILE|-\n"
 	"       auditlog-keygen --note-key CHAIN_ID --pubkey FILE\n"
+	"       auditlog-keygen --attest --state FILE [--nonce HEX] [--out FILE|-]\n"
+	"       auditlog-keygen --rekey --state FILE --verify-key FILE|- [--host ID] [--delta S]\n"
 	"\n"
 	"Make one host's format v2 keys (docs/format.md 16 and 17): the sealing state and\n"
 	"the checkpoint signing key (the writer's in-process mode, or auditlog-sealer), the\n"
@@ -62,6 +64,17 @@ static const char usage[] =
 	"                         (the summary then goes to standard error)\n"
 	"  --note-key CHAIN_ID    print the C2SP note verifier key of one chain (its 32-hex\n"
 	"                         chain id) from the public key given by --pubkey, and exit\n"
+	"  --attest               print an attestation statement of the sealing state given by\n"
+	"                         --state (docs/format.md 27): its epoch, now, under a MAC of\n"
+	"                         that epoch's key; the state is read under its lock, never\n"
+	"                         written. Run as the state's holder's user\n"
+	"  --rekey                replace the sealing state given by --state with one of a new\n"
+	"                         key (docs/format.md 17.4), atomically, under its lock; the new\n"
+	"                         verification key goes to --verify-key. The host stays the\n"
+	"                         state's (--host when the state is lost or corrupt)\n"
+	"  --nonce HEX            with --attest: the auditor's challenge, 64 hex digits\n"
+	"  --out FILE|-           with --attest: where the statement goes (created, never\n"
+	"                         overwritten; default -, standard output)\n"
 	"  -h, --help             this text\n"
 	"  --version              the version\n"
 	"\n"
@@ -450,6 +463,319 @@ static void print_summary(FILE *o, const struct al_seal_params *p, uint64_t max_
 		   "every epoch >= e: keep its directory out of backups and snapshots.\n");
 }
 
+/* ---- --attest (docs/format.md 27) ------------------------------------------ */
+
+/* An OFD lock on <state>.lock, the lock the state's holders take
+ * exclusively to advance it (17.2 rule 5): shared (F_RDLCK), the state is not
+ * being replaced while it is read; exclusive (F_WRLCK), no holder advances it
+ * while --rekey replaces it. Returns the descriptor (closing it releases the lock) or
+ * -errno. */
+static int lock_state(const char *state, short type)
+{
+	struct flock fl = {.l_type = type, .l_whence = SEEK_SET};
+	char *lp = NULL;
+	int fd;
+
+	if (asprintf(&lp, "%s.lock", state) < 0)
+		return -ENOMEM;
+	fd = type == F_RDLCK ? open(lp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+	if (type != F_RDLCK || (fd < 0 && errno == ENOENT)) /* (none yet: made as a holder would) */
+		fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	free(lp);
+	if (fd < 0)
+		return -errno;
+	while (fcntl(fd, F_OFD_SETLKW, &fl) < 0) {
+		if (errno != EINTR) {
+			int r = -errno;
+			close(fd);
+			return r;
+		}
+	}
+	return fd;
+}
+
+static int attest(const char *state, const char *nonce_hex, const char *out)
+{
+	struct al_sstate ss;
+	struct al_attest a;
+	struct al_seal_sched now;
+	uint8_t *buf = NULL;
+	size_t n = 0;
+	char text[AL_ATTEST_MAX];
+	long tl = -EINVAL;
+	int lfd, r, ret = 1;
+	struct stat st;
+
+	memset(&ss, 0, sizeof(ss));
+	memset(&a, 0, sizeof(a));
+	if (nonce_hex) {
+		if (strlen(nonce_hex) != 64 || strspn(nonce_hex, "0123456789abcdef") != 64)
+			return refuse("--nonce", nonce_hex, "wants the auditor's challenge: 64 lowercase hex digits");
+		(void)al_unhex((const uint8_t *)nonce_hex, 64, a.nonce);
+		a.has_nonce = true;
+	}
+	if (out && strcmp(out, "-") == 0)
+		out = NULL;
+	if (prctl(PR_SET_DUMPABLE, 0) < 0) {
+		fprintf(stderr, PROG ": prctl(PR_SET_DUMPABLE): %s\n", strerror(errno));
+		return 1;
+	}
+	if ((lfd = lock_state(state, F_RDLCK)) < 0) {
+		fprintf(stderr, PROG ": cannot lock %s.lock: %s\n", state, strerror(-lfd));
+		return 1;
+	}
+	r = cli_read_small(state, 8192, true, &buf, &n);
+	if (r == 0 && (stat(state, &st) < 0 || (st.st_mode & 077)))
+		r = -EPERM;
+	if (r == 0 && (r = al_sstate_parse(buf, n, &ss)) < 0)
+		fprintf(stderr, PROG ": %s is not a sealing state (docs/format.md 17.2): refused, nothing "
+				"attested\n", state);
+	else if (r < 0)
+		fprintf(stderr, PROG ": cannot read the sealing state %s: %s\n", state,
+			r == -EPERM ? "group or others may access it (it must be 0600)" : strerror(-r));
+	/* the readings come after the state was read, under the lock */
+	a.wall = clock_ns(CLOCK_REALTIME);
+	a.boot_time = clock_ns(CLOCK_BOOTTIME);
+	if (r == 0 && (r = read_boot_id(a.boot_id)) < 0)
+		fprintf(stderr, PROG ": cannot read the boot id (" BOOT_ID_PATH "): %s\n", strerror(-r));
+	close(lfd);
+	if (buf) {
+		OPENSSL_cleanse(buf, n);
+		free(buf);
+	}
+	if (r < 0)
+		goto done;
+	a.p = ss.p;
+	a.epoch = ss.st.epoch;
+	tl = al_attest_format(&a, ss.st.node[0].seed, text, sizeof(text));
+	if (tl < 0) {
+		fprintf(stderr, PROG ": internal error making the statement: %s\n", strerror((int)-tl));
+		goto done;
+	}
+	/* say so when no holder advanced the state: the statement will show it */
+	struct al_seal_clock clk = {.t0 = ss.p.t0, .delta = ss.p.delta, .max_jump = ss.max_jump,
+				    .epoch = ss.st.epoch, .boot_start = ss.boot_start};
+	memcpy(clk.boot_id, ss.boot_id, 16);
+	if (al_seal_schedule(&clk, a.boot_id, a.boot_time, a.wall, &now) == 0 && now.epoch > ss.st.epoch + 1)
+		fprintf(stderr, PROG ": warning: the state is at epoch %" PRIu32 " but its schedule is at %" PRIu32
+				": no holder advanced it (is the sealer running?); the auditor will see it behind\n",
+			ss.st.epoch, now.epoch);
+	if (out) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			fprintf(stderr, PROG ": cannot create %s: %s\n", out, strerror(errno));
+			goto done;
+		}
+		if ((r = write_all(fd, text, (size_t)tl)) < 0 || (r = fsync(fd)) < 0) {
+			fprintf(stderr, PROG ": cannot write %s: %s\n", out, strerror(r == -1 ? errno : -r));
+			close(fd);
+			(void)unlink(out);
+			goto done;
+		}
+		close(fd);
+	} else if ((r = write_all(STDOUT_FILENO, text, (size_t)tl)) < 0) {
+		fprintf(stderr, PROG ": cannot write the statement: %s\n", strerror(-r));
+		goto done;
+	}
+	ret = 0;
+done:
+	al_seal_state_wipe(&ss.st);
+	OPENSSL_cleanse(&ss, sizeof(ss));
+	return ret;
+}
+
+/* ---- --rekey (docs/format.md 17.4) ------------------------------------------ */
+
+/* A new seal key for the host of the state at `state`: the new state replaces
+ * the old one atomically, under the holders' lock; the new verification key
+ * goes to vkey_path (created, never overwritten) or standard output ("-")
+ * before the rename, so the state is never replaced by one whose
+ * verification key was not delivered. The old state may be missing or
+ * unreadable (lost or corrupt): then --host names the host. */
+static int rekey(const char *state, const char *vkey_path, const char *host_arg, const char *delta_arg,
+		 const char *jump_arg)
+{
+	struct al_sstate old, ss;
+	struct al_vkey vk;
+	uint8_t S[AL_SEAL_SEED_LEN], *buf = NULL;
+	size_t n = 0;
+	char sbuf[4096], vbuf[1024], tmp[8400], dir[4096], okid[2 * AL_SEAL_KID_LEN + 1] = "", nkid[2 * AL_SEAL_KID_LEN + 1];
+	bool have_old = false, to_stdout = strcmp(vkey_path, "-") == 0, vkey_made = false, tmp_made = false;
+	uint64_t delta = 10 * NS, max_jump, W, b;
+	long sl = -EINVAL, vl = -EINVAL;
+	int lfd = -1, fd = -1, dfd = -1, r, ret = 1;
+	const char *why_old = NULL;
+
+	memset(&old, 0, sizeof(old));
+	memset(&ss, 0, sizeof(ss));
+	memset(&vk, 0, sizeof(vk));
+	if (prctl(PR_SET_DUMPABLE, 0) < 0) {
+		fprintf(stderr, PROG ": prctl(PR_SET_DUMPABLE): %s\n", strerror(errno));
+		return 1;
+	}
+	if (host_arg && !al_seal_host_ok((const uint8_t *)host_arg, strlen(host_arg)))
+		return refuse("--host", host_arg, "wants a host id: 1-63 of a-z 0-9 . - starting with a letter or "
+						  "digit (docs/format.md 16.1)");
+	if (delta_arg && parse_delta(delta_arg, &delta) < 0)
+		return refuse("--delta", delta_arg, "wants seconds above 0 (10, 1, 0.5)");
+	if ((lfd = lock_state(state, F_WRLCK)) < 0) {
+		fprintf(stderr, PROG ": cannot lock %s.lock: %s\n", state, strerror(-lfd));
+		return 1;
+	}
+	/* the old state, if it can be read: its host and parameters */
+	r = cli_read_small(state, 8192, true, &buf, &n);
+	if (r == 0 && (r = al_sstate_parse(buf, n, &old)) == 0)
+		have_old = true;
+	else
+		why_old = r == -ENOENT ? "missing" : r == -EINVAL ? "not a sealing state (corrupt)" : strerror(-r);
+	if (buf) {
+		OPENSSL_cleanse(buf, n);
+		free(buf);
+	}
+	if (have_old) {
+		al_hex(old.p.key_id, AL_SEAL_KID_LEN, okid);
+		okid[sizeof(okid) - 1] = 0;
+		if (host_arg && (strlen(host_arg) != old.p.host_len || memcmp(host_arg, old.p.host, old.p.host_len))) {
+			fprintf(stderr, PROG ": --host %s is not the host of the state (%.*s): a re-key keeps the host "
+					"id; nothing was written\n", host_arg, (int)old.p.host_len, (const char *)old.p.host);
+			goto done;
+		}
+		if (!delta_arg)
+			delta = old.p.delta;
+	} else if (!host_arg) {
+		fprintf(stderr, PROG ": the state %s is %s: give --host ID for the new key; nothing was written\n",
+			state, why_old);
+		goto done;
+	}
+	max_jump = have_old && !delta_arg ? old.max_jump : 366ull * 86400 * NS / delta;
+	if (max_jump == 0)
+		max_jump = 1;
+	if (jump_arg && (cli_parse_udec(jump_arg, strlen(jump_arg), UINT32_MAX, &max_jump) < 0 || max_jump == 0)) {
+		ret = refuse("--max-jump", jump_arg, "wants a number of epochs from 1 to 4294967295");
+		goto done;
+	}
+	/* the new key: t0 now, epoch 0 now (as a first keygen) */
+	W = clock_ns(CLOCK_REALTIME);
+	b = clock_ns(CLOCK_BOOTTIME);
+	if (RAND_priv_bytes(S, sizeof(S)) != 1) {
+		fprintf(stderr, PROG ": no random bytes from OpenSSL (RAND_priv_bytes)\n");
+		goto done;
+	}
+	if (have_old) {
+		ss.p = old.p;
+	} else {
+		memcpy(ss.p.host, host_arg, strlen(host_arg));
+		ss.p.host_len = strlen(host_arg);
+	}
+	ss.p.t0 = W;
+	ss.p.delta = delta;
+	ss.max_jump = max_jump;
+	ss.boot_start = b;
+	if ((r = read_boot_id(ss.boot_id)) < 0) {
+		fprintf(stderr, PROG ": cannot read the boot id (" BOOT_ID_PATH "): %s\n", strerror(-r));
+		goto done;
+	}
+	if ((r = al_seal_key_id(S, ss.p.host, ss.p.host_len, W, delta, ss.p.key_id)) < 0 ||
+	    (r = al_seal_state_init(&ss.st, S, 0)) < 0)
+		goto done;
+	vk.p = ss.p;
+	memcpy(vk.seed, S, sizeof(S));
+	al_hex(ss.p.key_id, AL_SEAL_KID_LEN, nkid);
+	nkid[sizeof(nkid) - 1] = 0;
+	sl = al_sstate_format(&ss, sbuf, sizeof(sbuf));
+	vl = al_vkey_format(&vk, vbuf, sizeof(vbuf));
+	if (sl < 0 || vl < 0) {
+		fprintf(stderr, PROG ": internal error formatting the keys\n");
+		goto done;
+	}
+	/* 1. the new state, durable, beside the old one */
+	parent_dir(state, dir, sizeof(dir));
+	const char *base = strrchr(state, '/') ? strrchr(state, '/') + 1 : state;
+	uint8_t rnd[8];
+	char rh[17];
+	if (getentropy(rnd, sizeof(rnd)) < 0)
+		goto done;
+	al_hex(rnd, sizeof(rnd), rh);
+	rh[16] = 0;
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s/.%s.%s.rekey", dir, base, rh) >= sizeof(tmp)) {
+		fprintf(stderr, PROG ": %s: name too long\n", state);
+		goto done;
+	}
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
+		fprintf(stderr, PROG ": cannot create %s: %s; nothing was changed\n", tmp, strerror(errno));
+		goto done;
+	}
+	tmp_made = true;
+	if ((r = write_all(fd, sbuf, (size_t)sl)) < 0 || (r = fdatasync(fd)) < 0 || (r = close(fd)) < 0) {
+		fprintf(stderr, PROG ": cannot write %s: %s; nothing was changed\n", tmp, strerror(r == -1 ? errno : -r));
+		fd = -1;
+		goto done;
+	}
+	fd = -1;
+	/* 2. the new verification key, delivered before the state is replaced */
+	if (to_stdout) {
+		if ((r = write_all(STDOUT_FILENO, vbuf, (size_t)vl)) < 0) {
+			fprintf(stderr, PROG ": cannot write the verification key: %s; nothing was changed\n",
+				strerror(-r));
+			goto done;
+		}
+	} else {
+		if ((fd = open(vkey_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
+			fprintf(stderr, PROG ": cannot create %s: %s (a key file is never overwritten); nothing was "
+					"changed\n", vkey_path, strerror(errno));
+			goto done;
+		}
+		vkey_made = true;
+		if ((r = fchmod(fd, 0600)) < 0 || (r = write_all(fd, vbuf, (size_t)vl)) < 0 || (r = fsync(fd)) < 0 ||
+		    (r = close(fd)) < 0) {
+			fprintf(stderr, PROG ": cannot write %s: %s; nothing was changed\n", vkey_path,
+				strerror(r == -1 ? errno : -r));
+			fd = -1;
+			goto done;
+		}
+		fd = -1;
+	}
+	/* 3. the rename over the old state, and the directory */
+	if (rename(tmp, state) < 0) {
+		fprintf(stderr, PROG ": cannot rename %s over %s: %s; nothing was changed\n", tmp, state,
+			strerror(errno));
+		goto done;
+	}
+	tmp_made = false;
+	vkey_made = false; /* it belongs to the new state now */
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || fsync(dfd) < 0)
+		fprintf(stderr, PROG ": warning: fsync of the directory %s: %s\n", dir, strerror(errno));
+	fprintf(to_stdout ? stderr : stdout,
+		"re-keyed host %.*s: new key id %s (t0 %" PRIu64 ", delta %" PRIu64 " ns), state %s\n"
+		"old state: %s%s%s\n"
+		"Give the new verification key to the auditor, who keeps the old one too. Writers and the\n"
+		"sealer pick up the new state when they are started again; their next open seal names the\n"
+		"old key (prev_key, docs/format.md 17.4).\n",
+		(int)ss.p.host_len, (const char *)ss.p.host, nkid, W, delta, state,
+		have_old ? "key id " : why_old, have_old ? okid : "", have_old ? ", replaced" : " (nothing erased)");
+	ret = 0;
+done:
+	if (fd >= 0)
+		close(fd);
+	if (dfd >= 0)
+		close(dfd);
+	if (tmp_made)
+		(void)unlink(tmp);
+	if (vkey_made)
+		(void)unlink(vkey_path);
+	if (lfd >= 0)
+		close(lfd);
+	OPENSSL_cleanse(S, sizeof(S));
+	OPENSSL_cleanse(sbuf, sizeof(sbuf));
+	OPENSSL_cleanse(vbuf, sizeof(vbuf));
+	al_seal_state_wipe(&old.st);
+	al_seal_state_wipe(&ss.st);
+	OPENSSL_cleanse(&old, sizeof(old));
+	OPENSSL_cleanse(&ss, sizeof(ss));
+	OPENSSL_cleanse(&vk, sizeof(vk));
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -465,6 +791,10 @@ int main(int argc, char **argv)
 		{"pubkey", required_argument, NULL, 'P'},
 		{"verify-key", required_argument, NULL, 'v'},
 		{"note-key", required_argument, NULL, 'N'},
+		{"attest", no_argument, NULL, 'A'},
+		{"rekey", no_argument, NULL, 'R'},
+		{"nonce", required_argument, NULL, 'n'},
+		{"out", required_argument, NULL, 'o'},
 		{NULL, 0, NULL, 0},
 	};
 	struct out_file f[F_N] = {
@@ -475,7 +805,8 @@ int main(int argc, char **argv)
 			    "0600: the auditor's, off this host; auditlog-verify --verify-key", 0600},
 	};
 	const char *host_arg = NULL, *dir = NULL, *delta_arg = NULL, *jump_arg = NULL, *t0_arg = NULL,
-		   *note_chain = NULL;
+		   *note_chain = NULL, *nonce_arg = NULL, *out_arg = NULL;
+	bool attest_mode = false, rekey_mode = false;
 	char hostbuf[256];
 	uint8_t S[AL_SEAL_SEED_LEN], edseed[AL_ED25519_SEED_LEN], pub[AL_ED25519_PUB_LEN], boot_id[16];
 	struct al_vkey vk;
@@ -519,6 +850,10 @@ int main(int argc, char **argv)
 		case 'P': f[F_PUB].path = optarg; break;
 		case 'v': f[F_VKEY].path = optarg; break;
 		case 'N': note_chain = optarg; break;
+		case 'A': attest_mode = true; break;
+		case 'R': rekey_mode = true; break;
+		case 'n': nonce_arg = optarg; break;
+		case 'o': out_arg = optarg; break;
 		case 'h': fputs(usage, stdout); return 0;
 		case 'V': return cli_version(PROG);
 		default: return cli_bad_option(PROG, "h", opts, argv);
@@ -526,6 +861,22 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage_error(PROG, "unexpected argument '%s'", argv[optind]);
+	if (rekey_mode) {
+		if (!f[F_STATE].path || !f[F_VKEY].path || attest_mode || note_chain || dir || t0_arg ||
+		    f[F_SIGN].path || f[F_PUB].path || nonce_arg || out_arg)
+			return cli_usage_error(PROG, "--rekey takes --state FILE and --verify-key FILE|-, and "
+						     "--host, --delta, --max-jump, and nothing else");
+		return rekey(f[F_STATE].path, f[F_VKEY].path, host_arg, delta_arg, jump_arg);
+	}
+	if (attest_mode) {
+		if (!f[F_STATE].path || note_chain || host_arg || dir || delta_arg || jump_arg || t0_arg ||
+		    f[F_SIGN].path || f[F_PUB].path || f[F_VKEY].path)
+			return cli_usage_error(PROG, "--attest takes --state FILE, and --nonce HEX and --out FILE, "
+						     "and nothing else");
+		return attest(f[F_STATE].path, nonce_arg, out_arg);
+	}
+	if (nonce_arg || out_arg)
+		return cli_usage_error(PROG, "--nonce and --out go with --attest");
 	if (note_chain) {
 		if (!f[F_PUB].path || host_arg || dir || delta_arg || jump_arg || t0_arg || f[F_STATE].path ||
 		    f[F_SIGN].path || f[F_VKEY].path)

@@ -61,6 +61,8 @@ struct conn {
 	struct ucred peer;
 	bool registered; /* its segment's chain-open is in the registry */
 	struct reg_segment seg;
+	bool has_tail_key; /* CHECK_TAIL named the key of the log's last seal: */
+	uint8_t tail_key[AL_SEAL_KID_LEN]; /* another than ours marks the open seal (17.4) */
 };
 
 static uid_t allow_uid[MAX_ALLOW];
@@ -274,6 +276,12 @@ static size_t answer(struct al_sealer *s, struct registry *g, struct conn *c, co
 			break;
 		}
 		sl.epoch = nw.epoch;
+		/* the re-key mark, as the writer puts it in the line: the tail's
+		 * seal was under another key (docs/format.md 17.4) */
+		if (sl.has_prev && c->has_tail_key && memcmp(c->tail_key, s->key_id, AL_SEAL_KID_LEN) != 0) {
+			sl.has_prev_key = true;
+			memcpy(sl.prev_key, c->tail_key, AL_SEAL_KID_LEN);
+		}
 		r = s->ops->seal(s, &sl, b + 56, al_sw_le64(b + 8), ts);
 		if (r == 0)
 			r = registry_seal(g, c, &sl, b + 56, al_sw_le64(b + 8), ts);
@@ -324,6 +332,10 @@ static size_t answer(struct al_sealer *s, struct registry *g, struct conn *c, co
 			break;
 		}
 		r = s->ops->check_tail(s, b, al_sw_le32(b + AL_SEAL_KID_LEN));
+		if (r == 0) {
+			memcpy(c->tail_key, b, AL_SEAL_KID_LEN);
+			c->has_tail_key = true;
+		}
 		break;
 	default:
 		r = -EOPNOTSUPP;

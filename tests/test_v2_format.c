@@ -485,7 +485,8 @@ static void check_seal(json_t *rec, const struct members *full, const uint8_t pr
 		free(mi);
 	}
 	assert_int_equal(member(full, AL_TAG_EPOCH)->u, e);
-	unhex32(str(kt, "seed"), S);
+	/* a seal after a re-key (17.4) carries its key's seed */
+	unhex32(json_object_get(s, "seed") ? str(s, "seed") : str(kt, "seed"), S);
 	al_seal_walk_init(&w, S);
 	assert_int_equal(al_seal_walk_key(&w, e, K), 0);
 	al_seal_walk_wipe(&w);
@@ -608,7 +609,8 @@ static void check_member_rules(uint8_t type, const struct members *x, const uint
 		for (size_t j = 0; j < x->nm; j++)
 			if (j != i)
 				m[k++] = x->m[j];
-		assert_int_equal(al_v2_check_members(type, m, k), -EINVAL);
+		/* prev_key is the one member a seal may drop: an open without the re-key mark */
+		assert_int_equal(al_v2_check_members(type, m, k), x->m[i].tag == AL_TAG_PREV_KEY ? 0 : -EINVAL);
 		memcpy(m, x->m, x->nm * sizeof(m[0]));
 		m[x->nm] = x->m[i];
 		assert_int_equal(al_v2_check_members(type, m, x->nm + 1), -EINVAL);
@@ -627,6 +629,14 @@ static void check_member_rules(uint8_t type, const struct members *x, const uint
 		if (m[i].tag != AL_TAG_NOTE)
 			assert_int_equal(al_v2_check_members(type, m, x->nm), -EINVAL);
 	}
+	if (type == AL_T_SEAL && x->nm == 8) {
+		/* the re-key mark without prev_seal and prev_kind is refused */
+		size_t k = 0;
+		for (size_t j = 0; j < x->nm; j++)
+			if (x->m[j].tag != AL_TAG_PREV_SEAL && x->m[j].tag != AL_TAG_PREV_KIND)
+				m[k++] = x->m[j];
+		assert_int_equal(al_v2_check_members(type, m, k), -EINVAL);
+	}
 	if (type == AL_T_SEAL && x->nm == 5) {
 		/* prev_seal and prev_kind belong to an open seal only */
 		static const uint8_t close_[] = "close";
@@ -640,7 +650,7 @@ static void check_member_rules(uint8_t type, const struct members *x, const uint
 	}
 	if (type == AL_T_SEAL) {
 		struct al_v2_seal sl = { 0 };
-		struct al_v2_member sm[7];
+		struct al_v2_member sm[AL_V2_SEAL_MEMBERS];
 		char hex[AL_V2_SEAL_HEX];
 		uint8_t b2[512];
 		char kind[8] = { 0 }, pkind[8] = { 0 };
@@ -658,6 +668,9 @@ static void check_member_rules(uint8_t type, const struct members *x, const uint
 				sl.prev_seal = x->m[i].u;
 				memcpy(pkind, member(x, AL_TAG_PREV_KIND)->p, member(x, AL_TAG_PREV_KIND)->n);
 				sl.prev_kind = pkind;
+			} else if (x->m[i].tag == AL_TAG_PREV_KEY) {
+				sl.has_prev_key = true;
+				assert_int_equal(al_unhex(x->m[i].p, 16, sl.prev_key), 0);
 			}
 		sl.has_mac = true;
 		assert_int_equal(al_unhex(member(x, AL_TAG_MAC)->p, 64, sl.mac), 0);
@@ -672,14 +685,18 @@ static void check_member_rules(uint8_t type, const struct members *x, const uint
 		sl.has_prev = true;
 		sl.prev_kind = "close";
 		assert_int_equal(al_v2_seal_members(&sl, sm, hex), -EINVAL); /* prev_* only in open */
+		sl.kind = "open";
+		sl.has_prev = false;
+		sl.has_prev_key = true;
+		assert_int_equal(al_v2_seal_members(&sl, sm, hex), -EINVAL); /* prev_key only with them */
 	}
 }
 
 /* The verifier's composite checks (seal.c, checkpoint.c) on the vectors. */
 static void check_seal_record(const struct members *x, const uint8_t prev[32], uint64_t seq,
-			      const char *ts)
+			      const char *ts, json_t *rec)
 {
-	json_t *kt = at("keytree");
+	json_t *kt = at("keytree"), *sj = json_object_get(rec, "seal");
 	struct al_seal_walk w;
 	struct al_v2_seal sl = { 0 };
 	uint8_t S[32], kid[8], chain[32], K[32], kmac[32], p2[32];
@@ -688,6 +705,10 @@ static void check_seal_record(const struct members *x, const uint8_t prev[32], u
 
 	unhex32(str(kt, "seed"), S);
 	assert_int_equal(al_unhex((const uint8_t *)str(kt, "key_id"), 16, kid), 0);
+	if (json_object_get(sj, "seed")) { /* after a re-key (17.4): that key's */
+		unhex32(str(sj, "seed"), S);
+		assert_int_equal(al_unhex(member(x, AL_TAG_SEAL_KEY)->p, 16, kid), 0);
+	}
 	memcpy(chain, member(x, AL_TAG_CHAIN_ID)->p, 32);
 	al_seal_walk_init(&w, S);
 	assert_int_equal(al_v2_seal_check(&w, kid, chain, prev, seq, ts, x->m, x->nm, &ep), 0);
@@ -709,13 +730,17 @@ static void check_seal_record(const struct members *x, const uint8_t prev[32], u
 	sl.epoch = ep;
 	memcpy(sl.key_id, kid, 8);
 	memcpy(sl.chain_id, chain, 32);
-	if (x->nm == 7) {
+	if (x->nm >= 7) {
 		static char pk[8];
 		memset(pk, 0, sizeof(pk));
 		memcpy(pk, member(x, AL_TAG_PREV_KIND)->p, member(x, AL_TAG_PREV_KIND)->n);
 		sl.has_prev = true;
 		sl.prev_seal = member(x, AL_TAG_PREV_SEAL)->u;
 		sl.prev_kind = pk;
+	}
+	if (x->nm == 8) {
+		sl.has_prev_key = true;
+		assert_int_equal(al_unhex(member(x, AL_TAG_PREV_KEY)->p, 16, sl.prev_key), 0);
 	}
 	assert_int_equal(al_seal_walk_key(&w, ep, K), 0);
 	assert_int_equal(al_seal_mac_key(K, kmac), 0);
@@ -833,7 +858,7 @@ static void test_records(void **state)
 		check_member_rules(type, &x, body, (size_t)n);
 		if (type == AL_T_SEAL) {
 			check_seal(rec, &x, prev, seq, ts);
-			check_seal_record(&x, prev, seq, ts);
+			check_seal_record(&x, prev, seq, ts, rec);
 			seals++;
 		}
 		if (nleaves == 0)
@@ -1067,6 +1092,56 @@ static void test_caller_fields(void **state)
 	}
 }
 
+/* ---- attestation statements (docs/format.md 27) ----------------------------- */
+
+static void test_attestations(void **state)
+{
+	json_t *arr = at("attestations"), *v, *f = at("files");
+	const char *vkt = str(f, "verification_key");
+	struct al_vkey vk;
+	size_t i;
+
+	(void)state;
+	assert_true(json_array_size(arr) >= 3);
+	assert_int_equal(al_vkey_parse((const uint8_t *)vkt, strlen(vkt), &vk), 0);
+	json_array_foreach(arr, i, v) {
+		const char *text = str(v, "text");
+		size_t n = strlen(text), tlen = 0;
+		struct al_attest a;
+		uint8_t K[32];
+		char out[AL_ATTEST_MAX], *b = malloc(n + 1);
+
+		assert_non_null(b);
+		assert_int_equal(al_attest_parse((const uint8_t *)text, n, &a, &tlen), 0);
+		assert_int_equal(tlen, n - 69); /* "mac " 64 hex "\n" */
+		assert_int_equal(a.epoch, num(v, "epoch"));
+		assert_int_equal(a.wall, num(v, "wall"));
+		/* made again from its fields and K(e): the same bytes */
+		assert_int_equal(al_seal_node(vk.seed, 32, a.epoch, K), 0);
+		assert_int_equal(al_attest_format(&a, K, out, sizeof(out)), (long)n);
+		assert_memory_equal(out, text, n);
+		assert_int_equal(al_attest_format(&a, K, out, n), -E2BIG);
+		assert_int_equal(al_attest_check(&a, (const uint8_t *)text, n, &vk), 0);
+		/* every flipped bit is refused, by the parser or by the MAC */
+		for (size_t bit = 0; bit < n * 8; bit++) {
+			struct al_attest a2;
+			memcpy(b, text, n);
+			b[bit / 8] ^= (char)(1u << (bit % 8));
+			int r = al_attest_parse((const uint8_t *)b, n, &a2, NULL);
+			if (r == 0)
+				r = al_attest_check(&a2, (const uint8_t *)b, n, &vk);
+			assert_int_not_equal(r, 0);
+		}
+		/* another epoch's key does not make this MAC */
+		assert_int_equal(al_seal_node(vk.seed, 32, a.epoch ^ 1u, K), 0);
+		assert_int_equal(al_attest_format(&a, K, out, sizeof(out)), (long)n);
+		assert_memory_not_equal(out, text, n);
+		OPENSSL_cleanse(K, sizeof(K));
+		free(b);
+	}
+	OPENSSL_cleanse(&vk, sizeof(vk));
+}
+
 /* ---- key files and the epoch schedule -------------------------------------- */
 
 static int parse_any(int which, const uint8_t *b, size_t n)
@@ -1278,6 +1353,7 @@ int main(void)
 		cmocka_unit_test(test_keytree),
 		cmocka_unit_test(test_caller_fields),
 		cmocka_unit_test(test_key_files),
+		cmocka_unit_test(test_attestations),
 		cmocka_unit_test(test_schedule),
 		cmocka_unit_test(test_hosts),
 	};

@@ -257,7 +257,8 @@ def case_splice(h):
         if rtype == "seal":
             fields = [(k, att.chain_id if k == "chain_id" else v) for k, v in fields]
         att.add(rtype, ns, fields, caller, epoch, version)
-    expect("splice-relabelled", {"audit.log": att}, [], {})
+    # without keys too: a key change outside a re-key mark (docs/format.md 17.4, 19.4)
+    expect("splice-relabelled", {"audit.log": att}, [], {"bad-seal": 1}, first_seq=("bad-seal", sseq))
     expect("splice-relabelled", {"audit.log": att}, VK, {"unknown-key": 1}, first_seq=("unknown-key", sseq))
     expect("splice-relabelled", {"audit.log": att}, VK + ["--verify-key", "{d}/vkey_b"], {"bad-seal": 1})
 

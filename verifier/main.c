@@ -24,6 +24,7 @@
 #include "verify.h"
 #include "prove.h"
 #include "registry.h"
+#include "attest.h"
 
 static const char usage[] =
 	"usage: auditlog-verify [options] PATH...\n"
@@ -74,6 +75,12 @@ static const char usage[] =
 	"  --out FILE             write the bundle to FILE (created; never overwritten)\n"
 	"  --check-proof BUNDLE   check a bundle offline with --pubkey, without the log:\n"
 	"                         exit 0 valid, 1 invalid (the part is named), 2 usage\n"
+	"  --attest FILE          check an attestation statement (auditlog-keygen --attest,\n"
+	"                         docs/format.md 27) with --verify-key, then compare it with\n"
+	"                         the seals of the logs given (PATH... optional)\n"
+	"  --attest-nonce HEX     the challenge the statement must carry (64 hex digits)\n"
+	"  --attest-max-age SECONDS\n"
+	"                         a statement older than this is a finding (attest-age)\n"
 	"  -h, --help             this text\n"
 	"  --version              the version\n"
 	"\n"
@@ -606,6 +613,10 @@ int main(int argc, char **argv)
 		{"out", required_argument, NULL, 'o'},
 		{"check-proof", required_argument, NULL, 'Z'},
 		{"registry", required_argument, NULL, 'G'},
+		/* attestations (attest.c) */
+		{"attest", required_argument, NULL, 0x1a0},
+		{"attest-nonce", required_argument, NULL, 0x1a1},
+		{"attest-max-age", required_argument, NULL, 0x1a2},
 		{NULL, 0, NULL, 0},
 	};
 	opterr = 0; /* a bad option gets one line: cli_bad_option */
@@ -621,6 +632,9 @@ int main(int argc, char **argv)
 	/* --registry (registry.c): the sealer's registry, after the inputs */
 	const char *registry_dir = NULL;
 	struct al_vregistry reg = {0};
+	/* attestations (attest.c) */
+	const char *attest_file = NULL;
+	struct attest_opts ao = {.put = put_safe};
 
 	while ((c = getopt_long(argc, argv, "qhj:", opts, NULL)) != -1) {
 		switch (c) {
@@ -704,9 +718,50 @@ int main(int argc, char **argv)
 			registry_dir = optarg;
 			break;
 		case 'h': fputs(usage, stdout); return 0;
+		case 0x1a0: attest_file = optarg; break;
+		case 0x1a1:
+			if (strlen(optarg) != 64 || strspn(optarg, "0123456789abcdef") != 64) {
+				ret = refuse("--attest-nonce", optarg, "wants 64 lowercase hex digits");
+				goto out;
+			}
+			(void)al_unhex((const uint8_t *)optarg, 64, ao.nonce);
+			ao.has_nonce = true;
+			break;
+		case 0x1a2: {
+			uint64_t v;
+			if ((ret = parse_num("--attest-max-age", optarg, UINT64_MAX / 1000000000u, "seconds", &v)))
+				goto out;
+			ao.max_age = v ? v * 1000000000u : 1;
+			break;
+		}
 		case 'V': return cli_version("auditlog-verify");
 		default: return cli_bad_option("auditlog-verify", "qhj:", opts, argv);
 		}
+	}
+	if ((ao.has_nonce || ao.max_age) && !attest_file) {
+		fprintf(stderr, "auditlog-verify: --attest-nonce and --attest-max-age go with --attest\n");
+		ret = 2;
+		goto out;
+	}
+	if (attest_file) {
+		if (n_vkeys == 0 || prove_mode || o.follow || rep.json || rep.emit ||
+		    (optind < argc && strcmp(argv[optind], "-") == 0)) {
+			fprintf(stderr, "auditlog-verify: --attest FILE wants --verify-key KEY and the log's files "
+					"(optional), and not --json, --emit, --follow or a proof option\n");
+			ret = 2;
+			goto out;
+		}
+		if (optind < argc && (r = list_inputs(argv + optind, argc - optind, &paths, &n)) < 0) {
+			ret = 2;
+			goto out;
+		}
+		if (n)
+			qsort(paths, n, sizeof(char *), cmp_str);
+		ao.vkeys = vkeys;
+		ao.n_vkeys = n_vkeys;
+		ao.quiet = rep.quiet;
+		ret = attest_verify(attest_file, paths, n, &ao);
+		goto out;
 	}
 	if (prove_out && (prove_mode == 0 || prove_mode == 'Z')) {
 		fprintf(stderr, "auditlog-verify: --out goes with --prove or --prove-consistency\n");

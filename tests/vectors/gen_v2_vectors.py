@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Known-answer vectors for auditlog format v2 (docs/format.md, Part II).
 
-Written from docs/format.md alone (sections 12-24; section 3's string rules
+Written from docs/format.md alone (sections 12-24 and 27; section 3's string rules
 come from gen_vectors.py, itself written from that page), before the C format
 layer existed and without reading any C code of this project, so the C is
 checked against the specification rather than against itself.
@@ -418,6 +418,7 @@ TAGS = {
     "kind": ("str", 0x50, None), "epoch": ("int", 0x51, None),
     "seal_key": ("str", 0x52, None), "prev_seal": ("int", 0x53, None),
     "prev_kind": ("str", 0x54, None), "mac": ("str", 0x55, None),
+    "prev_key": ("str", 0x56, None),
     "size": ("int", 0x60, None), "first_seq": ("int", 0x61, None),
     "range": ("str", 0x62, None), "note": ("str", 0x63, None),
     "expected": ("str", 0x70, None), "wall": ("str", 0x71, None),
@@ -428,7 +429,7 @@ ORDER = {  # section 12 / 2.2-2.4
     "header": ["file_id", "chain_id", "reason", "prev_name", "prev_seq", "prev_hash",
                "prev_size", "detail", "pad"],
     "recovery": ["last_seq", "damage_offset", "damage_length", "damage_sha256"],
-    "seal": ["kind", "epoch", "seal_key", "chain_id", "prev_seal", "prev_kind", "mac"],
+    "seal": ["kind", "epoch", "seal_key", "chain_id", "prev_seal", "prev_kind", "prev_key", "mac"],
     "checkpoint": ["size", "first_seq", "range", "note"],
     "tree": ["size", "first_seq", "range"],
     "clock": ["epoch", "expected", "wall"],
@@ -570,6 +571,37 @@ def key_id(S, host, t0, delta):
     return HMAC(S, L_KID + b"\x00" + bytes([0x01, len(host)]) + host + le64(t0) + le64(delta))[:8]
 
 # ---------------------------------------------------------------------------
+# Section 27: attestation statements
+# ---------------------------------------------------------------------------
+
+L_ATT_KEY = b"auditlog-v2 attest key"
+L_ATT = b"auditlog-v2 attestation"
+
+
+def attestation(S, host, t0, delta, e, wall, boot_id, boot_time, nonce):
+    """27.1 and 27.2: the statement's text, MAC line included"""
+    t = ("auditlog-attestation 2\nscheme hmac-sha256-tree32\nhost %s\nkey-id %s\n"
+         "t0 %d\ndelta %d\nepoch %d\nwall %d\nboot-id %s\nboot-time %d\nnonce %s\n"
+         % (host.decode(), key_id(S, host, t0, delta).hex(), t0, delta, e, wall,
+            boot_id.hex(), boot_time, nonce.hex() if nonce is not None else "-")).encode()
+    katt = HMAC(epoch_key(S, e), L_ATT_KEY)
+    mac = HMAC(katt, L_ATT + b"\x00" + t)
+    return (t + b"mac " + mac.hex().encode() + b"\n").decode(), katt
+
+
+def attest_vectors():
+    boot = hashlib.sha256(b"boot").digest()[:16]
+    out = []
+    for e, nonce in ((6, None), (6, H(b"auditor challenge")), (2 ** 20 + 3, None)):
+        wall = T0 + e * DELTA + 3 * 10 ** 9
+        text, katt = attestation(SEED, HOST, T0, DELTA, e, wall, boot, 987654321012, nonce)
+        out.append({"epoch": e, "wall": wall, "katt": katt.hex(), "text": text})
+    # the domain separation of 27.2: the attestation key is not the seal MAC key
+    assert all(v["katt"] != mac_key(SEED, v["epoch"]).hex() for v in out)
+    return out
+
+
+# ---------------------------------------------------------------------------
 # Records and lines (sections 2, 3, 12-15, 19-21)
 # ---------------------------------------------------------------------------
 
@@ -580,6 +612,7 @@ T0 = 1796083200 * 10 ** 9            # 2026-12-01T00:00:00Z
 DELTA = 10 * 10 ** 9                 # 10 s
 MAX_JUMP = 3162240
 KEY_ID = key_id(SEED, HOST, T0, DELTA)
+SEED2 = H(b"auditlog v2 test vectors: the seed after a re-key")  # 17.4
 
 
 def ts_text(ns):
@@ -605,7 +638,7 @@ class Chain:
         self.last_seal = None   # (seq, kind)
         self.origin = (origin_host + b"/auditlog/" + chain_id).decode()
 
-    def add(self, rname, rtype, ns, fields, caller=(), seal_epoch=None):
+    def add(self, rname, rtype, ns, fields, caller=(), seal_epoch=None, seal_seed=None):
         """fields: list of (key, raw value) in line order (pad, mac computed)."""
         ts = ts_text(ns)
         seq = self.seq
@@ -645,12 +678,14 @@ class Chain:
             sbody = v2_body(rtype, [(k, kd, v) for k, kd, v, _ in members], [])
             mac_in = L_SEAL + b"\x00" + self.prev + le64(seq) + ts + sbody
             e = seal_epoch
-            mk = mac_key(SEED, e)
+            mk = mac_key(seal_seed or SEED, e)
             mac = HMAC(mk, mac_in)
             hm = mac.hex().encode()
             members.append(("mac", "str", hm, jstr(hm)))
             mac_info = {"epoch": e, "mac_key": mk.hex(), "mac_input_hex": mac_in.hex(),
                         "mac": mac.hex()}
+            if seal_seed:  # another key's seal (17.4): its seed
+                mac_info["seed"] = seal_seed.hex()
         body = v2_body(rtype, [(k, kd, v) for k, kd, v, _ in members], cf)
         digest = H(body)
         e_n, hsh = chain_step(self.prev, seq, ts, digest)
@@ -683,13 +718,18 @@ class Chain:
             self.last_seal = (seq, dict(fields)["kind"])
         return rec
 
-    def seal(self, rname, kind, ns, epoch, opening=False):
-        f = [("kind", kind.encode()), ("epoch", epoch), ("seal_key", KEY_ID.hex().encode()),
+    def seal(self, rname, kind, ns, epoch, opening=False, seed=None, prev_key=None):
+        """seed: another key's S (a re-key, 17.4: t0 and delta stay the test key's);
+        prev_key: the key id the chain's previous seal was under"""
+        kid = key_id(seed, HOST, T0, DELTA) if seed else KEY_ID
+        f = [("kind", kind.encode()), ("epoch", epoch), ("seal_key", kid.hex().encode()),
              ("chain_id", self.chain_id)]
         if opening and self.last_seal:
             f += [("prev_seal", self.last_seal[0]), ("prev_kind", self.last_seal[1])]
+            if prev_key:
+                f += [("prev_key", prev_key.hex().encode())]
         assert ns >= T0 + epoch * DELTA and ns < T0 + (epoch + 1) * DELTA
-        return self.add(rname, "seal", ns, f, seal_epoch=epoch)
+        return self.add(rname, "seal", ns, f, seal_epoch=epoch, seal_seed=seed)
 
     def tree_fields(self):
         n = len(self.leaves)
@@ -785,7 +825,20 @@ def build_chains():
            caller=[(b"svc", b"payments")])
     cb.checkpoint("b-checkpoint", t(21, 5))
     cb.seal("b-seal-batch", "batch", t(21, 6), 21)
-    return [ca, cb]
+
+    # a re-key (17.4): the chain goes on under a second key, whose first seal,
+    # an open, names the previous seal's key id in prev_key
+    cr = Chain("r", hashlib.sha256(b"chain r").hexdigest()[:32].encode(), bytes(32), 0)
+    cr.add("r-header", "header", t(30), [
+        ("file_id", hashlib.sha256(b"file r").hexdigest()[:32].encode()),
+        ("chain_id", cr.chain_id), ("reason", b"new")])
+    cr.seal("r-open", "open", t(30, 2), 30, opening=True)
+    cr.add("r-event", "event", t(30, 3), [("action", b"C_Login"), ("outcome", b"success")])
+    cr.seal("r-close", "close", t(30, 4), 30)
+    cr.seal("r-rekey", "open", t(33, 1), 33, opening=True, seed=SEED2, prev_key=KEY_ID)
+    cr.add("r-event-2", "event", t(33, 2), [("action", b"C_Logout"), ("outcome", b"success")])
+    cr.seal("r-batch", "batch", t(33, 3), 33, seed=SEED2)
+    return [ca, cb, cr]
 
 
 def tree_vectors(ch):
@@ -936,7 +989,7 @@ def caller_vectors():
     invalid = [b"", b"A", b"1a", b"_a", b"a" * 33, b".".join([b"a"] * 5), b"a..b", b"a.",
                b".a", b"a-b", b"a b", b"a.1", b"\xc3\xa9", b"seq", b"hash", b"actor",
                b"key_id", b"mac", b"range", b"note", b"epoch", b"first_seq", b"v",
-               b"type", b"expected", b"wall", b"prev_kind", b"user.Name",
+               b"type", b"expected", b"wall", b"prev_kind", b"prev_key", b"user.Name",
                b"key2_label", b"key2_id"]
     for k in valid:
         assert caller_key_ok(k), k
@@ -990,7 +1043,7 @@ def main():
     leaves, note_seed, note_pub = check_external()
     chains = build_chains()
     out = {
-        "spec": "docs/format.md Part II (sections 12-24)",
+        "spec": "docs/format.md Part II (sections 12-24, 27)",
         "external": {
             "ed25519": [{"name": n, "seed": s, "public": p, "message": m, "signature": g}
                         for n, s, p, m, g in RFC8032],
@@ -1014,6 +1067,7 @@ def main():
         "files": files_vectors(),
         "caller": caller_vectors(),
         "schedule": schedule_vectors(),
+        "attestations": attest_vectors(),
         "hosts": host_vectors(),
         "records": [r for c in chains for r in c.records],
         "trees": [tree_vectors(c) for c in chains],

@@ -82,6 +82,7 @@ static const struct fdesc F[AL_F__MAX] = {
 	[AL_F_NOTE] = {KEY("note"), AL_TAG_NOTE, K_V2STR, 0, NULL},
 	[AL_F_EXPECTED] = {KEY("expected"), AL_TAG_EXPECTED, K_V2STR, 0, NULL},
 	[AL_F_WALL] = {KEY("wall"), AL_TAG_WALL, K_V2STR, 0, NULL},
+	[AL_F_PREV_KEY] = {KEY("prev_key"), AL_TAG_PREV_KEY, K_V2STR, 0, NULL},
 };
 
 /* A member whose value rule is format_v2.c's (the tags v2 adds). */
@@ -103,7 +104,7 @@ static const uint8_t order_recovery[] = {AL_F_LAST_SEQ, AL_F_DAMAGE_OFFSET,
 					 AL_F_DAMAGE_LENGTH, AL_F_DAMAGE_SHA256};
 /* v2 only (docs/format.md 12, 19-21) */
 static const uint8_t order_seal[] = {AL_F_KIND,      AL_F_EPOCH,     AL_F_SEAL_KEY, AL_F_CHAIN_ID,
-				     AL_F_PREV_SEAL, AL_F_PREV_KIND, AL_F_MAC};
+				     AL_F_PREV_SEAL, AL_F_PREV_KIND, AL_F_PREV_KEY, AL_F_MAC};
 static const uint8_t order_checkpoint[] = {AL_F_SIZE, AL_F_FIRST_SEQ, AL_F_RANGE, AL_F_NOTE};
 static const uint8_t order_tree[] = {AL_F_SIZE, AL_F_FIRST_SEQ, AL_F_RANGE};
 static const uint8_t order_clock[] = {AL_F_EPOCH, AL_F_EXPECTED, AL_F_WALL};

@@ -74,6 +74,7 @@ enum al_field {
 	AL_F_NOTE,
 	AL_F_EXPECTED,
 	AL_F_WALL,
+	AL_F_PREV_KEY, /* seal: the re-key mark (docs/format.md 17.4, 19.2) */
 	AL_F__MAX
 };
 

@@ -39,7 +39,7 @@ static const struct {
 	R("actor"), R("detail"),
 	R("file_id"), R("chain_id"), R("reason"), R("prev_name"), R("prev_seq"), R("prev_hash"),
 	R("prev_size"), R("pad"), R("last_seq"), R("damage_offset"), R("damage_length"),
-	R("damage_sha256"), R("kind"), R("epoch"), R("seal_key"), R("prev_seal"), R("prev_kind"),
+	R("damage_sha256"), R("kind"), R("epoch"), R("seal_key"), R("prev_seal"), R("prev_kind"), R("prev_key"),
 	R("mac"), R("size"), R("first_seq"), R("range"), R("note"), R("expected"), R("wall"),
 };
 #undef R
@@ -214,7 +214,7 @@ void al_v2_chain_step(const uint8_t prev[AL_HASH_LEN], uint64_t seq, const char 
 
 /* ---- the members of the new record types (sections 12, 19-21) ------------- */
 
-enum { OPT = 0, REQ = 1, OPEN_ONLY = 2 };
+enum { OPT = 0, REQ = 1, OPEN_ONLY = 2, REKEY = 3 /* with the OPEN_ONLY pair */ };
 
 struct mdesc {
 	uint8_t tag;
@@ -226,6 +226,7 @@ static const struct mdesc seal_m[] = {
 	{ AL_TAG_KIND, false, REQ },       { AL_TAG_EPOCH, true, REQ },
 	{ AL_TAG_SEAL_KEY, false, REQ },   { AL_TAG_CHAIN_ID, false, REQ },
 	{ AL_TAG_PREV_SEAL, true, OPEN_ONLY }, { AL_TAG_PREV_KIND, false, OPEN_ONLY },
+	{ AL_TAG_PREV_KEY, false, REKEY },
 	{ AL_TAG_MAC, false, REQ },
 };
 static const struct mdesc checkpoint_m[] = {
@@ -247,6 +248,7 @@ const char *al_v2_member_key(uint8_t tag)
 	case AL_TAG_SEAL_KEY: return "seal_key";
 	case AL_TAG_PREV_SEAL: return "prev_seal";
 	case AL_TAG_PREV_KIND: return "prev_kind";
+	case AL_TAG_PREV_KEY: return "prev_key";
 	case AL_TAG_MAC: return "mac";
 	case AL_TAG_SIZE: return "size";
 	case AL_TAG_FIRST_SEQ: return "first_seq";
@@ -284,7 +286,8 @@ bool al_v2_member_ok(const struct al_v2_member *m, uint64_t size)
 	case AL_TAG_KIND:
 	case AL_TAG_PREV_KIND: return is_kind(m->p, m->n);
 	case AL_TAG_EPOCH: return m->u <= UINT32_MAX;
-	case AL_TAG_SEAL_KEY: return is_lhex(m->p, m->n, 16);
+	case AL_TAG_SEAL_KEY:
+	case AL_TAG_PREV_KEY: return is_lhex(m->p, m->n, 16);
 	case AL_TAG_CHAIN_ID: return is_lhex(m->p, m->n, 32);
 	case AL_TAG_MAC: return is_lhex(m->p, m->n, 64);
 	case AL_TAG_PREV_SEAL:
@@ -301,7 +304,7 @@ bool al_v2_member_ok(const struct al_v2_member *m, uint64_t size)
 int al_v2_check_members(uint8_t type, const struct al_v2_member *m, size_t n)
 {
 	const struct mdesc *d;
-	size_t nd, j = 0, prev = 0;
+	size_t nd, j = 0, prev = 0, rekey = 0;
 	bool open = false;
 	uint64_t size = 0;
 
@@ -323,6 +326,8 @@ int al_v2_check_members(uint8_t type, const struct al_v2_member *m, size_t n)
 				size = m[j].u;
 			if (d[i].need == OPEN_ONLY)
 				prev++;
+			if (d[i].need == REKEY)
+				rekey++;
 			j++;
 		} else if (d[i].need == REQ) {
 			return -EINVAL;
@@ -331,12 +336,12 @@ int al_v2_check_members(uint8_t type, const struct al_v2_member *m, size_t n)
 	if (j != n)
 		return -EINVAL; /* unknown, repeated or misplaced members */
 	/* prev_seal and prev_kind: together, in an open seal only */
-	if (prev == 1 || (prev == 2 && !open))
-		return -EINVAL;
+	if (prev == 1 || (prev == 2 && !open) || (rekey && prev != 2))
+		return -EINVAL; /* and prev_key only with them */
 	return 0;
 }
 
-int al_v2_seal_members(const struct al_v2_seal *s, struct al_v2_member m[7], char *hex)
+int al_v2_seal_members(const struct al_v2_seal *s, struct al_v2_member m[AL_V2_SEAL_MEMBERS], char *hex)
 {
 	int k = 0;
 
@@ -344,7 +349,7 @@ int al_v2_seal_members(const struct al_v2_seal *s, struct al_v2_member m[7], cha
 	    !is_lhex((const uint8_t *)s->chain_id, 32, 32) ||
 	    (s->has_prev && (strcmp(s->kind, "open") != 0 || !s->prev_kind ||
 			     !is_kind((const uint8_t *)s->prev_kind, strlen(s->prev_kind)) ||
-			     s->prev_seal > AL_INT_MAX)))
+			     s->prev_seal > AL_INT_MAX)) || (s->has_prev_key && !s->has_prev))
 		return -EINVAL;
 	al_hex(s->key_id, 8, hex);
 	m[k++] = (struct al_v2_member){ AL_TAG_KIND, false, (const uint8_t *)s->kind, strlen(s->kind), 0 };
@@ -355,6 +360,10 @@ int al_v2_seal_members(const struct al_v2_seal *s, struct al_v2_member m[7], cha
 		m[k++] = (struct al_v2_member){ AL_TAG_PREV_SEAL, true, NULL, 0, s->prev_seal };
 		m[k++] = (struct al_v2_member){ AL_TAG_PREV_KIND, false, (const uint8_t *)s->prev_kind,
 						strlen(s->prev_kind), 0 };
+		if (s->has_prev_key) {
+			al_hex(s->prev_key, 8, hex + 80);
+			m[k++] = (struct al_v2_member){ AL_TAG_PREV_KEY, false, (const uint8_t *)hex + 80, 16, 0 };
+		}
 	}
 	if (s->has_mac) {
 		al_hex(s->mac, AL_HASH_LEN, hex + 16);

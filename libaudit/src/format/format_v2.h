@@ -45,6 +45,7 @@ enum al_v2_tag {
 	AL_TAG_PREV_SEAL = 0x53,
 	AL_TAG_PREV_KIND = 0x54,
 	AL_TAG_MAC = 0x55,
+	AL_TAG_PREV_KEY = 0x56,
 	AL_TAG_SIZE = 0x60,
 	AL_TAG_FIRST_SEQ = 0x61,
 	AL_TAG_RANGE = 0x62,
@@ -142,13 +143,16 @@ struct al_v2_seal {
 	bool has_prev;       /* open only: the chain's previous seal */
 	uint64_t prev_seal;
 	const char *prev_kind;
+	bool has_prev_key;   /* with has_prev: that seal was under another key (17.4) */
+	uint8_t prev_key[8];
 	bool has_mac;        /* false: the members S_n is made of (the MAC input) */
 	uint8_t mac[AL_HASH_LEN];
 };
-/* The seal's members in line order into m (room for 7); hex is scratch for
+/* The seal's members in line order into m (room for AL_V2_SEAL_MEMBERS); hex is scratch for
  * the hex values (AL_V2_SEAL_HEX bytes) and must outlive m. Returns the
  * number of members, or -EINVAL. */
-#define AL_V2_SEAL_HEX (16u + 64u)
-int al_v2_seal_members(const struct al_v2_seal *s, struct al_v2_member m[7], char *hex);
+#define AL_V2_SEAL_HEX (16u + 64u + 16u)
+#define AL_V2_SEAL_MEMBERS 8u
+int al_v2_seal_members(const struct al_v2_seal *s, struct al_v2_member m[AL_V2_SEAL_MEMBERS], char *hex);
 
 #endif

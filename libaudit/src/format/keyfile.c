@@ -315,3 +315,95 @@ long al_ckey_format(const struct al_ckey *k, bool is_secret, char *out, size_t c
 	OPENSSL_cleanse(hx, sizeof(hx));
 	return n < 0 || (size_t)n >= cap ? -E2BIG : n;
 }
+
+/* ---- attestation statements (27) ---------------------------------------- */
+
+int al_attest_parse(const uint8_t *buf, size_t n, struct al_attest *ret, size_t *ret_tlen)
+{
+	struct al_kv c = { buf, n, 0 };
+	struct al_attest a;
+	uint64_t epoch;
+	const uint8_t *v;
+	size_t vn, tlen;
+
+	memset(&a, 0, sizeof(a));
+	if (!buf || !literal(&c, "auditlog-attestation 2\n") || !params(&c, &a.p) ||
+	    !dec_line(&c, "epoch", &epoch) || epoch > UINT32_MAX || !dec_line(&c, "wall", &a.wall) ||
+	    !hex_line(&c, "boot-id", a.boot_id, sizeof(a.boot_id)) ||
+	    !dec_line(&c, "boot-time", &a.boot_time) || !al_kv_line(&c, "nonce", &v, &vn))
+		return -EINVAL;
+	if (vn == 1 && v[0] == '-')
+		a.has_nonce = false;
+	else if (lhex(v, vn, a.nonce, sizeof(a.nonce)))
+		a.has_nonce = true;
+	else
+		return -EINVAL;
+	tlen = c.i;
+	if (!hex_line(&c, "mac", a.mac, sizeof(a.mac)) || c.i != n)
+		return -EINVAL;
+	a.epoch = (uint32_t)epoch;
+	*ret = a;
+	if (ret_tlen)
+		*ret_tlen = tlen;
+	return 0;
+}
+
+long al_attest_format(const struct al_attest *a, const uint8_t K[AL_SEAL_SEED_LEN], char *out,
+		      size_t cap)
+{
+	static const char head[] = "auditlog-attestation 2\n";
+	char bid[33], nonce[65], mac[65];
+	uint8_t m[AL_HASH_LEN];
+	size_t o = sizeof(head) - 1;
+	long n;
+	int w, r;
+
+	if (cap < o)
+		return -E2BIG;
+	memcpy(out, head, o);
+	n = params_format(&a->p, out + o, cap - o);
+	if (n < 0)
+		return n;
+	o += (size_t)n;
+	al_hex(a->boot_id, sizeof(a->boot_id), bid);
+	bid[32] = 0;
+	if (a->has_nonce)
+		al_hex(a->nonce, sizeof(a->nonce), nonce);
+	else
+		nonce[0] = '-', nonce[1] = 0;
+	nonce[a->has_nonce ? 64 : 1] = 0;
+	w = snprintf(out + o, cap - o, "epoch %" PRIu32 "\nwall %" PRIu64 "\nboot-id %s\nboot-time %" PRIu64
+		     "\nnonce %s\n", a->epoch, a->wall, bid, a->boot_time, nonce);
+	if (w < 0 || (size_t)w >= cap - o)
+		return -E2BIG;
+	o += (size_t)w;
+	if ((r = al_attest_mac(K, (const uint8_t *)out, o, m)) < 0)
+		return r;
+	al_hex(m, sizeof(m), mac);
+	mac[64] = 0;
+	w = snprintf(out + o, cap - o, "mac %s\n", mac);
+	if (w < 0 || (size_t)w >= cap - o)
+		return -E2BIG;
+	return (long)(o + (size_t)w);
+}
+
+int al_attest_check(const struct al_attest *a, const uint8_t *buf, size_t n, const struct al_vkey *vk)
+{
+	uint8_t K[AL_SEAL_SEED_LEN], m[AL_HASH_LEN];
+	size_t tlen = n - (4 + 2 * AL_HASH_LEN + 1); /* the text before "mac <64 hex>\n" */
+	int r;
+
+	if (memcmp(a->p.key_id, vk->p.key_id, AL_SEAL_KID_LEN) != 0)
+		return -ENOKEY;
+	if (a->p.host_len != vk->p.host_len || memcmp(a->p.host, vk->p.host, a->p.host_len) != 0 ||
+	    a->p.t0 != vk->p.t0 || a->p.delta != vk->p.delta || n < 4 + 2 * AL_HASH_LEN + 1)
+		return -EINVAL;
+	r = al_seal_node(vk->seed, AL_SEAL_DEPTH, a->epoch, K);
+	if (r == 0)
+		r = al_attest_mac(K, buf, tlen, m);
+	if (r == 0 && CRYPTO_memcmp(m, a->mac, sizeof(m)) != 0)
+		r = -EBADMSG;
+	OPENSSL_cleanse(K, sizeof(K));
+	OPENSSL_cleanse(m, sizeof(m));
+	return r;
+}

@@ -24,6 +24,9 @@
 #define al_ckey_format auditlog__al_ckey_format
 #define al_seal_host_ok auditlog__al_seal_host_ok
 #define al_kv_line auditlog__al_kv_line
+#define al_attest_parse auditlog__al_attest_parse
+#define al_attest_format auditlog__al_attest_format
+#define al_attest_check auditlog__al_attest_check
 
 /* A key's fixed parameters (16.1). */
 struct al_seal_params {
@@ -85,5 +88,32 @@ long al_sstate_format(const struct al_sstate *s, char *out, size_t cap);
  * "auditlog-checkpoint-key 2" / "ed25519". */
 int al_ckey_parse(const uint8_t *buf, size_t n, bool is_secret, struct al_ckey *ret);
 long al_ckey_format(const struct al_ckey *k, bool is_secret, char *out, size_t cap);
+
+/* An attestation statement (docs/format.md 27.1). */
+struct al_attest {
+	struct al_seal_params p;
+	uint32_t epoch;
+	uint64_t wall, boot_time; /* ns: CLOCK_REALTIME, CLOCK_BOOTTIME when made */
+	uint8_t boot_id[16];
+	bool has_nonce;
+	uint8_t nonce[32];
+	uint8_t mac[AL_HASH_LEN];
+};
+#define AL_ATTEST_MAX 1024u /* the longest statement is about 500 bytes */
+
+/* Parse a statement exactly (27.1): -EINVAL for anything else. ret_tlen (may
+ * be NULL): the length of the text the MAC covers (27.2). No key is needed;
+ * the MAC is checked by al_attest_check. */
+int al_attest_parse(const uint8_t *buf, size_t n, struct al_attest *ret, size_t *ret_tlen);
+
+/* Write a statement for a's fields with the MAC under the epoch key K =
+ * K(a->epoch) (a->mac is ignored). Returns the length or -E2BIG / -EINVAL. */
+long al_attest_format(const struct al_attest *a, const uint8_t K[AL_SEAL_SEED_LEN], char *out,
+		      size_t cap);
+
+/* Check a parsed statement (buf, n: its bytes) with a verification key:
+ * -ENOKEY when its key id is not the key's, -EINVAL when host, t0 or delta
+ * differ, -EBADMSG when the MAC fails; 0 when it verifies. */
+int al_attest_check(const struct al_attest *a, const uint8_t *buf, size_t n, const struct al_vkey *vk);
 
 #endif

@@ -11,10 +11,10 @@
 /* S_n: the seal's v2 body without its mac member (19.3). */
 static long seal_sbody(const struct al_v2_member *m, size_t n, uint8_t *out, size_t cap)
 {
-	struct al_v2_member s[7];
+	struct al_v2_member s[AL_V2_SEAL_MEMBERS];
 	size_t k = 0;
 
-	for (size_t i = 0; i < n && k < 7; i++)
+	for (size_t i = 0; i < n && k < AL_V2_SEAL_MEMBERS; i++)
 		if (m[i].tag != AL_TAG_MAC)
 			s[k++] = m[i];
 	return al_v2_body(AL_T_SEAL, s, k, NULL, 0, out, cap);
@@ -23,7 +23,7 @@ static long seal_sbody(const struct al_v2_member *m, size_t n, uint8_t *out, siz
 int al_v2_seal_sign(struct al_v2_seal *s, const uint8_t kmac[AL_HASH_LEN],
 		    const uint8_t prev[AL_HASH_LEN], uint64_t seq, const char ts[AL_TS_LEN])
 {
-	struct al_v2_member m[7];
+	struct al_v2_member m[AL_V2_SEAL_MEMBERS];
 	char hex[AL_V2_SEAL_HEX];
 	uint8_t body[256];
 	long bn;

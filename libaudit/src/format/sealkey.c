@@ -105,6 +105,8 @@ static const char L_RIGHT[] = "auditlog-v2 tree right";
 static const char L_MAC[] = "auditlog-v2 seal mac key";
 static const char L_KID[] = "auditlog-v2 key id";
 static const char L_SEAL[] = "auditlog-v2 seal"; /* then 0x00 */
+static const char L_ATT_KEY[] = "auditlog-v2 attest key";
+static const char L_ATT[] = "auditlog-v2 attestation"; /* then 0x00 */
 
 /* child of node n (left: bit 0), n and out may alias */
 static int child(const uint8_t n[AL_SEAL_SEED_LEN], unsigned bit, uint8_t out[AL_SEAL_SEED_LEN])
@@ -333,6 +335,25 @@ bool al_seal_mac_check(const uint8_t kmac[AL_HASH_LEN], const uint8_t prev[AL_HA
 
 	OPENSSL_cleanse(want, sizeof(want));
 	return ok;
+}
+
+int al_attest_mac(const uint8_t K[AL_SEAL_SEED_LEN], const uint8_t *t, size_t n,
+		  uint8_t out[AL_HASH_LEN])
+{
+	uint8_t katt[AL_HASH_LEN];
+	struct hmac h;
+	int r = al_hmac_sha256(K, AL_SEAL_SEED_LEN, L_ATT_KEY, sizeof(L_ATT_KEY) - 1, katt);
+
+	if (r == 0) {
+		r = hmac_init(&h, katt, sizeof(katt));
+		if (r == 0)
+			r = sh_update(&h.in, L_ATT, sizeof(L_ATT)); /* with its 0x00 */
+		if (r == 0 && n)
+			r = sh_update(&h.in, t, n);
+		r = hmac_final(&h, out, r);
+	}
+	OPENSSL_cleanse(katt, sizeof(katt));
+	return r;
 }
 
 int al_seal_schedule(const struct al_seal_clock *c, const uint8_t boot_id[16], uint64_t boottime,

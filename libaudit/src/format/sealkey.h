@@ -28,6 +28,7 @@
 #define al_seal_mac_check auditlog__al_seal_mac_check
 #define al_hmac_sha256 auditlog__al_hmac_sha256
 #define al_seal_schedule auditlog__al_seal_schedule
+#define al_attest_mac auditlog__al_attest_mac
 
 #define AL_SEAL_DEPTH 32u
 #define AL_SEAL_SEED_LEN 32u
@@ -96,6 +97,12 @@ int al_seal_mac(const uint8_t kmac[AL_HASH_LEN], const uint8_t prev[AL_HASH_LEN]
 bool al_seal_mac_check(const uint8_t kmac[AL_HASH_LEN], const uint8_t prev[AL_HASH_LEN],
 		       uint64_t seq, const char ts[AL_TS_LEN], const uint8_t *sbody, size_t n,
 		       const uint8_t mac[AL_HASH_LEN]);
+
+/* An attestation statement's MAC (docs/format.md 27.2): Katt(e) =
+ * HMAC(K(e), "auditlog-v2 attest key"), then HMAC(Katt(e), "auditlog-v2
+ * attestation" 0x00 || t) over the statement's text t before its mac line. */
+int al_attest_mac(const uint8_t K[AL_SEAL_SEED_LEN], const uint8_t *t, size_t n,
+		  uint8_t out[AL_HASH_LEN]);
 
 /* The epoch schedule of a sealing state (docs/format.md 17.2 rules 1-4). */
 struct al_seal_clock {

@@ -335,6 +335,7 @@ struct v2w {
 	uint64_t seal_seq;
 	uint32_t seal_epoch;
 	char seal_kind[8];
+	char seal_key[2 * AL_SEAL_KID_LEN]; /* its seal_key (hex): a change is a re-key (17.4) */
 	/* records after the last seal / checkpoint: their count and the first one */
 	uint64_t since_seal, us_line, us_off, us_seq;
 	const char *us_file;
@@ -850,7 +851,8 @@ static void v2_seal(struct walk *w, const struct al_parsed *p, const struct al_v
 	const char *path = w->f->path, *id = walk_chain_id(w);
 	const struct al_v2_member *kind = member(m, n, AL_TAG_KIND), *ep = member(m, n, AL_TAG_EPOCH),
 				  *kid = member(m, n, AL_TAG_SEAL_KEY), *cid = member(m, n, AL_TAG_CHAIN_ID),
-				  *ps = member(m, n, AL_TAG_PREV_SEAL), *pk = member(m, n, AL_TAG_PREV_KIND);
+				  *ps = member(m, n, AL_TAG_PREV_SEAL), *pk = member(m, n, AL_TAG_PREV_KIND),
+				  *pkey = member(m, n, AL_TAG_PREV_KEY);
 	const uint8_t *ts = p->rec.f[AL_F_TIMESTAMP].p;
 	uint32_t epoch = ep ? (uint32_t)ep->u : 0;
 	bool is_open = kind && kind->n == 4 && memcmp(kind->p, "open", 4) == 0, bad = false;
@@ -868,7 +870,14 @@ static void v2_seal(struct walk *w, const struct al_parsed *p, const struct al_v
 		bad = true;
 	} else if (c->o->n_vkeys) {
 		int k = seal_key_of(c, kid);
-		if (k < 0) {
+		if (k < 0 && pkey) {
+			report(c, AL_V_UNKNOWN_KEY, path, lineno, off, true, seq,
+			       "the chain is re-keyed here, from key %.16s to key %.16s, and no verification key "
+			       "of %.16s was given: give the new verification key (the auditor's, out of band); "
+			       "the seals from here on are not checked", (const char *)pkey->p,
+			       (const char *)kid->p, (const char *)kid->p);
+			bad = true;
+		} else if (k < 0) {
 			report(c, AL_V_UNKNOWN_KEY, path, lineno, off, true, seq,
 			       "a seal by key %.16s, which is not a verification key given (its MAC is not checked)",
 			       (const char *)kid->p);
@@ -898,7 +907,66 @@ static void v2_seal(struct walk *w, const struct al_parsed *p, const struct al_v
 			}
 		}
 	}
-	if (!bad && v->seal_known) {
+	bool rekey = false;
+	if (!bad && v->seal_known && v->have_seal) {
+		/* the key changes only at an open seal whose prev_key names the
+		 * previous seal's key (docs/format.md 17.4, 19.4) */
+		bool same = kid->n == sizeof(v->seal_key) && memcmp(kid->p, v->seal_key, sizeof(v->seal_key)) == 0;
+		if (!same && !(is_open && pkey && pkey->n == sizeof(v->seal_key) &&
+			       memcmp(pkey->p, v->seal_key, sizeof(v->seal_key)) == 0)) {
+			report(c, AL_V_BAD_SEAL, path, lineno, off, true, seq,
+			       "a seal under key %.16s after one under key %.16s (seq %" PRIu64 ") %s: a chain changes "
+			       "key only at an open seal that names the previous key (a re-key, docs/format.md 17.4)",
+			       (const char *)kid->p, v->seal_key, v->seal_seq,
+			       pkey ? "whose prev_key names another key" : "without the re-key mark (prev_key)");
+			bad = true;
+		} else if (same && pkey) {
+			report(c, AL_V_BAD_SEAL, path, lineno, off, true, seq,
+			       "a re-key mark (prev_key %.16s) on a seal under the same key as the seal before it "
+			       "(seq %" PRIu64 ")", (const char *)pkey->p, v->seal_seq);
+			bad = true;
+		}
+		rekey = !same;
+	}
+	if (!bad && v->seal_known && rekey) {
+		/* two keys' epochs are not comparable: their times are, with both keys */
+		char ohex[2 * AL_SEAL_KID_LEN];
+		const struct al_vkey *ok = NULL, *nk = NULL;
+		for (unsigned k = 0; k < c->o->n_vkeys; k++) {
+			al_hex(c->o->vkeys[k].p.key_id, AL_SEAL_KID_LEN, ohex);
+			if (memcmp(ohex, v->seal_key, sizeof(ohex)) == 0)
+				ok = &c->o->vkeys[k];
+			if (memcmp(ohex, kid->p, sizeof(ohex)) == 0)
+				nk = &c->o->vkeys[k];
+		}
+		if (!ps || ps->u != v->seal_seq || !pk || pk->n != strlen(v->seal_kind) ||
+		    memcmp(pk->p, v->seal_kind, pk->n) != 0) {
+			report(c, AL_V_BAD_SEAL, path, lineno, off, true, seq,
+			       "an open seal that does not name the chain's previous seal (seq %" PRIu64 ", %s)",
+			       v->seal_seq, v->seal_kind);
+			bad = true;
+		} else if (ok && nk && (ok->p.host_len != nk->p.host_len ||
+					memcmp(ok->p.host, nk->p.host, ok->p.host_len) != 0)) {
+			report(c, AL_V_BAD_SEAL, path, lineno, off, true, seq,
+			       "a re-key from key %.16s of host %.*s to key %.16s of another host, %.*s: a re-key "
+			       "keeps the host (docs/format.md 17.4)", v->seal_key, (int)ok->p.host_len,
+			       (const char *)ok->p.host, (const char *)kid->p, (int)nk->p.host_len,
+			       (const char *)nk->p.host);
+			bad = true;
+		} else if (ok && nk && strcmp(v->seal_kind, "close") != 0) {
+			typedef unsigned __int128 u128;
+			u128 old_end = (u128)ok->p.t0 + ((u128)v->seal_epoch + 1) * ok->p.delta;
+			u128 new_start = (u128)nk->p.t0 + (u128)epoch * nk->p.delta;
+			uint64_t slack = ok->p.delta > nk->p.delta ? ok->p.delta : nk->p.delta;
+			if (new_start > old_end + slack)
+				report(c, AL_V_GAP, path, lineno, off, true, seq,
+				       "a re-key after a %s seal (seq %" PRIu64 ", key %.16s epoch %" PRIu32 "): %" PRIu64
+				       " s without a seal between the old key's last epoch and the new key's first (a "
+				       "writer that stopped, e.g. on a lost sealing state, or an unclean restart)",
+				       v->seal_kind, v->seal_seq, v->seal_key, v->seal_epoch,
+				       (uint64_t)((new_start - old_end) / 1000000000u));
+		}
+	} else if (!bad && v->seal_known) {
 		if (v->have_seal && epoch < v->seal_epoch) {
 			report(c, AL_V_BAD_SEAL, path, lineno, off, true, seq,
 			       "the seal's epoch %" PRIu32 " is below the epoch %" PRIu32 " of the seal before it (seq %"
@@ -934,6 +1002,10 @@ take:
 	v->seal_seq = seq;
 	v->seal_epoch = epoch;
 	snprintf(v->seal_kind, sizeof(v->seal_kind), "%s", kname);
+	if (kid && kid->n == sizeof(v->seal_key))
+		memcpy(v->seal_key, kid->p, sizeof(v->seal_key));
+	else
+		memset(v->seal_key, 0, sizeof(v->seal_key));
 	v->since_seal = 0;
 }
 

@@ -142,7 +142,7 @@ long al_v2_seal_line(struct auditlog *l, int kind, uint8_t *out)
 {
 	struct al_v2_seal s = {.kind = al_seal_kind_word[kind], .epoch = l->fmt_epoch};
 	struct al_record rec = {.type = AL_T_SEAL};
-	char ts[AL_TS_LEN], kid[2 * AL_SEAL_KID_LEN], mac[64];
+	char ts[AL_TS_LEN], kid[2 * AL_SEAL_KID_LEN], pkid[2 * AL_SEAL_KID_LEN], mac[64];
 	uint64_t ts_ns = next_ts(l);
 	long n;
 	int r;
@@ -152,6 +152,12 @@ long al_v2_seal_line(struct auditlog *l, int kind, uint8_t *out)
 		s.has_prev = true;
 		s.prev_seal = l->v2.seal_seq;
 		s.prev_kind = al_seal_kind_word[l->v2.seal_kind];
+		/* the chain's last seal is under another key: a re-key, marked
+		 * here and only here (docs/format.md 17.4) */
+		if (memcmp(l->v2.seal_key, l->sealer->key_id, AL_SEAL_KID_LEN) != 0) {
+			s.has_prev_key = true;
+			memcpy(s.prev_key, l->v2.seal_key, AL_SEAL_KID_LEN);
+		}
 	}
 	al_format_ts_cached(&l->ts_cache, ts_ns, ts);
 	uint64_t t0 = mono_now();
@@ -173,6 +179,11 @@ long al_v2_seal_line(struct auditlog *l, int kind, uint8_t *out)
 		rec.f[AL_F_PREV_SEAL].u = s.prev_seal;
 		rec.f[AL_F_PREV_KIND] = (struct al_val){(const uint8_t *)s.prev_kind,
 							strlen(s.prev_kind), 0};
+		if (s.has_prev_key) {
+			al_hex(s.prev_key, AL_SEAL_KID_LEN, pkid);
+			rec.present |= AL_BIT(AL_F_PREV_KEY);
+			rec.f[AL_F_PREV_KEY] = (struct al_val){(const uint8_t *)pkid, sizeof(pkid), 0};
+		}
 	}
 	n = al_chain_append_decoded(l, &rec, ts_ns, out);
 	OPENSSL_cleanse(mac, sizeof(mac));
