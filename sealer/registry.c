@@ -97,7 +97,7 @@ int registry_close(struct registry *g)
 int registry_seal_hash(const struct al_v2_seal *sl, const uint8_t prev[AL_HASH_LEN], uint64_t seq,
 		       const char ts[AL_TS_LEN], uint8_t out[AL_HASH_LEN])
 {
-	struct al_v2_member m[7];
+	struct al_v2_member m[AL_V2_SEAL_MEMBERS];
 	char hex[AL_V2_SEAL_HEX];
 	uint8_t body[256], d[AL_HASH_LEN];
 	long bn;
