@@ -1035,15 +1035,32 @@ static unsigned min_version_of(const struct vctx *c, const struct al_parsed *p, 
 	return *by_key ? AL_V2 : c->o->min_version;
 }
 
-/* After a seal the walk accepted: where a v2 crash's damage may start. */
+/* May crash damage start here, after the record the chain is at, for
+ * find_bridge (and a stream's hold)? Not while a finding is still being
+ * settled, nor before --from's record. */
+static bool bridge_may(const struct walk *w)
+{
+	return w->have_next && w->next && !w->x.on && !w->damage && !w->moved && !w->bridge &&
+	       !(w->c->o->has_from && !w->c->past_from);
+}
+
+static void stream_hold(struct al_vstream *s, uint64_t d, uint64_t lineno);
+
+/* After a seal the walk accepted: where a v2 crash's damage may start. A
+ * stream instead holds the lines after the seal (stream_hold). */
 static void v2_snapshot(struct walk *w, const struct al_parsed *p, const uint8_t h[AL_HASH_LEN],
 			uint64_t end, uint64_t lineno)
 {
 	struct v2w *v = &w->v2;
 
 	v->pend_since_seal = 0;
-	if (w->c->stream) /* (a stream cannot read the damaged bytes back) */
+	if (w->c->stream) {
+		/* a stream cannot read back what it accepted: it holds the lines
+		 * after this one unchecked until it knows what they are */
+		if (bridge_may(w))
+			stream_hold(w->c->stream, end, lineno + 1);
 		return;
+	}
 	v->snap.on = true;
 	v->snap.f = w->f;
 	v->snap.end = end;
@@ -1563,7 +1580,8 @@ static bool bridge_check(struct walk *w, uint64_t at, uint64_t d, const struct a
  * that verified: is it crash damage that a recovery record further on
  * repairs? The writer repairs at most AL_RECOVERY_MAX bytes, so that is how
  * far the file is searched (once: the recovery records met on the way are
- * kept for the next damage). Files only: a stream cannot look ahead. */
+ * kept for the next damage). A stream cannot look ahead: the line starts a
+ * wait there (stream_defer). */
 static bool stream_defer(struct al_vstream *s, uint64_t lineno, uint64_t d);
 
 static bool find_bridge(struct walk *w, uint64_t lineno, uint64_t d, bool unparsed)
@@ -1571,12 +1589,16 @@ static bool find_bridge(struct walk *w, uint64_t lineno, uint64_t d, bool unpars
 	struct vfile *f = w->f;
 	uint64_t end, found = 0, dl = 0;
 
-	if (!w->have_next || !w->next || w->x.on || w->damage || w->moved || w->bridge ||
-	    (w->c->o->has_from && !w->c->past_from))
+	if (!bridge_may(w))
 		return false;
-	if (w->c->stream) /* (honest crash damage starts with an unparseable line: NULs run
-			   * into the next line) */
-		return unparsed && stream_defer(w->c->stream, lineno, d);
+	/* A stream: honest crash damage starts with an unparseable line (NULs
+	 * run into the next line), and in v2 right after a seal or a header; a
+	 * stream holds the lines after those until it knows what they are
+	 * (stream_hold), so damage after any other v2 record cannot be
+	 * repaired and is not waited for. */
+	if (w->c->stream)
+		return unparsed && al_recovery_may_follow((uint8_t)w->last_version, w->last_type) &&
+		       stream_defer(w->c->stream, lineno, d);
 	if (f->fd < 0)
 		return false;
 	/* v2: honest damage starts right after the last seal, and the complete
@@ -2975,19 +2997,32 @@ struct al_vstream {
 	uint8_t *part;        /* a line not complete yet (part_cap + 1: room for its '\n') */
 	size_t plen, part_cap; /* its bytes (at most WALK_BUF); grown as lines need */
 	/* Crash damage: a stream cannot look ahead for the recovery record that
-	 * repairs it (find_bridge), so from an unparseable line right after a
-	 * verified record its lines wait here (the stream's bytes from d on)
-	 * until that record comes, STREAM_DEFER bytes pass, or the stream ends;
-	 * then they are checked, as damage it repairs or one by one. */
+	 * repairs it (find_bridge), nor read back the lines it accepted, so its
+	 * lines wait here (the stream's bytes from defer_d on), unchecked:
+	 * - from an unparseable line right after a verified record (the wait
+	 *   find_bridge asks for), until that record comes;
+	 * - in v2, from right after each seal (or header) the walk accepts (a
+	 *   hold: docs/format.md 19.5, the complete lines after the last seal
+	 *   are part of a crash's damage), also until the next seal or header
+	 *   line comes;
+	 * or until STREAM_DEFER bytes wait, or the stream ends. Then they are
+	 * checked: as the damage the record repairs (w->bridge), or one by one
+	 * as they would have been at once. */
 	bool defer_now;       /* find_bridge asked: this line starts the wait */
-	bool deferring, replaying;
+	bool hold_now;        /* a seal or header was accepted: a hold starts after it */
+	bool deferring, holding, replaying;
+	bool hold_damaged;    /* a line of the hold did not parse */
 	uint64_t defer_d, defer_line0, no_bridge_d;
+	uint64_t hold_d, hold_line; /* where the hold starts: the next line */
 	uint8_t *dbuf;        /* the waiting lines' bytes, '\n' included */
 	size_t dlen, dcap;
 	uint64_t *doff;       /* each one's stream offset */
 	size_t dn, dncap;
 };
 
+/* The most a wait holds: its bytes and their index (beyond it the lines are
+ * checked one by one, and damage a recovery record names is not told from
+ * other findings: docs/auditlog-verify.md "Streams"). */
 #define STREAM_DEFER (8u << 20)
 
 void al_vstream_free(struct al_vstream *s)
@@ -3138,6 +3173,39 @@ static bool stream_defer(struct al_vstream *s, uint64_t lineno, uint64_t d)
 	return true;
 }
 
+/* v2_snapshot, in a stream: a seal or a header was accepted; the lines from
+ * d (line lineno) on are held. */
+static void stream_hold(struct al_vstream *s, uint64_t d, uint64_t lineno)
+{
+	s->hold_now = true;
+	s->hold_d = d;
+	s->hold_line = lineno;
+}
+
+/* A held line: does it end the hold? A seal or a header ends it (a new hold
+ * starts after it), unless a line held before it did not parse: then the
+ * hold is crash damage, or other damage, and waits on for the recovery
+ * record (as the file walk's look-ahead does from the seal). */
+static bool hold_ends(struct al_vstream *s, const uint8_t *line, size_t len)
+{
+	struct al_parsed p;
+	size_t eoff;
+
+	if (s->hold_damaged)
+		return false;
+	if (len + 1 > AL_LINE_MAX || al_parse(line, len, s->c.line2, &p, &eoff) != AL_PERR_OK) {
+		s->hold_damaged = true;
+		return false;
+	}
+	return p.rec.type == AL_T_SEAL || p.rec.type == AL_T_HEADER;
+}
+
+/* Has the wait reached its bound (its bytes and their index)? */
+static bool defer_full(const struct al_vstream *s)
+{
+	return s->dlen + s->dn * sizeof(*s->doff) > STREAM_DEFER;
+}
+
 static int defer_add(struct al_vstream *s, const uint8_t *line, size_t len, uint64_t off)
 {
 	if (s->dlen + len + 1 > s->dcap) {
@@ -3177,16 +3245,19 @@ static bool defer_try(struct al_vstream *s, const uint8_t *line, size_t len, uin
 	if (!al_maybe_recovery(line, len) || len + 1 > AL_LINE_MAX ||
 	    al_parse(line, len, s->c.line2, &p, &eoff) != AL_PERR_OK)
 		return false;
+	/* (the walk is still at the record before the wait: nothing in it was
+	 * checked. A recovery record names offsets in its file: the segment's.) */
+	uint64_t base = w->f->base_off;
 	struct al_tailrec t = {.seq = w->next - 1, .version = (uint8_t)w->last_version,
 			       .type = (uint8_t)w->last_type};
-	struct al_recovery_mem m = {.buf = s->dbuf, .start = s->defer_d, .n = s->dlen};
+	struct al_recovery_mem m = {.buf = s->dbuf, .start = s->defer_d - base, .n = s->dlen};
 	struct al_recovery_io io = al_recovery_mem_io(&m);
 	memcpy(t.hash, w->prev, AL_HASH_LEN);
 	if (w->have_ts)
 		memcpy(t.ts, w->last_ts, AL_TS_LEN);
 	else
 		memset(t.ts, '0', AL_TS_LEN);
-	if (!al_recovery_repairs(&p, line, off, s->defer_d, &t, &io, s->c.work))
+	if (!al_recovery_repairs(&p, line, off - base, s->defer_d - base, &t, &io, s->c.work))
 		return false;
 	w->bridge = true;
 	w->bridge_at = off;
@@ -3205,21 +3276,39 @@ static const uint8_t *dline(const struct al_vstream *s, size_t i, size_t *ret_le
 	return s->dbuf + at;
 }
 
+/* A wait starts: a hold after the line just checked (hold_now), or a wait
+ * from it (defer_now: the caller adds it). Returns whether it was defer_now. */
+static bool wait_start(struct al_vstream *s)
+{
+	bool from_this = s->defer_now;
+
+	s->deferring = s->defer_now || s->hold_now;
+	s->holding = !s->defer_now && s->hold_now;
+	s->hold_damaged = false;
+	if (s->holding) {
+		s->defer_d = s->hold_d;
+		s->defer_line0 = s->hold_line;
+	}
+	s->defer_now = s->hold_now = false;
+	return from_this;
+}
+
 /* The wait is over: check the lines that waited (a repair found, or not:
- * no_bridge_d). One of them may start a new wait: the lines from it on wait
- * again, for the lines still to come, unless the repair is among them. */
+ * no_bridge_d; a hold's seal or header came). One of them may start a new
+ * wait: the lines from it (or, a hold, after it) on wait again, for the lines
+ * still to come, unless what ends it is among them. */
 static int defer_release(struct al_vstream *s)
 {
 	while (s->deferring) {
 		size_t i = 0, len;
-		s->deferring = false;
+		s->deferring = s->holding = false;
 		s->replaying = true;
 		for (; i < s->dn; i++) {
 			const uint8_t *line = dline(s, i, &len);
 			int r = stream_check(s, line, len, false, s->defer_line0 + i, s->doff[i]);
 			if (r < 0)
 				return r;
-			if (s->defer_now)
+			if (s->defer_now || s->hold_now)
 				break;
 		}
 		s->replaying = false;
@@ -3227,37 +3316,38 @@ static int defer_release(struct al_vstream *s)
 			s->dn = s->dlen = 0;
 			break;
 		}
-		/* a new wait, from line i (stream_defer set its defer_d and line) */
-		size_t at = (size_t)(s->doff[i] - s->doff[0]);
-		s->defer_now = false;
+		/* a new wait, from line i or after it (its defer_d and line are set) */
+		uint64_t base = s->doff[0];
+		size_t from = wait_start(s) ? i : i + 1;
+		size_t at = from < s->dn ? (size_t)(s->doff[from] - base) : s->dlen;
 		memmove(s->dbuf, s->dbuf + at, s->dlen - at);
 		s->dlen -= at;
-		memmove(s->doff, s->doff + i, (s->dn - i) * sizeof(*s->doff));
-		s->dn -= i;
-		s->deferring = true;
-		bool found = false;
-		for (size_t j = 1; j < s->dn && !found; j++) {
+		memmove(s->doff, s->doff + from, (s->dn - from) * sizeof(*s->doff));
+		s->dn -= from;
+		bool over = false;
+		for (size_t j = s->holding ? 0 : 1; j < s->dn && !over; j++) {
 			const uint8_t *line = dline(s, j, &len);
-			found = defer_try(s, line, len, s->doff[j]);
+			over = defer_try(s, line, len, s->doff[j]) || (s->holding && hold_ends(s, line, len));
 		}
-		if (!found && s->dlen <= STREAM_DEFER)
+		if (!over && !defer_full(s))
 			return 0; /* it waits for what comes next */
-		if (!found)
+		if (!over)
 			s->no_bridge_d = s->defer_d;
 	}
 	return 0;
 }
 
-/* A line that waits: the repair? Or has the wait lasted long enough? */
+/* A line that waits: the repair? The end of a hold? Or has the wait lasted
+ * long enough? */
 static int defer_line(struct al_vstream *s, const uint8_t *line, size_t len, uint64_t off)
 {
 	int r = defer_add(s, line, len, off);
 
 	if (r < 0)
 		return r;
-	if (defer_try(s, line, len, off))
+	if (defer_try(s, line, len, off) || (s->holding && hold_ends(s, line, len)))
 		return defer_release(s);
-	if (s->dlen > STREAM_DEFER) {
+	if (defer_full(s)) {
 		s->no_bridge_d = s->defer_d;
 		return defer_release(s);
 	}
@@ -3280,10 +3370,8 @@ static int stream_line(struct al_vstream *s, const uint8_t *line, size_t len, bo
 			return r;
 	}
 	r = stream_check(s, line, len, piece, lineno, off);
-	if (r < 0 || !s->defer_now)
+	if (r < 0 || !wait_start(s))
 		return r;
-	s->defer_now = false;
-	s->deferring = true;
 	return defer_add(s, line, len, off);
 }
 
