@@ -150,6 +150,20 @@ def emit_check(name, d, files, rec, opts, label):
           "exit %d)" % (name, label, want.count(b"\n"), out.count(b"\n"), rc))
 
 
+def tail_notice(d, PK, VK):
+    """the log closed cleanly after the crash: its one unsigned record is the
+    close seal, and the notice says so (docs/format.md 23)"""
+    for opts, says in ((PK, "covered by its MAC, which only a verification key checks (--verify-key)"),
+                       (VK + PK, "its MAC verified with the verification key")):
+        rc, out, err = verify(["--json"] + opts + [d])
+        tails = [f for f in json.loads(out)["findings"] if f["class"] == "unsigned-tail"]
+        want = "1 record after the chain's last checkpoint: the close seal (seq %d), not covered by a " \
+               "signature; %s" % (tails[0]["seq"] if tails else -1, says)
+        check(rc == 0 and len(tails) == 1 and tails[0]["message"] == want,
+              "unsigned-tail %s: names the close seal (%s)" % (" ".join(o for o in opts if o.startswith("--")),
+                                                            tails[0]["message"] if tails else "none"))
+
+
 def lines_at(data):
     off = 0
     for ln in data.splitlines(keepends=True):
@@ -187,6 +201,8 @@ def main():
                 compare(name, d, files, opts, label)
             for opts, label in (([], ""), (VK, "--verify-key")):
                 emit_check(name, d, files, rec, opts, label)
+            if name == "torn":
+                tail_notice(d, PK, VK)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if FAILED:

@@ -341,6 +341,7 @@ struct v2w {
 	char us_ts[AL_TS_LEN];
 	uint64_t since_ckpt, ut_line, ut_off, ut_seq;
 	const char *ut_file;
+	bool ut_close, ut_mac; /* the first of them is a close seal with no finding; its MAC verified */
 	/* --emit with keys: the verified lines waiting for their proofs */
 	uint8_t *pend;
 	size_t plen, pcap, sealed_to, signed_to, pend_before;
@@ -356,6 +357,7 @@ struct v2w {
 		struct al_tailrec t;
 		uint64_t records, events, res_records, since_ckpt, ut_line, ut_off, ut_seq;
 		const char *ut_file;
+		bool ut_close, ut_mac;
 		bool tree_ok;
 		struct al_merkle_range range; /* only range.n hashes copied */
 	} snap;
@@ -886,6 +888,7 @@ static void v2_seal(struct walk *w, const struct al_parsed *p, const struct al_v
 			} else {
 				const struct al_vkey *vk = &c->o->vkeys[k];
 				c->res->seals_checked++;
+				v->ut_mac = v->ut_close && v->ut_seq == seq;
 				/* clock: the records this seal covers against its epoch's window */
 				uint64_t lo = vk->p.t0 + (uint64_t)epoch * vk->p.delta, hi = lo + 2 * vk->p.delta;
 				lo = lo >= vk->p.delta ? lo - vk->p.delta : 0;
@@ -924,6 +927,8 @@ static void v2_seal(struct walk *w, const struct al_parsed *p, const struct al_v
 				    : "epochs without a seal while the log was open");
 		}
 	}
+	if (bad && v->ut_seq == seq)
+		v->ut_close = false; /* (its finding says what it is) */
 	if (bad)
 		pend_drop(w);
 	else if (c->o->n_vkeys)
@@ -973,10 +978,13 @@ static void v2_record(struct walk *w, const struct al_parsed *p, const uint8_t h
 		w->ch->checkpoints++;
 		v->since_ckpt = 0;
 	} else if (!v->since_ckpt++) {
+		const struct al_v2_member *kind = type == AL_T_SEAL ? member(m, n, AL_TAG_KIND) : NULL;
 		v->ut_file = w->f->path;
 		v->ut_line = lineno;
 		v->ut_off = off;
 		v->ut_seq = seq;
+		v->ut_close = clean && kind && kind->n == 5 && memcmp(kind->p, "close", 5) == 0;
+		v->ut_mac = false;
 	}
 	if (type == AL_T_SEAL) {
 		v2_seal(w, p, m, n, seq, lineno, off, clean);
@@ -1012,10 +1020,18 @@ static void v2_end(struct walk *w)
 		       "%" PRIu64 " complete record(s) after the chain's last seal (seq %" PRIu64 "..%" PRIu64
 		       "): never sealed (a crash's unacknowledged lines, or lines appended)", v->since_seal,
 		       v->us_seq, v->us_seq + v->since_seal - 1);
-	if (v->any && c->o->n_pubkeys && v->since_ckpt) {
+	if (v->any && c->o->n_pubkeys && v->since_ckpt == 1 && v->ut_close)
+		/* a clean close: the close seal follows the last checkpoint
+		 * (docs/format.md 19.2); it is unsigned, counted as such */
+		report(c, AL_V_UNSIGNED_TAIL, v->ut_file, v->ut_line, v->ut_off, true, v->ut_seq,
+		       "1 record after the chain's last checkpoint: the close seal (seq %" PRIu64 "), not covered "
+		       "by a signature; %s", v->ut_seq, v->ut_mac ? "its MAC verified with the verification key" :
+		       "covered by its MAC, which only a verification key checks (--verify-key)");
+	else if (v->any && c->o->n_pubkeys && v->since_ckpt)
 		report(c, AL_V_UNSIGNED_TAIL, v->ut_file, v->ut_line, v->ut_off, true, v->ut_seq,
 		       "%" PRIu64 " record(s) after the chain's last checkpoint (seq %" PRIu64 " on): not covered "
 		       "by a signature", v->since_ckpt, v->ut_seq);
+	if (v->any && c->o->n_pubkeys && v->since_ckpt) {
 		c->res->unsigned_tail += v->since_ckpt;
 		w->ch->unsigned_tail += v->since_ckpt;
 	}
@@ -1078,6 +1094,8 @@ static void v2_snapshot(struct walk *w, const struct al_parsed *p, const uint8_t
 	v->snap.ut_line = v->ut_line;
 	v->snap.ut_off = v->ut_off;
 	v->snap.ut_seq = v->ut_seq;
+	v->snap.ut_close = v->ut_close;
+	v->snap.ut_mac = v->ut_mac;
 	v->snap.tree_ok = v->tree_ok;
 	if (v->tree_ok) {
 		v->snap.range.size = v->range.size;
@@ -1142,6 +1160,8 @@ static void v2_restore(struct walk *w)
 	v->ut_line = v->snap.ut_line;
 	v->ut_off = v->snap.ut_off;
 	v->ut_seq = v->snap.ut_seq;
+	v->ut_close = v->snap.ut_close;
+	v->ut_mac = v->snap.ut_mac;
 	v->tree_ok = v->snap.tree_ok;
 	if (v->tree_ok) {
 		v->range.size = v->snap.range.size;
