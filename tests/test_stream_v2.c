@@ -11,6 +11,7 @@
  *  - the `unsigned-tail` notice of a cleanly closed log names its close seal.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,24 +51,42 @@ static uint64_t integrity(const struct seen *s)
 	return n;
 }
 
-/* A v2 log of n events in as few batches as the writer makes: each
- * coalesced up to max_batch bytes. */
-static void write_v2(const char *path, unsigned n, size_t max_batch)
+/* A v2 log of n events. big: the writer's first write is held (an I/O
+ * hook) until all n are queued, so they go out in batches of max_batch
+ * bytes (the worker takes what is queued, up to that). */
+static atomic_bool held;
+
+static int hold_write(void *ctx, int fd, uint64_t off, size_t *len)
+{
+	(void)ctx;
+	(void)fd;
+	(void)off;
+	(void)len;
+	while (atomic_load(&held))
+		usleep(1000);
+	return 0;
+}
+
+static void write_v2(const char *path, unsigned n, size_t max_batch, bool big)
 {
 	struct auditlog_config *cfg = tu_config(path);
+	struct al_io_hooks h = {.before_write = hold_write};
 	struct auditlog *log;
 
 	tu_v2_config_shared(cfg);
 	assert_int_equal(auditlog_config_set_max_batch_bytes(cfg, max_batch), 0);
-	assert_int_equal(auditlog_config_set_queue_capacity(cfg, 1u << 16), 0);
-	assert_int_equal(auditlog_config_set_async_coalesce_us(cfg, AUDITLOG_ASYNC_COALESCE_MAX_US), 0);
+	assert_int_equal(auditlog_config_set_queue_capacity(cfg, 1u << 17), 0);
+	assert_int_equal(auditlog_config_set_backend(cfg, AUDITLOG_BACKEND_PWRITE), 0);
 	assert_int_equal(auditlog_config_set_checkpoint_interval(cfg, 1u << 20, 0), 0);
+	assert_int_equal(auditlog__config_set_io_hooks(cfg, &h), 0);
 	assert_int_equal(auditlog_open(cfg, &log), 0);
 	auditlog_config_free(cfg);
+	atomic_store(&held, big);
 	for (unsigned i = 0; i < n; i++) {
 		struct auditlog_event ev = tu_event("C_Sign", i);
 		assert_int_equal(auditlog_record(log, &ev), 0);
 	}
+	atomic_store(&held, false);
 	assert_int_equal(auditlog_flush(log), 0);
 	assert_int_equal(auditlog_close(log), 0);
 }
@@ -126,7 +145,7 @@ static void test_emit_waits_for_the_seal(void **state)
 	uint64_t *off;
 	bool *seal;
 
-	write_v2(path, 300, 16u << 10);
+	write_v2(path, 300, 16u << 10, false);
 	uint8_t *buf = tu_read_file(path, &len);
 	size_t n = index_lines(buf, len, &off, &seal);
 	/* the last batch seal with at least two records before it */
@@ -178,7 +197,7 @@ static void test_batch_beyond_the_bound(void **state)
 	uint64_t *off;
 	bool *seal;
 
-	write_v2(path, 40000, 16u << 20);
+	write_v2(path, 40000, 16u << 20, true);
 	uint8_t *buf = tu_read_file(path, &len);
 	size_t n = index_lines(buf, len, &off, &seal);
 	/* the longest batch: from a seal to the next */
@@ -218,7 +237,7 @@ static void test_batch_beyond_the_bound(void **state)
 		t++;
 	assert_true(t < b);
 	assert_int_equal(truncate(path, (off_t)(off[t] + (off[t + 1] - off[t]) / 2)), 0);
-	write_v2(path, 10, 16u << 20); /* the writer repairs it (bound: 2 x 16 MiB + 8 KiB) */
+	write_v2(path, 10, 16u << 20, false); /* the writer repairs it (bound: 2 x 16 MiB + 8 KiB) */
 	free(buf);
 	buf = tu_read_file(path, &len);
 

@@ -12,6 +12,7 @@
  * inserted, or swapped with it). docs/format.md section 11 has the table.
  */
 #define OPENSSL_SUPPRESS_DEPRECATED 1 /* SHA256_Init/Update/Final: see chain.c */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -3031,7 +3032,7 @@ struct al_vstream {
 	bool defer_now;       /* find_bridge asked: this line starts the wait */
 	bool hold_now;        /* a seal or header was accepted: a hold starts after it */
 	bool deferring, holding, replaying;
-	bool hold_damaged;    /* a line of the hold did not parse */
+	bool hold_damaged;    /* a line of the hold is not whole (looks_whole) */
 	uint64_t defer_d, defer_line0, no_bridge_d;
 	uint64_t hold_d, hold_line; /* where the hold starts: the next line */
 	uint8_t *dbuf;        /* the waiting lines' bytes, '\n' included */
@@ -3202,22 +3203,24 @@ static void stream_hold(struct al_vstream *s, uint64_t d, uint64_t lineno)
 	s->hold_line = lineno;
 }
 
-/* A held line: does it end the hold? A seal or a header ends it (a new hold
- * starts after it), unless a line held before it did not parse: then the
- * hold is crash damage, or other damage, and waits on for the recovery
- * record (as the file walk's look-ahead does from the seal). */
-static bool hold_ends(struct al_vstream *s, const uint8_t *line, size_t len)
+/* Might this line be a whole record, as far as a crash can tell? What a
+ * crash leaves is not: a torn line (it lacks the end of its `hash` member:
+ * those quotes are escaped in any string), NUL bytes, or a line run into the
+ * start of the next one (a lost '\n'). Cheaper than parsing: this runs on
+ * every line a stream holds. */
+static bool looks_whole(const uint8_t *line, size_t len)
 {
-	struct al_parsed p;
-	size_t eoff;
+	static const char start[] = "{\"@timestamp\":\"", hash[] = ",\"hash\":\"";
+	const size_t sl = sizeof(start) - 1, hl = sizeof(hash) - 1;
 
-	if (s->hold_damaged)
+	if (len + 1 > AL_LINE_MAX || len < sl + hl + AL_HASH_LEN * 2 + 2 || memcmp(line, start, sl) != 0 ||
+	    memcmp(line + len - 2, "\"}", 2) != 0 || memcmp(line + len - 2 - AL_HASH_LEN * 2 - hl, hash, hl) != 0 ||
+	    memchr(line, 0, len))
 		return false;
-	if (len + 1 > AL_LINE_MAX || al_parse(line, len, s->c.line2, &p, &eoff) != AL_PERR_OK) {
-		s->hold_damaged = true;
-		return false;
-	}
-	return p.rec.type == AL_T_SEAL || p.rec.type == AL_T_HEADER;
+	for (const uint8_t *q = line + 1, *end = line + len; (q = memchr(q, '{', (size_t)(end - q))); q++)
+		if ((size_t)(end - q) >= sl && memcmp(q, start, sl) == 0)
+			return false;
+	return true;
 }
 
 /* Has the wait reached its bound (its bytes and their index)? */
@@ -3226,12 +3229,19 @@ static bool defer_full(const struct al_vstream *s)
 	return s->dlen + s->dn * sizeof(*s->doff) > STREAM_DEFER;
 }
 
+/* A line joins the wait. A wait is released once it passes STREAM_DEFER
+ * (defer_full), and a waiting line is shorter than WALK_BUF, so the buffers
+ * grow to at most STREAM_DEFER + WALK_BUF bytes and STREAM_DEFER / 8 + 1
+ * offsets. */
 static int defer_add(struct al_vstream *s, const uint8_t *line, size_t len, uint64_t off)
 {
+	const size_t max_buf = STREAM_DEFER + WALK_BUF + 1, max_n = STREAM_DEFER / sizeof(*s->doff) + 1;
+
+	assert(s->dlen + len + 1 <= max_buf && s->dn < max_n);
 	if (s->dlen + len + 1 > s->dcap) {
 		size_t cap = s->dcap ? s->dcap : 65536;
 		while (cap < s->dlen + len + 1)
-			cap *= 2;
+			cap = cap * 2 < max_buf ? cap * 2 : max_buf;
 		uint8_t *p = realloc(s->dbuf, cap);
 		if (!p)
 			return -ENOMEM;
@@ -3239,7 +3249,7 @@ static int defer_add(struct al_vstream *s, const uint8_t *line, size_t len, uint
 		s->dcap = cap;
 	}
 	if (s->dn == s->dncap) {
-		size_t cap = s->dncap ? s->dncap * 2 : 256;
+		size_t cap = s->dncap ? (s->dncap * 2 < max_n ? s->dncap * 2 : max_n) : 256;
 		uint64_t *p = realloc(s->doff, cap * sizeof(*p));
 		if (!p)
 			return -ENOMEM;
@@ -3285,6 +3295,32 @@ static bool defer_try(struct al_vstream *s, const uint8_t *line, size_t len, uin
 	w->bridge_line = s->defer_line0;
 	w->bridge_len = p.rec.f[AL_F_DAMAGE_LENGTH].u;
 	return true;
+}
+
+/* Does this waiting line end the wait: the recovery record that repairs the
+ * damage (defer_try), or, in a hold, a seal or a header after lines that all
+ * look whole (a new hold starts after it)? After a line that is not whole a
+ * hold is crash damage (NULs, then a later batch's complete lines and their
+ * seal), or other damage: it waits on for the recovery record, as the file
+ * walk looks ahead from the seal. One look at the line's type (the fourth
+ * member: within its first 96 bytes). */
+static bool wait_over(struct al_vstream *s, const uint8_t *line, size_t len, uint64_t off)
+{
+	static const char type[] = ",\"type\":\"";
+	const size_t tl = sizeof(type) - 1;
+	const uint8_t *t = memmem(line, len < 96 ? len : 96, type, tl);
+	size_t rest = t ? len - (size_t)(t + tl - line) : 0;
+
+	if (t && rest > 9 && memcmp(t + tl, "recovery\"", 9) == 0)
+		return defer_try(s, line, len, off);
+	if (!s->holding || s->hold_damaged)
+		return false;
+	if (!looks_whole(line, len)) {
+		s->hold_damaged = true;
+		return false;
+	}
+	return t && ((rest > 5 && memcmp(t + tl, "seal\"", 5) == 0) ||
+		     (rest > 7 && memcmp(t + tl, "header\"", 7) == 0));
 }
 
 /* Waiting line i: its bytes and length (without its '\n'). */
@@ -3347,7 +3383,7 @@ static int defer_release(struct al_vstream *s)
 		bool over = false;
 		for (size_t j = s->holding ? 0 : 1; j < s->dn && !over; j++) {
 			const uint8_t *line = dline(s, j, &len);
-			over = defer_try(s, line, len, s->doff[j]) || (s->holding && hold_ends(s, line, len));
+			over = wait_over(s, line, len, s->doff[j]);
 		}
 		if (!over && !defer_full(s))
 			return 0; /* it waits for what comes next */
@@ -3365,7 +3401,7 @@ static int defer_line(struct al_vstream *s, const uint8_t *line, size_t len, uin
 
 	if (r < 0)
 		return r;
-	if (defer_try(s, line, len, off) || (s->holding && hold_ends(s, line, len)))
+	if (wait_over(s, line, len, off))
 		return defer_release(s);
 	if (defer_full(s)) {
 		s->no_bridge_d = s->defer_d;
