@@ -3025,8 +3025,8 @@ struct al_vstream {
 	 * - in v2, from right after each seal (or header) the walk accepts (a
 	 *   hold: docs/format.md 19.5, the complete lines after the last seal
 	 *   are part of a crash's damage), also until the next seal or header
-	 *   line comes;
-	 * or until STREAM_DEFER bytes wait, or the stream ends. Then they are
+	 *   line comes after lines that all look whole (wait_over);
+	 * or until STREAM_DEFER bytes wait (defer_full), or the stream ends. Then they are
 	 * checked: as the damage the record repairs (w->bridge), or one by one
 	 * as they would have been at once. */
 	bool defer_now;       /* find_bridge asked: this line starts the wait */
