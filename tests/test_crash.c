@@ -615,11 +615,29 @@ static bool torn_header_aside(const char *path, const char *active)
 	return r;
 }
 
+/* One finding as a stream must repeat it (the message aside). */
+struct fone {
+	enum al_vclass cls;
+	uint64_t line, offset, seq;
+	bool has_seq;
+};
+
 struct findings {
 	uint64_t cls[AL_V__MAX];
 	uint64_t torn_aside; /* `recovered` at a torn first header renamed aside */
 	const char *active;
+	unsigned n; /* the active file's findings, in order (the first 16) */
+	struct fone f[16];
 };
+
+static void keep_finding(struct findings *g, const struct al_finding *f)
+{
+	if (strcmp(f->file, g->active) != 0)
+		return;
+	if (g->n < 16)
+		g->f[g->n] = (struct fone){f->cls, f->line, f->offset, f->has_seq ? f->seq : 0, f->has_seq};
+	g->n++;
+}
 
 static void on_finding(void *ctx, const struct al_finding *f)
 {
@@ -631,6 +649,7 @@ static void on_finding(void *ctx, const struct al_finding *f)
 		return;
 	}
 	g->cls[f->cls]++;
+	keep_finding(g, f);
 	if (f->cls != AL_V_RECOVERED) {
 		char seq[32] = "";
 		if (f->has_seq)
@@ -643,7 +662,7 @@ static void on_finding(void *ctx, const struct al_finding *f)
 /* The verifier engine over every file of dir. Returns the number of findings
  * other than `recovered` (each printed); a torn first header renamed aside
  * is counted apart (g->torn_aside). */
-static uint64_t verify_dir(const char *dir, struct findings *g)
+static uint64_t verify_dir(const char *dir, struct findings *g, uint64_t *ret_records)
 {
 	char **paths = NULL;
 	unsigned n = 0, cap = 0;
@@ -656,11 +675,80 @@ static uint64_t verify_dir(const char *dir, struct findings *g)
 	for (unsigned k = 0; k < AL_V__MAX; k++)
 		if (k != AL_V_RECOVERED)
 			bad += g->cls[k];
+	*ret_records = res.records;
 	al_vresult_free(&res);
 	for (unsigned i = 0; i < n; i++)
 		free(paths[i]);
 	free(paths);
 	return bad;
+}
+
+/* A stream (al_vstream_*: what `auditlog-verify -` and a SIEM's central copy
+ * are verified with) fed the active file in pieces of `piece` bytes (0: all
+ * at once) must say what the file walk said of it: the same findings (class,
+ * line, offset, seq) and records, and pass on (--emit) every record it
+ * counts and nothing else: no line of crash damage. */
+struct stream_seen {
+	struct findings g;
+	uint64_t emitted;
+};
+
+static void on_emit(void *ctx, const uint8_t *line, size_t len)
+{
+	(void)line;
+	(void)len;
+	((struct stream_seen *)ctx)->emitted++;
+}
+
+static void on_stream_finding(void *ctx, const struct al_finding *f)
+{
+	on_finding(&((struct stream_seen *)ctx)->g, f);
+}
+
+static bool stream_like_file(const char *path, const struct findings *fg, uint64_t records, size_t piece)
+{
+	struct stream_seen ss = {.g = {.active = path}};
+	struct al_vopts o = {.on_finding = on_stream_finding, .on_record = on_emit, .ctx = &ss};
+	struct al_vresult res;
+	struct al_vstream *st;
+	size_t len;
+	uint8_t *buf = tu_read_file(path, &len);
+	bool ok = true;
+
+	assert_non_null(buf);
+	assert_int_equal(al_vstream_new(path, &o, &res, &st), 0);
+	for (size_t k = 0, take; k < len; k += take) {
+		take = piece && len - k > piece ? piece : len - k;
+		assert_int_equal(al_vstream_feed(st, buf + k, take), 0);
+	}
+	assert_int_equal(al_vstream_end(st), 0);
+	uint64_t srecords = res.records;
+	al_vresult_free(&res);
+	free(buf);
+	if (ss.g.n != fg->n || srecords != records)
+		ok = false;
+	for (unsigned i = 0; ok && i < fg->n && i < 16; i++)
+		ok = ss.g.f[i].cls == fg->f[i].cls && ss.g.f[i].line == fg->f[i].line &&
+		     ss.g.f[i].offset == fg->f[i].offset && ss.g.f[i].has_seq == fg->f[i].has_seq &&
+		     ss.g.f[i].seq == fg->f[i].seq;
+	if (ok && ss.emitted != srecords) {
+		print_error("%s as a stream (pieces of %zu): %llu lines passed on, %llu records\n", path, piece,
+			    (unsigned long long)ss.emitted, (unsigned long long)srecords);
+		return false;
+	}
+	if (!ok) {
+		print_error("%s as a stream (pieces of %zu): %u finding(s), %llu records; the file: %u, %llu\n", path,
+			    piece, ss.g.n, (unsigned long long)srecords, fg->n, (unsigned long long)records);
+		for (unsigned i = 0; i < fg->n && i < 16; i++)
+			print_error("  file:   %s line %llu offset %llu seq %llu\n", al_vclass_name(fg->f[i].cls),
+				    (unsigned long long)fg->f[i].line, (unsigned long long)fg->f[i].offset,
+				    (unsigned long long)fg->f[i].seq);
+		for (unsigned i = 0; i < ss.g.n && i < 16; i++)
+			print_error("  stream: %s line %llu offset %llu seq %llu\n", al_vclass_name(ss.g.f[i].cls),
+				    (unsigned long long)ss.g.f[i].line, (unsigned long long)ss.g.f[i].offset,
+				    (unsigned long long)ss.g.f[i].seq);
+	}
+	return ok;
 }
 
 struct checked {
@@ -707,10 +795,17 @@ static long check_acked(const char *dir, const char *path, uint64_t nack,
 	tu_ids_free(&f);
 
 	struct findings g = {.active = path};
-	if (verify_dir(dir, &g) != 0) {
+	uint64_t records;
+	if (verify_dir(dir, &g, &records) != 0) {
 		print_error("the verifier engine has findings other than `recovered` in %s\n", dir);
 		return -1;
 	}
+	/* a torn first header renamed aside starts a new chain: the active file
+	 * is then that chain's only file, and a stream of it holds all of it */
+	static const size_t pieces[] = {1, 7, 0};
+	for (unsigned i = 0; i < 3; i++)
+		if (!stream_like_file(path, &g, records, pieces[i]))
+			return -1;
 	if (g.cls[AL_V_RECOVERED] != w.recoveries) {
 		print_error("the verifier reports %llu recovered, the file holds %llu recovery records\n",
 			    (unsigned long long)g.cls[AL_V_RECOVERED], (unsigned long long)w.recoveries);

@@ -12,6 +12,7 @@
  * inserted, or swapped with it). docs/format.md section 11 has the table.
  */
 #define OPENSSL_SUPPRESS_DEPRECATED 1 /* SHA256_Init/Update/Final: see chain.c */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -342,6 +343,7 @@ struct v2w {
 	char us_ts[AL_TS_LEN];
 	uint64_t since_ckpt, ut_line, ut_off, ut_seq;
 	const char *ut_file;
+	bool ut_close, ut_mac; /* the first of them is a close seal with no finding; its MAC verified */
 	/* --emit with keys: the verified lines waiting for their proofs */
 	uint8_t *pend;
 	size_t plen, pcap, sealed_to, signed_to, pend_before;
@@ -357,6 +359,7 @@ struct v2w {
 		struct al_tailrec t;
 		uint64_t records, events, res_records, since_ckpt, ut_line, ut_off, ut_seq;
 		const char *ut_file;
+		bool ut_close, ut_mac;
 		bool tree_ok;
 		struct al_merkle_range range; /* only range.n hashes copied */
 	} snap;
@@ -895,6 +898,7 @@ static void v2_seal(struct walk *w, const struct al_parsed *p, const struct al_v
 			} else {
 				const struct al_vkey *vk = &c->o->vkeys[k];
 				c->res->seals_checked++;
+				v->ut_mac = v->ut_close && v->ut_seq == seq;
 				/* clock: the records this seal covers against its epoch's window */
 				uint64_t lo = vk->p.t0 + (uint64_t)epoch * vk->p.delta, hi = lo + 2 * vk->p.delta;
 				lo = lo >= vk->p.delta ? lo - vk->p.delta : 0;
@@ -992,6 +996,8 @@ static void v2_seal(struct walk *w, const struct al_parsed *p, const struct al_v
 				    : "epochs without a seal while the log was open");
 		}
 	}
+	if (bad && v->ut_seq == seq)
+		v->ut_close = false; /* (its finding says what it is) */
 	if (bad)
 		pend_drop(w);
 	else if (c->o->n_vkeys)
@@ -1045,10 +1051,13 @@ static void v2_record(struct walk *w, const struct al_parsed *p, const uint8_t h
 		w->ch->checkpoints++;
 		v->since_ckpt = 0;
 	} else if (!v->since_ckpt++) {
+		const struct al_v2_member *kind = type == AL_T_SEAL ? member(m, n, AL_TAG_KIND) : NULL;
 		v->ut_file = w->f->path;
 		v->ut_line = lineno;
 		v->ut_off = off;
 		v->ut_seq = seq;
+		v->ut_close = clean && kind && kind->n == 5 && memcmp(kind->p, "close", 5) == 0;
+		v->ut_mac = false;
 	}
 	if (type == AL_T_SEAL) {
 		v2_seal(w, p, m, n, seq, lineno, off, clean);
@@ -1084,10 +1093,18 @@ static void v2_end(struct walk *w)
 		       "%" PRIu64 " complete record(s) after the chain's last seal (seq %" PRIu64 "..%" PRIu64
 		       "): never sealed (a crash's unacknowledged lines, or lines appended)", v->since_seal,
 		       v->us_seq, v->us_seq + v->since_seal - 1);
-	if (v->any && c->o->n_pubkeys && v->since_ckpt) {
+	if (v->any && c->o->n_pubkeys && v->since_ckpt == 1 && v->ut_close)
+		/* a clean close: the close seal follows the last checkpoint
+		 * (docs/format.md 19.2); it is unsigned, counted as such */
+		report(c, AL_V_UNSIGNED_TAIL, v->ut_file, v->ut_line, v->ut_off, true, v->ut_seq,
+		       "1 record after the chain's last checkpoint: the close seal (seq %" PRIu64 "), not covered "
+		       "by a signature; %s", v->ut_seq, v->ut_mac ? "its MAC verified with the verification key" :
+		       "covered by its MAC, which only a verification key checks (--verify-key)");
+	else if (v->any && c->o->n_pubkeys && v->since_ckpt)
 		report(c, AL_V_UNSIGNED_TAIL, v->ut_file, v->ut_line, v->ut_off, true, v->ut_seq,
 		       "%" PRIu64 " record(s) after the chain's last checkpoint (seq %" PRIu64 " on): not covered "
 		       "by a signature", v->since_ckpt, v->ut_seq);
+	if (v->any && c->o->n_pubkeys && v->since_ckpt) {
 		c->res->unsigned_tail += v->since_ckpt;
 		w->ch->unsigned_tail += v->since_ckpt;
 	}
@@ -1107,15 +1124,32 @@ static unsigned min_version_of(const struct vctx *c, const struct al_parsed *p, 
 	return *by_key ? AL_V2 : c->o->min_version;
 }
 
-/* After a seal the walk accepted: where a v2 crash's damage may start. */
+/* May crash damage start here, after the record the chain is at, for
+ * find_bridge (and a stream's hold)? Not while a finding is still being
+ * settled, nor before --from's record. */
+static bool bridge_may(const struct walk *w)
+{
+	return w->have_next && w->next && !w->x.on && !w->damage && !w->moved && !w->bridge &&
+	       !(w->c->o->has_from && !w->c->past_from);
+}
+
+static void stream_hold(struct al_vstream *s, uint64_t d, uint64_t lineno);
+
+/* After a seal the walk accepted: where a v2 crash's damage may start. A
+ * stream instead holds the lines after the seal (stream_hold). */
 static void v2_snapshot(struct walk *w, const struct al_parsed *p, const uint8_t h[AL_HASH_LEN],
 			uint64_t end, uint64_t lineno)
 {
 	struct v2w *v = &w->v2;
 
 	v->pend_since_seal = 0;
-	if (w->c->stream) /* (a stream cannot read the damaged bytes back) */
+	if (w->c->stream) {
+		/* a stream cannot read back what it accepted: it holds the lines
+		 * after this one unchecked until it knows what they are */
+		if (bridge_may(w))
+			stream_hold(w->c->stream, end, lineno + 1);
 		return;
+	}
 	v->snap.on = true;
 	v->snap.f = w->f;
 	v->snap.end = end;
@@ -1133,6 +1167,8 @@ static void v2_snapshot(struct walk *w, const struct al_parsed *p, const uint8_t
 	v->snap.ut_line = v->ut_line;
 	v->snap.ut_off = v->ut_off;
 	v->snap.ut_seq = v->ut_seq;
+	v->snap.ut_close = v->ut_close;
+	v->snap.ut_mac = v->ut_mac;
 	v->snap.tree_ok = v->tree_ok;
 	if (v->tree_ok) {
 		v->snap.range.size = v->range.size;
@@ -1197,6 +1233,8 @@ static void v2_restore(struct walk *w)
 	v->ut_line = v->snap.ut_line;
 	v->ut_off = v->snap.ut_off;
 	v->ut_seq = v->snap.ut_seq;
+	v->ut_close = v->snap.ut_close;
+	v->ut_mac = v->snap.ut_mac;
 	v->tree_ok = v->snap.tree_ok;
 	if (v->tree_ok) {
 		v->range.size = v->snap.range.size;
@@ -1640,7 +1678,8 @@ static bool bridge_check(struct walk *w, uint64_t at, uint64_t d, const struct a
  * that verified: is it crash damage that a recovery record further on
  * repairs? The writer repairs at most AL_RECOVERY_MAX bytes, so that is how
  * far the file is searched (once: the recovery records met on the way are
- * kept for the next damage). Files only: a stream cannot look ahead. */
+ * kept for the next damage). A stream cannot look ahead: the line starts a
+ * wait there (stream_defer). */
 static bool stream_defer(struct al_vstream *s, uint64_t lineno, uint64_t d);
 
 static bool find_bridge(struct walk *w, uint64_t lineno, uint64_t d, bool unparsed)
@@ -1648,12 +1687,16 @@ static bool find_bridge(struct walk *w, uint64_t lineno, uint64_t d, bool unpars
 	struct vfile *f = w->f;
 	uint64_t end, found = 0, dl = 0;
 
-	if (!w->have_next || !w->next || w->x.on || w->damage || w->moved || w->bridge ||
-	    (w->c->o->has_from && !w->c->past_from))
+	if (!bridge_may(w))
 		return false;
-	if (w->c->stream) /* (honest crash damage starts with an unparseable line: NULs run
-			   * into the next line) */
-		return unparsed && stream_defer(w->c->stream, lineno, d);
+	/* A stream: honest crash damage starts with an unparseable line (NULs
+	 * run into the next line), and in v2 right after a seal or a header; a
+	 * stream holds the lines after those until it knows what they are
+	 * (stream_hold), so damage after any other v2 record cannot be
+	 * repaired and is not waited for. */
+	if (w->c->stream)
+		return unparsed && al_recovery_may_follow((uint8_t)w->last_version, w->last_type) &&
+		       stream_defer(w->c->stream, lineno, d);
 	if (f->fd < 0)
 		return false;
 	/* v2: honest damage starts right after the last seal, and the complete
@@ -3091,19 +3134,32 @@ struct al_vstream {
 	uint8_t *part;        /* a line not complete yet (part_cap + 1: room for its '\n') */
 	size_t plen, part_cap; /* its bytes (at most WALK_BUF); grown as lines need */
 	/* Crash damage: a stream cannot look ahead for the recovery record that
-	 * repairs it (find_bridge), so from an unparseable line right after a
-	 * verified record its lines wait here (the stream's bytes from d on)
-	 * until that record comes, STREAM_DEFER bytes pass, or the stream ends;
-	 * then they are checked, as damage it repairs or one by one. */
+	 * repairs it (find_bridge), nor read back the lines it accepted, so its
+	 * lines wait here (the stream's bytes from defer_d on), unchecked:
+	 * - from an unparseable line right after a verified record (the wait
+	 *   find_bridge asks for), until that record comes;
+	 * - in v2, from right after each seal (or header) the walk accepts (a
+	 *   hold: docs/format.md 19.5, the complete lines after the last seal
+	 *   are part of a crash's damage), also until the next seal or header
+	 *   line comes after lines that all look whole (wait_over);
+	 * or until STREAM_DEFER bytes wait (defer_full), or the stream ends. Then they are
+	 * checked: as the damage the record repairs (w->bridge), or one by one
+	 * as they would have been at once. */
 	bool defer_now;       /* find_bridge asked: this line starts the wait */
-	bool deferring, replaying;
+	bool hold_now;        /* a seal or header was accepted: a hold starts after it */
+	bool deferring, holding, replaying;
+	bool hold_damaged;    /* a line of the hold is not whole (looks_whole) */
 	uint64_t defer_d, defer_line0, no_bridge_d;
+	uint64_t hold_d, hold_line; /* where the hold starts: the next line */
 	uint8_t *dbuf;        /* the waiting lines' bytes, '\n' included */
 	size_t dlen, dcap;
 	uint64_t *doff;       /* each one's stream offset */
 	size_t dn, dncap;
 };
 
+/* The most a wait holds: its bytes and their index (beyond it the lines are
+ * checked one by one, and damage a recovery record names is not told from
+ * other findings: docs/auditlog-verify.md "Streams"). */
 #define STREAM_DEFER (8u << 20)
 
 void al_vstream_free(struct al_vstream *s)
@@ -3254,12 +3310,54 @@ static bool stream_defer(struct al_vstream *s, uint64_t lineno, uint64_t d)
 	return true;
 }
 
+/* v2_snapshot, in a stream: a seal or a header was accepted; the lines from
+ * d (line lineno) on are held. */
+static void stream_hold(struct al_vstream *s, uint64_t d, uint64_t lineno)
+{
+	s->hold_now = true;
+	s->hold_d = d;
+	s->hold_line = lineno;
+}
+
+/* Might this line be a whole record, as far as a crash can tell? What a
+ * crash leaves is not: a torn line (it lacks the end of its `hash` member:
+ * those quotes are escaped in any string), NUL bytes, or a line run into the
+ * start of the next one (a lost '\n'). Cheaper than parsing: this runs on
+ * every line a stream holds. */
+static bool looks_whole(const uint8_t *line, size_t len)
+{
+	static const char start[] = "{\"@timestamp\":\"", hash[] = ",\"hash\":\"";
+	const size_t sl = sizeof(start) - 1, hl = sizeof(hash) - 1;
+
+	if (len + 1 > AL_LINE_MAX || len < sl + hl + AL_HASH_LEN * 2 + 2 || memcmp(line, start, sl) != 0 ||
+	    memcmp(line + len - 2, "\"}", 2) != 0 || memcmp(line + len - 2 - AL_HASH_LEN * 2 - hl, hash, hl) != 0 ||
+	    memchr(line, 0, len))
+		return false;
+	for (const uint8_t *q = line + 1, *end = line + len; (q = memchr(q, '{', (size_t)(end - q))); q++)
+		if ((size_t)(end - q) >= sl && memcmp(q, start, sl) == 0)
+			return false;
+	return true;
+}
+
+/* Has the wait reached its bound (its bytes and their index)? */
+static bool defer_full(const struct al_vstream *s)
+{
+	return s->dlen + s->dn * sizeof(*s->doff) > STREAM_DEFER;
+}
+
+/* A line joins the wait. A wait is released once it passes STREAM_DEFER
+ * (defer_full), and a waiting line is shorter than WALK_BUF, so the buffers
+ * grow to at most STREAM_DEFER + WALK_BUF bytes and STREAM_DEFER / 8 + 1
+ * offsets. */
 static int defer_add(struct al_vstream *s, const uint8_t *line, size_t len, uint64_t off)
 {
+	const size_t max_buf = STREAM_DEFER + WALK_BUF + 1, max_n = STREAM_DEFER / sizeof(*s->doff) + 1;
+
+	assert(s->dlen + len + 1 <= max_buf && s->dn < max_n);
 	if (s->dlen + len + 1 > s->dcap) {
 		size_t cap = s->dcap ? s->dcap : 65536;
 		while (cap < s->dlen + len + 1)
-			cap *= 2;
+			cap = cap * 2 < max_buf ? cap * 2 : max_buf;
 		uint8_t *p = realloc(s->dbuf, cap);
 		if (!p)
 			return -ENOMEM;
@@ -3267,7 +3365,7 @@ static int defer_add(struct al_vstream *s, const uint8_t *line, size_t len, uint
 		s->dcap = cap;
 	}
 	if (s->dn == s->dncap) {
-		size_t cap = s->dncap ? s->dncap * 2 : 256;
+		size_t cap = s->dncap ? (s->dncap * 2 < max_n ? s->dncap * 2 : max_n) : 256;
 		uint64_t *p = realloc(s->doff, cap * sizeof(*p));
 		if (!p)
 			return -ENOMEM;
@@ -3293,16 +3391,19 @@ static bool defer_try(struct al_vstream *s, const uint8_t *line, size_t len, uin
 	if (!al_maybe_recovery(line, len) || len + 1 > AL_LINE_MAX ||
 	    al_parse(line, len, s->c.line2, &p, &eoff) != AL_PERR_OK)
 		return false;
+	/* (the walk is still at the record before the wait: nothing in it was
+	 * checked. A recovery record names offsets in its file: the segment's.) */
+	uint64_t base = w->f->base_off;
 	struct al_tailrec t = {.seq = w->next - 1, .version = (uint8_t)w->last_version,
 			       .type = (uint8_t)w->last_type};
-	struct al_recovery_mem m = {.buf = s->dbuf, .start = s->defer_d, .n = s->dlen};
+	struct al_recovery_mem m = {.buf = s->dbuf, .start = s->defer_d - base, .n = s->dlen};
 	struct al_recovery_io io = al_recovery_mem_io(&m);
 	memcpy(t.hash, w->prev, AL_HASH_LEN);
 	if (w->have_ts)
 		memcpy(t.ts, w->last_ts, AL_TS_LEN);
 	else
 		memset(t.ts, '0', AL_TS_LEN);
-	if (!al_recovery_repairs(&p, line, off, s->defer_d, &t, &io, s->c.work))
+	if (!al_recovery_repairs(&p, line, off - base, s->defer_d - base, &t, &io, s->c.work))
 		return false;
 	w->bridge = true;
 	w->bridge_at = off;
@@ -3310,6 +3411,32 @@ static bool defer_try(struct al_vstream *s, const uint8_t *line, size_t len, uin
 	w->bridge_line = s->defer_line0;
 	w->bridge_len = p.rec.f[AL_F_DAMAGE_LENGTH].u;
 	return true;
+}
+
+/* Does this waiting line end the wait: the recovery record that repairs the
+ * damage (defer_try), or, in a hold, a seal or a header after lines that all
+ * look whole (a new hold starts after it)? After a line that is not whole a
+ * hold is crash damage (NULs, then a later batch's complete lines and their
+ * seal), or other damage: it waits on for the recovery record, as the file
+ * walk looks ahead from the seal. One look at the line's type (the fourth
+ * member: within its first 96 bytes). */
+static bool wait_over(struct al_vstream *s, const uint8_t *line, size_t len, uint64_t off)
+{
+	static const char type[] = ",\"type\":\"";
+	const size_t tl = sizeof(type) - 1;
+	const uint8_t *t = memmem(line, len < 96 ? len : 96, type, tl);
+	size_t rest = t ? len - (size_t)(t + tl - line) : 0;
+
+	if (t && rest > 9 && memcmp(t + tl, "recovery\"", 9) == 0)
+		return defer_try(s, line, len, off);
+	if (!s->holding || s->hold_damaged)
+		return false;
+	if (!looks_whole(line, len)) {
+		s->hold_damaged = true;
+		return false;
+	}
+	return t && ((rest > 5 && memcmp(t + tl, "seal\"", 5) == 0) ||
+		     (rest > 7 && memcmp(t + tl, "header\"", 7) == 0));
 }
 
 /* Waiting line i: its bytes and length (without its '\n'). */
@@ -3321,21 +3448,39 @@ static const uint8_t *dline(const struct al_vstream *s, size_t i, size_t *ret_le
 	return s->dbuf + at;
 }
 
+/* A wait starts: a hold after the line just checked (hold_now), or a wait
+ * from it (defer_now: the caller adds it). Returns whether it was defer_now. */
+static bool wait_start(struct al_vstream *s)
+{
+	bool from_this = s->defer_now;
+
+	s->deferring = s->defer_now || s->hold_now;
+	s->holding = !s->defer_now && s->hold_now;
+	s->hold_damaged = false;
+	if (s->holding) {
+		s->defer_d = s->hold_d;
+		s->defer_line0 = s->hold_line;
+	}
+	s->defer_now = s->hold_now = false;
+	return from_this;
+}
+
 /* The wait is over: check the lines that waited (a repair found, or not:
- * no_bridge_d). One of them may start a new wait: the lines from it on wait
- * again, for the lines still to come, unless the repair is among them. */
+ * no_bridge_d; a hold's seal or header came). One of them may start a new
+ * wait: the lines from it (or, a hold, after it) on wait again, for the lines
+ * still to come, unless what ends it is among them. */
 static int defer_release(struct al_vstream *s)
 {
 	while (s->deferring) {
 		size_t i = 0, len;
-		s->deferring = false;
+		s->deferring = s->holding = false;
 		s->replaying = true;
 		for (; i < s->dn; i++) {
 			const uint8_t *line = dline(s, i, &len);
 			int r = stream_check(s, line, len, false, s->defer_line0 + i, s->doff[i]);
 			if (r < 0)
 				return r;
-			if (s->defer_now)
+			if (s->defer_now || s->hold_now)
 				break;
 		}
 		s->replaying = false;
@@ -3343,37 +3488,38 @@ static int defer_release(struct al_vstream *s)
 			s->dn = s->dlen = 0;
 			break;
 		}
-		/* a new wait, from line i (stream_defer set its defer_d and line) */
-		size_t at = (size_t)(s->doff[i] - s->doff[0]);
-		s->defer_now = false;
+		/* a new wait, from line i or after it (its defer_d and line are set) */
+		uint64_t base = s->doff[0];
+		size_t from = wait_start(s) ? i : i + 1;
+		size_t at = from < s->dn ? (size_t)(s->doff[from] - base) : s->dlen;
 		memmove(s->dbuf, s->dbuf + at, s->dlen - at);
 		s->dlen -= at;
-		memmove(s->doff, s->doff + i, (s->dn - i) * sizeof(*s->doff));
-		s->dn -= i;
-		s->deferring = true;
-		bool found = false;
-		for (size_t j = 1; j < s->dn && !found; j++) {
+		memmove(s->doff, s->doff + from, (s->dn - from) * sizeof(*s->doff));
+		s->dn -= from;
+		bool over = false;
+		for (size_t j = s->holding ? 0 : 1; j < s->dn && !over; j++) {
 			const uint8_t *line = dline(s, j, &len);
-			found = defer_try(s, line, len, s->doff[j]);
+			over = wait_over(s, line, len, s->doff[j]);
 		}
-		if (!found && s->dlen <= STREAM_DEFER)
+		if (!over && !defer_full(s))
 			return 0; /* it waits for what comes next */
-		if (!found)
+		if (!over)
 			s->no_bridge_d = s->defer_d;
 	}
 	return 0;
 }
 
-/* A line that waits: the repair? Or has the wait lasted long enough? */
+/* A line that waits: the repair? The end of a hold? Or has the wait lasted
+ * long enough? */
 static int defer_line(struct al_vstream *s, const uint8_t *line, size_t len, uint64_t off)
 {
 	int r = defer_add(s, line, len, off);
 
 	if (r < 0)
 		return r;
-	if (defer_try(s, line, len, off))
+	if (wait_over(s, line, len, off))
 		return defer_release(s);
-	if (s->dlen > STREAM_DEFER) {
+	if (defer_full(s)) {
 		s->no_bridge_d = s->defer_d;
 		return defer_release(s);
 	}
@@ -3396,10 +3542,8 @@ static int stream_line(struct al_vstream *s, const uint8_t *line, size_t len, bo
 			return r;
 	}
 	r = stream_check(s, line, len, piece, lineno, off);
-	if (r < 0 || !s->defer_now)
+	if (r < 0 || !wait_start(s))
 		return r;
-	s->defer_now = false;
-	s->deferring = true;
 	return defer_add(s, line, len, off);
 }
 
