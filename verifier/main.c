@@ -23,6 +23,8 @@
 #include "cli.h"
 #include "verify.h"
 #include "prove.h"
+#include "emit.h"
+#include "tail_state.h"
 
 static const char usage[] =
 	"usage: auditlog-verify [options] PATH...\n"
@@ -45,6 +47,11 @@ static const char usage[] =
 	"  --follow               then keep verifying the log as it grows, across\n"
 	"                         rotations, until SIGINT or SIGTERM (with --emit: a\n"
 	"                         pipeline gets each verified line as it is written)\n"
+	"  --format raw|ecs|ocsf  with --emit: each verified line as it is (raw, the default),\n"
+	"                         or as one ECS or OCSF 1.1.0 JSON object (docs/siem.md)\n"
+	"  --state FILE           with --follow --emit: keep the tail's position in FILE\n"
+	"                         (written atomically after each batch) and resume after\n"
+	"                         it on restart; a FILE the log does not match: exit 2\n"
 	"  --verify-key FILE      a v2 verification key (the auditor's secret): check every\n"
 	"                         seal's MAC, and that records after its t0 are v2\n"
 	"                         (repeatable: one per host key)\n"
@@ -174,6 +181,7 @@ static json_t *json_text(const char *s, bool *repaired)
 
 struct report {
 	bool json, quiet, strict, emit;
+	struct emitter *em; /* --emit: the format, and --state's tail */
 	FILE *out; /* the human report: stdout, or stderr with --emit */
 	json_t *findings;
 	unsigned long shown;
@@ -227,10 +235,35 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total)
 	r->bar_drawn = true;
 }
 
+/* --state: the position saved after the lines written so far reached
+ * stdout (never before: a line the state names was delivered). A failure
+ * ends the run (exit 2): going on would widen what a restart repeats. */
+static int emit_failed;
+
+static void emit_save(struct report *r)
+{
+	char err[512];
+	int e;
+
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		if (!emit_failed)
+			fprintf(stderr, "auditlog-verify: --emit: cannot write standard output\n");
+		emit_failed = 1;
+	}
+	if (emit_failed || !r->em || !r->em->tail || !tail_dirty(r->em->tail))
+		return;
+	if ((e = tail_save(r->em->tail, err, sizeof(err))) < 0) {
+		fprintf(stderr, "auditlog-verify: --state: %s\n", err);
+		emit_failed = 1;
+		stop_requested = 1;
+		return;
+	}
+	r->em->since_save = 0;
+}
+
 static void on_wait(void *ctx)
 {
-	(void)ctx;
-	fflush(stdout); /* --follow --emit: what verified so far reaches the pipe now */
+	emit_save(ctx); /* --follow --emit: what verified so far reaches the pipe now */
 }
 
 static void on_finding(void *ctx, const struct al_finding *f)
@@ -275,9 +308,16 @@ static void on_finding(void *ctx, const struct al_finding *f)
 
 static void on_record(void *ctx, const uint8_t *line, size_t len)
 {
-	(void)ctx;
-	fwrite(line, 1, len, stdout);
-	putchar('\n');
+	struct report *r = ctx;
+	int e = emit_line(r->em, line, len);
+
+	if (e < 0 && !emit_failed) {
+		fprintf(stderr, "auditlog-verify: --emit: cannot convert a verified line: %s\n", strerror(-e));
+		emit_failed = 1;
+		stop_requested = 1;
+	}
+	if (r->em->tail && r->em->since_save >= EMIT_BATCH)
+		emit_save(r);
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -538,6 +578,8 @@ int main(int argc, char **argv)
 		{"prove-consistency", required_argument, NULL, 'Y'},
 		{"out", required_argument, NULL, 'o'},
 		{"check-proof", required_argument, NULL, 'Z'},
+		{"format", required_argument, NULL, 'G'},
+		{"state", required_argument, NULL, 'S'},
 		{NULL, 0, NULL, 0},
 	};
 	opterr = 0; /* a bad option gets one line: cli_bad_option */
@@ -550,6 +592,10 @@ int main(int argc, char **argv)
 	int prove_mode = 0;
 	uint64_t prove_a = 0, prove_b = 0;
 	const char *prove_out = NULL, *bundle = NULL;
+	/* --format, --state (emit.c, tail_state.c) */
+	static struct emitter em = {.fmt = EMIT_RAW};
+	const char *state_path = NULL, *format_arg = NULL;
+	rep.em = &em;
 
 	while ((c = getopt_long(argc, argv, "qhj:", opts, NULL)) != -1) {
 		switch (c) {
@@ -621,6 +667,14 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'o': prove_out = optarg; break;
+		case 'G':
+			format_arg = optarg;
+			if (emit_parse_format(optarg, &em.fmt) < 0) {
+				ret = refuse("--format", optarg, "wants raw, ecs or ocsf");
+				goto out;
+			}
+			break;
+		case 'S': state_path = optarg; break;
 		case 'h': fputs(usage, stdout); return 0;
 		case 'V': return cli_version("auditlog-verify");
 		default: return cli_bad_option("auditlog-verify", "qhj:", opts, argv);
@@ -687,6 +741,32 @@ int main(int argc, char **argv)
 	rep.out = rep.emit ? stderr : stdout;
 	if (rep.emit)
 		o.on_record = on_record;
+	em.out = stdout;
+	if ((format_arg && !rep.emit) || (state_path && (!rep.emit || !o.follow || o.has_from))) {
+		fprintf(stderr, "auditlog-verify: %s\n",
+			format_arg && !rep.emit ? "--format goes with --emit"
+						: "--state goes with --follow --emit, and not with --from");
+		ret = 2;
+		goto out;
+	}
+	if (state_path) {
+		char err[512];
+		struct tail_state *ts = NULL;
+		if ((r = tail_state_open(state_path, argv + optind, argc - optind, &ts, err, sizeof(err))) < 0) {
+			fprintf(stderr, "auditlog-verify: --state ");
+			put_safe(stderr, state_path);
+			fprintf(stderr, ": %s\n", err);
+			ret = 2;
+			goto out;
+		}
+		em.tail = ts;
+		if (r == 1) { /* resume after the last record emitted before */
+			tail_resume(ts, &o.from_seq, o.from_hash, em.chain_id);
+			o.has_from = true;
+			em.skipping = true;
+			em.skip_seq = o.from_seq;
+		}
+	}
 	/* "-": the log on standard input, as a stream (cat of a rotated set in
 	 * order, or a pipe from wherever the trail is kept) */
 	bool from_stdin = false;
@@ -881,7 +961,13 @@ verify:
 	}
 	al_vresult_free(&res);
 	ret = integrity ? 1 : 0;
+	if (rep.emit) { /* the last lines, and (--state) their position */
+		emit_save(&rep);
+		if (emit_failed)
+			ret = 2;
+	}
 out:
+	tail_state_free(em.tail);
 	for (unsigned i = 0; i < n; i++)
 		free(paths[i]);
 	free(paths);

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * auditlog-verify --emit --format raw|ecs|ocsf: each verified line as it is,
+ * or converted to one compact ECS or OCSF JSON object (docs/siem.md 2 and 7),
+ * and, with --follow --state FILE, the verifying tail's position kept in
+ * FILE (docs/siem.md 8; tail_state.c).
+ */
+#ifndef AUDITLOG_VERIFY_EMIT_H
+#define AUDITLOG_VERIFY_EMIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "format.h"
+
+enum emit_format { EMIT_RAW, EMIT_ECS, EMIT_OCSF };
+
+/* --state: the position is also saved every EMIT_BATCH lines while the tail
+ * catches up (and whenever it has caught up), so a restart repeats at most
+ * that many lines. */
+#define EMIT_BATCH 1024u
+
+/* "raw", "ecs" or "ocsf": 0, or -EINVAL. */
+int emit_parse_format(const char *s, enum emit_format *ret);
+
+struct tail_state;
+
+struct emitter {
+	enum emit_format fmt;
+	FILE *out;
+	/* the chain's id once known (a header emitted, or the state's) */
+	char chain_id[33];
+	/* resuming from a state: lines up to this record were emitted before */
+	bool skipping;
+	uint64_t skip_seq;
+	struct tail_state *tail; /* NULL without --state */
+	uint64_t since_save;     /* lines emitted since the state was written */
+	int error;               /* the first error (-errno), after which nothing is written */
+	uint8_t dec[AL_LINE_MAX];
+};
+
+/* One line the engine verified (without its '\n'): written in e's format.
+ * 0, or -errno (-EINVAL: a line the strict parser refuses, which a verified
+ * line never is; -ENOMEM); e->error keeps the first. */
+int emit_line(struct emitter *e, const uint8_t *line, size_t len);
+
+/* The ECS or OCSF object of one canonical line (exposed for the tests'
+* sake through the CLI only): a malloc'ed NUL-terminated compact JSON text,
+ * or NULL (out of memory, or not a canonical line). chain_id may be "". */
+char *emit_convert(enum emit_format fmt, const uint8_t *line, size_t len, const char *chain_id, uint8_t *dec);
+
+#endif
