@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -538,6 +539,56 @@ char *emit_convert(enum emit_format fmt, const uint8_t *line, size_t len, const 
 
 /* ---- the emitter ----------------------------------------------------------- */
 
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int emit_flush(struct emitter *e)
+{
+	int r;
+
+	if (e->error)
+		return e->error;
+	if (e->olen && (r = write_all(e->fd, e->obuf, e->olen)) < 0)
+		return e->error = r;
+	e->olen = 0;
+	return 0;
+}
+
+/* One line: its an bytes at a, then a newline. */
+static int put_line(struct emitter *e, const void *a, size_t an)
+{
+	size_t n = an + 1;
+	int r;
+
+	if (e->olen + n > sizeof(e->obuf) && (r = emit_flush(e)) < 0)
+		return r;
+	if (n > sizeof(e->obuf)) { /* alone, in one write but for its '\n' */
+		uint8_t *tmp = malloc(n);
+		if (!tmp)
+			return e->error = -ENOMEM;
+		memcpy(tmp, a, an);
+		tmp[an] = '\n';
+		r = write_all(e->fd, tmp, n);
+		free(tmp);
+		return r < 0 ? (e->error = r) : 0;
+	}
+	memcpy(e->obuf + e->olen, a, an);
+	e->obuf[e->olen + an] = '\n';
+	e->olen += n;
+	return 0;
+}
+
 int emit_line(struct emitter *e, const uint8_t *line, size_t len)
 {
 	struct al_parsed p;
@@ -546,11 +597,8 @@ int emit_line(struct emitter *e, const uint8_t *line, size_t len)
 
 	if (e->error)
 		return e->error;
-	if (e->fmt == EMIT_RAW && !e->tail) {
-		fwrite(line, 1, len, e->out);
-		putc('\n', e->out);
-		return 0;
-	}
+	if (e->fmt == EMIT_RAW && !e->tail)
+		return put_line(e, line, len);
 	if (al_parse(line, len, e->dec, &p, &err_off) != AL_PERR_OK)
 		return e->error = -EINVAL;
 	p.rec.caller = p.caller;
@@ -565,16 +613,16 @@ int emit_line(struct emitter *e, const uint8_t *line, size_t len)
 		e->chain_id[32] = 0;
 	}
 	if (e->fmt == EMIT_RAW) {
-		fwrite(line, 1, len, e->out);
-		putc('\n', e->out);
+		r = put_line(e, line, len);
 	} else {
 		char *s = convert(e->fmt, line, len, e->chain_id, &p);
 		if (!s)
 			return e->error = -ENOMEM;
-		fputs(s, e->out);
-		putc('\n', e->out);
+		r = put_line(e, s, strlen(s));
 		free(s);
 	}
+	if (r < 0)
+		return r;
 	if (e->tail && (r = tail_note(e->tail, line, len, &p)) < 0)
 		return e->error = r;
 	e->since_save++;

@@ -11,7 +11,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "format.h"
 
@@ -29,7 +28,7 @@ struct tail_state;
 
 struct emitter {
 	enum emit_format fmt;
-	FILE *out;
+	int fd; /* standard output */
 	/* the chain's id once known (a header emitted, or the state's) */
 	char chain_id[33];
 	/* resuming from a state: lines up to this record were emitted before */
@@ -39,12 +38,20 @@ struct emitter {
 	uint64_t since_save;     /* lines emitted since the state was written */
 	int error;               /* the first error (-errno), after which nothing is written */
 	uint8_t dec[AL_LINE_MAX];
+	/* whole lines, written PIPE_BUF bytes at most at a time (a longer line
+	 * alone), so that a pipe reader never gets part of a line from a write
+	 * and a tail killed between two writes leaves whole lines behind */
+	size_t olen;
+	uint8_t obuf[4096];
 };
 
 /* One line the engine verified (without its '\n'): written in e's format.
  * 0, or -errno (-EINVAL: a line the strict parser refuses, which a verified
  * line never is; -ENOMEM); e->error keeps the first. */
 int emit_line(struct emitter *e, const uint8_t *line, size_t len);
+
+/* Write the lines held back. 0, or -errno (e->error keeps the first). */
+int emit_flush(struct emitter *e);
 
 /* The ECS or OCSF object of one canonical line (exposed for the tests'
 * sake through the CLI only): a malloc'ed NUL-terminated compact JSON text,

@@ -245,7 +245,7 @@ static void emit_save(struct report *r)
 	char err[512];
 	int e;
 
-	if (fflush(stdout) != 0 || ferror(stdout)) {
+	if (emit_flush(r->em) < 0) {
 		if (!emit_failed)
 			fprintf(stderr, "auditlog-verify: --emit: cannot write standard output\n");
 		emit_failed = 1;
@@ -741,7 +741,7 @@ int main(int argc, char **argv)
 	rep.out = rep.emit ? stderr : stdout;
 	if (rep.emit)
 		o.on_record = on_record;
-	em.out = stdout;
+	em.fd = STDOUT_FILENO;
 	if ((format_arg && !rep.emit) || (state_path && (!rep.emit || !o.follow || o.has_from))) {
 		fprintf(stderr, "auditlog-verify: %s\n",
 			format_arg && !rep.emit ? "--format goes with --emit"
@@ -961,12 +961,12 @@ verify:
 	}
 	al_vresult_free(&res);
 	ret = integrity ? 1 : 0;
+out:
 	if (rep.emit) { /* the last lines, and (--state) their position */
 		emit_save(&rep);
 		if (emit_failed)
 			ret = 2;
 	}
-out:
 	tail_state_free(em.tail);
 	for (unsigned i = 0; i < n; i++)
 		free(paths[i]);
