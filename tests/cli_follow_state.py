@@ -14,7 +14,12 @@ the last emitted record. Bogus state files (garbage, another chain, a changed
 hash, seq, offset or chain id, a symbolic link, a state inside the log
 directory) are refused with exit 2, emit nothing and are left as they were.
 
-Args: follow_writer auditlog-verify
+Then a v2 log (keys from auditlog-keygen, seals, checkpoints, rotation) tailed
+with --pubkey --format ocsf, SIGKILLed in its catch-up and restarted: the
+objects' metadata.sequence values cover the chain without a gap, repeats only
+at the restart, and each object is the one of its record (raw_data).
+
+Args: follow_writer auditlog-verify auditlog-keygen v2_e2e_writer
 """
 import json
 import os
@@ -26,7 +31,7 @@ import sys
 import tempfile
 import time
 
-WRITER, VERIFY = sys.argv[1:3]
+WRITER, VERIFY, KEYGEN, V2WRITER = sys.argv[1:5]
 BATCH = 1024
 failures = 0
 
@@ -62,13 +67,13 @@ ALL = []
 
 
 class Tail:
-    def __init__(self, d, k, state, logdir):
+    def __init__(self, d, k, state, logdir, extra=()):
         ALL.append(self)
         self.path = "%s/out%d" % (d, k)
         self.err = "%s/err%d" % (d, k)
         with open(self.path, "wb") as o, open(self.err, "wb") as e:
-            self.p = subprocess.Popen([VERIFY, "--follow", "--emit", "--state", state, logdir], stdout=o,
-                                      stderr=e)
+            self.p = subprocess.Popen([VERIFY, "--follow", "--emit", "--state", state] + list(extra) + [logdir],
+                                      stdout=o, stderr=e)
 
     def lines(self):
         """Its whole lines: a run killed in the middle of a write may leave a
@@ -99,6 +104,51 @@ def refused(args):
         return subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=5)
     except subprocess.TimeoutExpired as e:
         return subprocess.CompletedProcess(args, -9, e.stdout or b"", e.stderr or b"")
+
+
+def v2_tail(d):
+    keys = d + "/v2keys"
+    os.mkdir(keys, 0o700)
+    subprocess.run([KEYGEN, "--delta", "1", "--host", "host-a.example", "--dir", keys], check=True,
+                   stdout=subprocess.DEVNULL)
+    logdir = d + "/v2log"
+    os.mkdir(logdir)
+    subprocess.run([V2WRITER, logdir + "/audit.log", keys + "/sealing-state", keys + "/signing-key", "3000",
+                    "8192", "0"], check=True)
+    lines = chain_lines(logdir)
+    extra = ["--pubkey", keys + "/pubkey", "--format", "ocsf"]
+    t1 = Tail(d, 200, d + "/v2state", logdir, extra)
+    wait_for(lambda: os.path.getsize(t1.path) >= 2000000, 10, 0.001)
+    t1.kill(signal.SIGKILL)
+    t2 = Tail(d, 201, d + "/v2state", logdir, extra)
+    # the last lines wait for a checkpoint that never comes (the writer
+    # closed): the tail has caught up once its state stops moving
+    prev = None
+    for _ in range(100):
+        time.sleep(0.2)
+        cur = os.path.exists(d + "/v2state") and read_state(d + "/v2state")["seq"]
+        if cur and cur == prev:
+            break
+        prev = cur
+    if t2.kill(signal.SIGTERM) != 0:
+        fail("v2: exit status after SIGTERM")
+    a = [json.loads(x) for x in t1.lines()]
+    b = [json.loads(x) for x in t2.lines()]
+    if not a or not b:
+        fail("v2: a run emitted nothing (%d, %d objects)" % (len(a), len(b)))
+        return
+    sa, sb = [o["metadata"]["sequence"] for o in a], [o["metadata"]["sequence"] for o in b]
+    rep = sa[-1] - sb[0] + 1
+    if sa != list(range(len(sa))) or sb != list(range(sb[0], sb[0] + len(sb))) or not 0 <= rep <= BATCH:
+        fail("v2: sequences %d..%d then %d..%d" % (sa[0], sa[-1], sb[0], sb[-1]))
+    for o in a + b:
+        if o["raw_data"].encode() != lines[o["metadata"]["sequence"]]:
+            fail("v2: the object of seq %d is not its record's" % o["metadata"]["sequence"])
+            break
+    if sb[-1] < len(lines) - 3:
+        fail("v2: the tail stopped at seq %d of %d" % (sb[-1], len(lines) - 1))
+    print("cli_follow_state: v2 --pubkey --format ocsf: %d + %d objects, %d repeated, last seq %d of %d" % (
+        len(a), len(b), rep, sb[-1], len(lines) - 1))
 
 
 def main():
@@ -239,6 +289,7 @@ def main():
         p = refused([VERIFY, "--follow", "--emit", "--state", logdir + "/tail-state", logdir])
         if p.returncode != 2 or p.stdout or os.path.exists(logdir + "/tail-state"):
             fail("a state in the log directory: exit %d" % p.returncode)
+        v2_tail(d)
     finally:
         for p in procs + [t.p for t in ALL]:
             if p.poll() is None:
