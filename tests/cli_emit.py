@@ -4,7 +4,8 @@
 
 Real logs from tests/emit_writer.c (a token-shaped v2 log with auditlog-keygen's
 keys: header, seal, tree, checkpoint and event records, caller-defined fields,
-hostile strings; a v1 log with a crash's recovery record) are emitted in each
+hostile strings; a v1 log with a crash's recovery record; a clock record made
+by the independent writer of tests/vectors/v2log.py) are emitted in each
 format. Every output line must be one JSON object (python's json), and each is
 compared, whole, with the object this file builds from the raw line by the
 mappings of docs/siem.md 2 (ECS) and 7 (OCSF 1.1.0), written from that text.
@@ -392,6 +393,20 @@ def main():
             f.write(b'{"@timestamp":"2026-1')
         run([WRITER, v1, "1"], 0)
         check_log(v1, None, version, {"header", "recovery", "event"})
+
+        # a clock record (a wall-clock step: not made on demand by the real
+        # writer) from the independent writer of tests/vectors/v2log.py
+        sys.path.insert(0, os.path.join(HERE, "vectors"))
+        import v2log
+        import gen_v2_vectors as V
+        k = v2log.Keys(b"emit clock")
+        log = v2log.honest(k, b"emitclock", lives=1)
+        ns = log.last_ns + 1
+        e = k.epoch(ns)
+        log.add("clock", ns, [("epoch", e), ("expected", V.ts_text(ns)), ("wall", V.ts_text(ns - 3600 * 10**9))])
+        log.seal("batch", ns + 1, epoch=e)
+        log.write(d + "/clock.log")
+        check_log(d + "/clock.log", None, version, {"header", "seal", "tree", "checkpoint", "event", "clock"})
 
         token_ok = token_log(d, version) if MODULE else True
 
