@@ -410,6 +410,12 @@ def main():
 
         token_ok = token_log(d, version) if MODULE else True
 
+        # standard output that cannot be written: exit 2, said on stderr
+        with open("/dev/full", "wb") as full:
+            p = subprocess.run([VERIFY, "--emit", "--format", "ocsf", v2], stdout=full, stderr=subprocess.PIPE)
+        if p.returncode != 2 or b"cannot write standard output" not in p.stderr:
+            fail("--emit to /dev/full: exit %d, %r" % (p.returncode, p.stderr[:200]))
+
         # usage
         for args in (["--emit", "--format", "xml", v2], ["--format", "ecs", v2],
                      ["--emit", "--format", "ecs", "--json", v2], ["--emit", "--state", d + "/st", v2],

@@ -245,10 +245,11 @@ static void emit_save(struct report *r)
 	char err[512];
 	int e;
 
-	if (emit_flush(r->em) < 0) {
+	if ((e = emit_flush(r->em)) < 0) {
 		if (!emit_failed)
-			fprintf(stderr, "auditlog-verify: --emit: cannot write standard output\n");
+			fprintf(stderr, "auditlog-verify: --emit: cannot write standard output: %s\n", strerror(-e));
 		emit_failed = 1;
+		stop_requested = 1;
 	}
 	if (emit_failed || !r->em || !r->em->tail || !tail_dirty(r->em->tail))
 		return;
@@ -312,7 +313,10 @@ static void on_record(void *ctx, const uint8_t *line, size_t len)
 	int e = emit_line(r->em, line, len);
 
 	if (e < 0 && !emit_failed) {
-		fprintf(stderr, "auditlog-verify: --emit: cannot convert a verified line: %s\n", strerror(-e));
+		if (e == -EINVAL) /* never: the engine verified it with the same parser */
+			fprintf(stderr, "auditlog-verify: --emit: the format's parser refuses a verified line\n");
+		else
+			fprintf(stderr, "auditlog-verify: --emit: cannot write standard output: %s\n", strerror(-e));
 		emit_failed = 1;
 		stop_requested = 1;
 	}
