@@ -410,6 +410,26 @@ def main():
 
         token_ok = token_log(d, version) if MODULE else True
 
+        # a line made invalid UTF-8 in the file (0xff in a string) fails its
+        # check and is never passed on; what is passed on stays JSON
+        bad = d + "/bad.log"
+        with open(v2, "rb") as f:
+            lines = f.read().split(b"\n")
+        i = next(n for n, ln in enumerate(lines) if b'"detail":"plain detail"' in ln)
+        lines[i] = lines[i].replace(b"plain detail", b"plain \xffetail")
+        with open(bad, "wb") as f:
+            f.write(b"\n".join(lines))
+        for fmt in ("raw", "ecs", "ocsf"):
+            p = run([VERIFY, "--emit", "--format", fmt, bad], 1)
+            for ln in p.stdout.split(b"\n")[:-1]:
+                try:
+                    json.loads(ln.decode("utf-8"))
+                except (UnicodeDecodeError, ValueError):
+                    fail("%s: a line that is not UTF-8 JSON was passed on: %r" % (fmt, ln[:100]))
+                    break
+            if b"\xff" in p.stdout:
+                fail("%s: the altered line was passed on" % fmt)
+
         # standard output that cannot be written: exit 2, said on stderr
         with open("/dev/full", "wb") as full:
             p = subprocess.run([VERIFY, "--emit", "--format", "ocsf", v2], stdout=full, stderr=subprocess.PIPE)
