@@ -197,7 +197,9 @@ def main():
         want = chain_lines(logdir)
         last = seq_of(want[-1])
         if not wait_for(lambda: t.lines() and seq_of(t.lines()[-1]) == last, 60):
-            fail("the last tail did not reach seq %d" % last)
+            with open(t.err) as f:
+                fail("the last tail did not reach seq %d (exit %s); its stderr:\n%s" % (
+                    last, t.p.poll(), f.read()[-2000:]))
         time.sleep(0.2)
         rc = t.kill(signal.SIGTERM)
         if rc != 0:
