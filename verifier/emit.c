@@ -597,7 +597,9 @@ int emit_line(struct emitter *e, const uint8_t *line, size_t len)
 
 	if (e->error)
 		return e->error;
-	if (e->fmt == EMIT_RAW && !e->tail)
+	if (e->gap)
+		return 0; /* dropped: verified again after the restart */
+	if (e->fmt == EMIT_RAW && !e->tail && !e->check_seq)
 		return put_line(e, line, len);
 	if (al_parse(line, len, e->dec, &p, &err_off) != AL_PERR_OK)
 		return e->error = -EINVAL;
@@ -608,6 +610,15 @@ int emit_line(struct emitter *e, const uint8_t *line, size_t len)
 			return 0; /* emitted before the restart */
 		e->skipping = false;
 	}
+	if (e->check_seq && e->have_seq && seq != e->last_seq + 1 &&
+	    !(e->accept && e->last_seq == e->accept_after)) {
+		e->gap = true;
+		e->gap_seq = seq;
+		return -EAGAIN;
+	}
+	e->have_seq = true;
+	e->last_seq = seq;
+	memcpy(e->last_hash, p.hash, AL_HASH_LEN);
 	if (p.rec.type == AL_T_HEADER && p.rec.f[AL_F_CHAIN_ID].n == 32) {
 		memcpy(e->chain_id, p.rec.f[AL_F_CHAIN_ID].p, 32);
 		e->chain_id[32] = 0;

@@ -35,6 +35,14 @@ struct emitter {
 	bool skipping;
 	uint64_t skip_seq;
 	struct tail_state *tail; /* NULL without --state */
+	/* --follow: the lines passed on must go seq by seq. A jump (records
+	 * not passed on: a file renamed while the inputs were listed, which
+	 * the engine reports as missing-file, or damage) stops the emitting
+	 * (gap), so that the caller verifies again from the last line passed
+	 * on; a jump seen again after that (after `accept_after`) is let through. */
+	bool check_seq, have_seq, gap, accept;
+	uint64_t last_seq, gap_seq, accept_after;
+	uint8_t last_hash[AL_HASH_LEN];
 	uint64_t since_save;     /* lines emitted since the state was written */
 	int error;               /* the first error (-errno), after which nothing is written */
 	uint8_t dec[AL_LINE_MAX];
@@ -47,7 +55,9 @@ struct emitter {
 
 /* One line the engine verified (without its '\n'): written in e's format.
  * 0, or -errno (-EINVAL: a line the strict parser refuses, which a verified
- * line never is; -ENOMEM); e->error keeps the first. */
+ * line never is; -ENOMEM; a write's error); e->error keeps the first.
+ * -EAGAIN (not kept): a seq jump with check_seq, e->gap set, nothing written
+ * now or after (until the caller clears gap). */
 int emit_line(struct emitter *e, const uint8_t *line, size_t len);
 
 /* Write the lines held back. 0, or -errno (e->error keeps the first). */

@@ -190,12 +190,12 @@ struct report {
 	struct timespec t0, last_draw;
 };
 
-static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t stop_requested, signalled;
 
 static void on_signal(int sig)
 {
 	(void)sig;
-	stop_requested = 1;
+	stop_requested = signalled = 1;
 }
 
 static double since(const struct timespec *a, const struct timespec *b)
@@ -312,6 +312,10 @@ static void on_record(void *ctx, const uint8_t *line, size_t len)
 	struct report *r = ctx;
 	int e = emit_line(r->em, line, len);
 
+	if (e == -EAGAIN) { /* a seq jump: stop, verify again from the last line (main) */
+		stop_requested = 1;
+		return;
+	}
 	if (e < 0 && !emit_failed) {
 		if (e == -EINVAL) /* never: the engine verified it with the same parser */
 			fprintf(stderr, "auditlog-verify: --emit: the format's parser refuses a verified line\n");
@@ -598,6 +602,7 @@ int main(int argc, char **argv)
 	const char *prove_out = NULL, *bundle = NULL;
 	/* --format, --state (emit.c, tail_state.c) */
 	static struct emitter em = {.fmt = EMIT_RAW};
+	int gap_tries = 0;
 	const char *state_path = NULL, *format_arg = NULL;
 	rep.em = &em;
 
@@ -746,6 +751,7 @@ int main(int argc, char **argv)
 	if (rep.emit)
 		o.on_record = on_record;
 	em.fd = STDOUT_FILENO;
+	em.check_seq = rep.emit && o.follow;
 	if ((format_arg && !rep.emit) || (state_path && (!rep.emit || !o.follow || o.has_from))) {
 		fprintf(stderr, "auditlog-verify: %s\n",
 			format_arg && !rep.emit ? "--format goes with --emit"
@@ -769,6 +775,9 @@ int main(int argc, char **argv)
 			o.has_from = true;
 			em.skipping = true;
 			em.skip_seq = o.from_seq;
+			em.have_seq = true;
+			em.last_seq = o.from_seq;
+			memcpy(em.last_hash, o.from_hash, AL_HASH_LEN);
 		}
 	}
 	/* "-": the log on standard input, as a stream (cat of a rotated set in
@@ -853,14 +862,46 @@ verify:
 	struct al_vresult res;
 	r = from_stdin ? verify_stdin(&o, &res) : al_verify_files(paths, n, &o, &res);
 	bar_clear(&rep);
-	if (r == -ENOENT && o.follow && follow_tries++ < 50) {
+	if ((r == -ENOENT || r == -EXDEV) && o.follow && follow_tries++ < 50) {
 		/* A file was renamed between the listing and its opening (the
-		 * engine opens every input before it reports anything). */
+		 * engine opens every input before it reports anything); or
+		 * (-EXDEV) a rotation's new file, still empty, was opened under
+		 * a name listed for the file it replaced: two "chains". */
+		if (r == -EXDEV)
+			fprintf(stderr, "auditlog-verify: --follow: a file was rotated while the inputs were "
+					"opened; listing the inputs again\n");
 		al_vresult_free(&res);
 		free_list(paths, n);
 		paths = NULL;
 		n = 0;
 		usleep(20000);
+		goto relist;
+	}
+	if (r == 0 && em.gap && !signalled) {
+		/* --follow --emit: records before em.gap_seq were not passed on.
+		 * Verify again from the last line passed on: a file renamed while
+		 * the inputs were listed is found this time; a jump that stays
+		 * (damage, a deleted file) is let through on the fourth try. */
+		if (++gap_tries >= 4) {
+			em.accept = true;
+			em.accept_after = em.last_seq;
+		}
+		fprintf(stderr, "auditlog-verify: --follow: records %" PRIu64 "..%" PRIu64 " were not passed on; "
+				"verifying again from seq %" PRIu64 "%s\n", em.last_seq + 1, em.gap_seq - 1, em.last_seq,
+			em.accept ? " (the last time: a gap that stays is passed on, its findings stand)" : "");
+		usleep(100000); /* a rotation in progress settles */
+		emit_save(&rep);
+		o.has_from = true;
+		o.from_seq = em.last_seq;
+		memcpy(o.from_hash, em.last_hash, AL_HASH_LEN);
+		em.skipping = true;
+		em.skip_seq = em.last_seq;
+		em.gap = false;
+		stop_requested = 0;
+		al_vresult_free(&res);
+		free_list(paths, n);
+		paths = NULL;
+		n = 0;
 		goto relist;
 	}
 	if (r < 0) {
