@@ -25,6 +25,8 @@
 #include "prove.h"
 #include "registry.h"
 #include "attest.h"
+#include "emit.h"
+#include "tail_state.h"
 
 static const char usage[] =
 	"usage: auditlog-verify [options] PATH...\n"
@@ -47,6 +49,11 @@ static const char usage[] =
 	"  --follow               then keep verifying the log as it grows, across\n"
 	"                         rotations, until SIGINT or SIGTERM (with --emit: a\n"
 	"                         pipeline gets each verified line as it is written)\n"
+	"  --format raw|ecs|ocsf  with --emit: each verified line as it is (raw, the default),\n"
+	"                         or as one ECS or OCSF 1.1.0 JSON object (docs/siem.md)\n"
+	"  --state FILE           with --follow --emit: keep the tail's position in FILE\n"
+	"                         (written atomically after each batch) and resume after\n"
+	"                         it on restart; a FILE the log does not match: exit 2\n"
 	"  --verify-key FILE      a v2 verification key (the auditor's secret): check every\n"
 	"                         seal's MAC, and that records after its t0 are v2\n"
 	"                         (repeatable: one per host key)\n"
@@ -187,6 +194,7 @@ static json_t *json_text(const char *s, bool *repaired)
 
 struct report {
 	bool json, quiet, strict, emit;
+	struct emitter *em; /* --emit: the format, and --state's tail */
 	FILE *out; /* the human report: stdout, or stderr with --emit */
 	json_t *findings;
 	unsigned long shown;
@@ -195,12 +203,12 @@ struct report {
 	struct timespec t0, last_draw;
 };
 
-static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t stop_requested, signalled;
 
 static void on_signal(int sig)
 {
 	(void)sig;
-	stop_requested = 1;
+	stop_requested = signalled = 1;
 }
 
 static double since(const struct timespec *a, const struct timespec *b)
@@ -240,10 +248,36 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total)
 	r->bar_drawn = true;
 }
 
+/* --state: the position saved after the lines written so far reached
+ * stdout (never before: a line the state names was delivered). A failure
+ * ends the run (exit 2): going on would widen what a restart repeats. */
+static int emit_failed;
+
+static void emit_save(struct report *r)
+{
+	char err[512];
+	int e;
+
+	if ((e = emit_flush(r->em)) < 0) {
+		if (!emit_failed)
+			fprintf(stderr, "auditlog-verify: --emit: cannot write standard output: %s\n", strerror(-e));
+		emit_failed = 1;
+		stop_requested = 1;
+	}
+	if (emit_failed || !r->em || !r->em->tail || !tail_dirty(r->em->tail))
+		return;
+	if ((e = tail_save(r->em->tail, err, sizeof(err))) < 0) {
+		fprintf(stderr, "auditlog-verify: --state: %s\n", err);
+		emit_failed = 1;
+		stop_requested = 1;
+		return;
+	}
+	r->em->since_save = 0;
+}
+
 static void on_wait(void *ctx)
 {
-	(void)ctx;
-	fflush(stdout); /* --follow --emit: what verified so far reaches the pipe now */
+	emit_save(ctx); /* --follow --emit: what verified so far reaches the pipe now */
 }
 
 static void on_finding(void *ctx, const struct al_finding *f)
@@ -288,9 +322,23 @@ static void on_finding(void *ctx, const struct al_finding *f)
 
 static void on_record(void *ctx, const uint8_t *line, size_t len)
 {
-	(void)ctx;
-	fwrite(line, 1, len, stdout);
-	putchar('\n');
+	struct report *r = ctx;
+	int e = emit_line(r->em, line, len);
+
+	if (e == -EAGAIN) { /* a seq jump: stop, verify again from the last line (main) */
+		stop_requested = 1;
+		return;
+	}
+	if (e < 0 && !emit_failed) {
+		if (e == -EINVAL) /* never: the engine verified it with the same parser */
+			fprintf(stderr, "auditlog-verify: --emit: the format's parser refuses a verified line\n");
+		else
+			fprintf(stderr, "auditlog-verify: --emit: cannot write standard output: %s\n", strerror(-e));
+		emit_failed = 1;
+		stop_requested = 1;
+	}
+	if (r->em->tail && r->em->since_save >= EMIT_BATCH)
+		emit_save(r);
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -617,6 +665,9 @@ int main(int argc, char **argv)
 		{"attest", required_argument, NULL, 0x1a0},
 		{"attest-nonce", required_argument, NULL, 0x1a1},
 		{"attest-max-age", required_argument, NULL, 0x1a2},
+		/* --emit --format, --follow --state (emit.c, tail_state.c) */
+		{"format", required_argument, NULL, 0x1b0},
+		{"state", required_argument, NULL, 'S'},
 		{NULL, 0, NULL, 0},
 	};
 	opterr = 0; /* a bad option gets one line: cli_bad_option */
@@ -635,6 +686,11 @@ int main(int argc, char **argv)
 	/* attestations (attest.c) */
 	const char *attest_file = NULL;
 	struct attest_opts ao = {.put = put_safe};
+	/* --format, --state (emit.c, tail_state.c) */
+	static struct emitter em = {.fmt = EMIT_RAW};
+	int gap_tries = 0;
+	const char *state_path = NULL, *format_arg = NULL;
+	rep.em = &em;
 
 	while ((c = getopt_long(argc, argv, "qhj:", opts, NULL)) != -1) {
 		switch (c) {
@@ -717,6 +773,14 @@ int main(int argc, char **argv)
 			}
 			registry_dir = optarg;
 			break;
+		case 0x1b0:
+			format_arg = optarg;
+			if (emit_parse_format(optarg, &em.fmt) < 0) {
+				ret = refuse("--format", optarg, "wants raw, ecs or ocsf");
+				goto out;
+			}
+			break;
+		case 'S': state_path = optarg; break;
 		case 'h': fputs(usage, stdout); return 0;
 		case 0x1a0: attest_file = optarg; break;
 		case 0x1a1:
@@ -826,6 +890,36 @@ int main(int argc, char **argv)
 	rep.out = rep.emit ? stderr : stdout;
 	if (rep.emit)
 		o.on_record = on_record;
+	em.fd = STDOUT_FILENO;
+	em.check_seq = rep.emit && o.follow;
+	if ((format_arg && !rep.emit) || (state_path && (!rep.emit || !o.follow || o.has_from))) {
+		fprintf(stderr, "auditlog-verify: %s\n",
+			format_arg && !rep.emit ? "--format goes with --emit"
+						: "--state goes with --follow --emit, and not with --from");
+		ret = 2;
+		goto out;
+	}
+	if (state_path) {
+		char err[512];
+		struct tail_state *ts = NULL;
+		if ((r = tail_state_open(state_path, argv + optind, argc - optind, &ts, err, sizeof(err))) < 0) {
+			fprintf(stderr, "auditlog-verify: --state ");
+			put_safe(stderr, state_path);
+			fprintf(stderr, ": %s\n", err);
+			ret = 2;
+			goto out;
+		}
+		em.tail = ts;
+		if (r == 1) { /* resume after the last record emitted before */
+			tail_resume(ts, &o.from_seq, o.from_hash, em.chain_id);
+			o.has_from = true;
+			em.skipping = true;
+			em.skip_seq = o.from_seq;
+			em.have_seq = true;
+			em.last_seq = o.from_seq;
+			memcpy(em.last_hash, o.from_hash, AL_HASH_LEN);
+		}
+	}
 	/* "-": the log on standard input, as a stream (cat of a rotated set in
 	 * order, or a pipe from wherever the trail is kept) */
 	bool from_stdin = false;
@@ -908,14 +1002,46 @@ verify:
 	struct al_vresult res;
 	r = from_stdin ? verify_stdin(&o, &res) : al_verify_files(paths, n, &o, &res);
 	bar_clear(&rep);
-	if (r == -ENOENT && o.follow && follow_tries++ < 50) {
+	if ((r == -ENOENT || r == -EXDEV) && o.follow && follow_tries++ < 50) {
 		/* A file was renamed between the listing and its opening (the
-		 * engine opens every input before it reports anything). */
+		 * engine opens every input before it reports anything); or
+		 * (-EXDEV) a rotation's new file, still empty, was opened under
+		 * a name listed for the file it replaced: two "chains". */
+		if (r == -EXDEV)
+			fprintf(stderr, "auditlog-verify: --follow: a file was rotated while the inputs were "
+					"opened; listing the inputs again\n");
 		al_vresult_free(&res);
 		free_list(paths, n);
 		paths = NULL;
 		n = 0;
 		usleep(20000);
+		goto relist;
+	}
+	if (r == 0 && em.gap && !signalled) {
+		/* --follow --emit: records before em.gap_seq were not passed on.
+		 * Verify again from the last line passed on: a file renamed while
+		 * the inputs were listed is found this time; a jump that stays
+		 * (damage, a deleted file) is let through on the fourth try. */
+		if (++gap_tries >= 4) {
+			em.accept = true;
+			em.accept_after = em.last_seq;
+		}
+		fprintf(stderr, "auditlog-verify: --follow: records %" PRIu64 "..%" PRIu64 " were not passed on; "
+				"verifying again from seq %" PRIu64 "%s\n", em.last_seq + 1, em.gap_seq - 1, em.last_seq,
+			em.accept ? " (the last time: a gap that stays is passed on, its findings stand)" : "");
+		usleep(100000); /* a rotation in progress settles */
+		emit_save(&rep);
+		o.has_from = true;
+		o.from_seq = em.last_seq;
+		memcpy(o.from_hash, em.last_hash, AL_HASH_LEN);
+		em.skipping = true;
+		em.skip_seq = em.last_seq;
+		em.gap = false;
+		stop_requested = 0;
+		al_vresult_free(&res);
+		free_list(paths, n);
+		paths = NULL;
+		n = 0;
 		goto relist;
 	}
 	if (r < 0) {
@@ -1043,6 +1169,12 @@ verify:
 	al_vresult_free(&res);
 	ret = integrity ? 1 : 0;
 out:
+	if (rep.emit) { /* the last lines, and (--state) their position */
+		emit_save(&rep);
+		if (emit_failed)
+			ret = 2;
+	}
+	tail_state_free(em.tail);
 	for (unsigned i = 0; i < n; i++)
 		free(paths[i]);
 	free(paths);
