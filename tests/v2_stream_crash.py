@@ -12,10 +12,13 @@ recovery record, then it logs on and closes. Cuts:
   boundary  complete records after the last seal, cut at a line's end
   rotated   as torn, with rotation: the crash is in the last of several files,
             so the stream is the set concatenated (offsets of its second file on)
-(A cut in a rotated file's first batch, damage right after its header, is not
-here: the writer's open refuses it today (-EBADMSG: file.c's prev_file_v2 reads
-the header's prev_name after scan_tail reused the buffer it was decoded into).
-test_crash_v2 covers that place in a chain's first file.)
+  rotated-first  with rotation, the crash in the active file's first batch:
+            the damage starts right after its header, and the writer's open
+            takes the tree and the last seal from the file before it
+            (file.c's prev_file_v2, which now gets the header's prev_* copied
+            out before scan_tail reuses the buffer they were decoded into; this
+            case passed before that fix too, so it covers the path, it does not
+            reproduce the -EBADMSG seen once under gdb)
 For each: `auditlog-verify --json DIR` and `cat FILES | auditlog-verify --json -`
 (without keys, with --verify-key, with both keys) must give the same verdict,
 exit code, counts, records and findings (class, seq, and the line and offset
@@ -184,7 +187,8 @@ def main():
         VK = ["--verify-key", os.path.join(ka, "verify-key")]
         PK = ["--pubkey", os.path.join(ka, "pubkey")]
         for name, rotate, cut, after in (("torn", 0, "torn", "seal"), ("boundary", 0, "boundary", "seal"),
-                                         ("rotated", 65536, "torn", "seal")):
+                                         ("rotated", 65536, "torn", "seal"),
+                                         ("rotated-first", 65536, "torn", "header")):
             made = None
             for _ in range(5):  # (a kill that left no such batch: again)
                 made = crashed_log(tmp, ka, name, rotate, cut, after)

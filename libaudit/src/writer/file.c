@@ -586,24 +586,41 @@ static bool newest_rotated(struct auditlog *l, char *out, size_t cap)
  * (prev_name, through prev_size: its durable head prev_seq), from that file's
  * bounded tail: for a file whose first batch a crash cut before its seal.
  */
-static int prev_file_v2(struct auditlog *l, const struct al_parsed *hp, struct v2pos *ret)
-{
+/* What a file's header says of the file before it, copied out of the
+ * header's parse (whose strings point into l->dec, which scan_tail reuses). */
+struct prev_link {
 	char name[NAME_MAX + 1];
+	uint8_t hash[AL_HASH_LEN];
+	uint64_t size, seq;
+};
+
+static int prev_link_get(const struct al_parsed *hp, struct prev_link *ret)
+{
 	const struct al_record *h = &hp->rec;
-	uint64_t psize = h->f[AL_F_PREV_SIZE].u, bound = auditlog__tail_bound(&l->cfg);
-	uint8_t want[AL_HASH_LEN], *buf = NULL;
+
+	if (h->f[AL_F_PREV_NAME].n >= sizeof(ret->name) ||
+	    al_unhex(h->f[AL_F_PREV_HASH].p, 64, ret->hash) < 0 || h->f[AL_F_PREV_SIZE].u == 0)
+		return -EBADMSG;
+	memcpy(ret->name, h->f[AL_F_PREV_NAME].p, h->f[AL_F_PREV_NAME].n);
+	ret->name[h->f[AL_F_PREV_NAME].n] = '\0';
+	if (strchr(ret->name, '/'))
+		return -EBADMSG;
+	ret->size = h->f[AL_F_PREV_SIZE].u;
+	ret->seq = h->f[AL_F_PREV_SEQ].u;
+	return 0;
+}
+
+static int prev_file_v2(struct auditlog *l, const struct prev_link *pl, struct v2pos *ret)
+{
+	const char *name = pl->name;
+	const uint8_t *want = pl->hash;
+	uint64_t psize = pl->size, bound = auditlog__tail_bound(&l->cfg);
+	uint8_t *buf = NULL;
 	struct scan *sc = NULL;
 	uint64_t good_end;
 	bool unterminated;
 	int fd = -1, r;
 
-	if (h->f[AL_F_PREV_NAME].n >= sizeof(name) ||
-	    al_unhex(h->f[AL_F_PREV_HASH].p, 64, want) < 0 || psize == 0)
-		return -EBADMSG;
-	memcpy(name, h->f[AL_F_PREV_NAME].p, h->f[AL_F_PREV_NAME].n);
-	name[h->f[AL_F_PREV_NAME].n] = '\0';
-	if (strchr(name, '/'))
-		return -EBADMSG;
 	size_t win = psize < bound ? (size_t)psize : (size_t)bound;
 	fd = openat(l->dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
@@ -622,7 +639,7 @@ static int prev_file_v2(struct auditlog *l, const struct al_parsed *hp, struct v
 	}
 	if (r == 0)
 		r = scan_tail(l, buf, win, psize - win, NULL, sc, &good_end, &unterminated);
-	if (r == 0 && (good_end != psize || unterminated || sc->h.seq != h->f[AL_F_PREV_SEQ].u ||
+	if (r == 0 && (good_end != psize || unterminated || sc->h.seq != pl->seq ||
 		       CRYPTO_memcmp(sc->h.hash, want, AL_HASH_LEN) != 0 ||
 		       sc->v2.tree_state == V2T_UNKNOWN))
 		r = -EBADMSG;
@@ -700,6 +717,11 @@ int al_file_open(struct auditlog *l)
 	}
 	l->file_first_seq = hp.rec.f[AL_F_SEQ].u;
 	l->file_created_ns = al_ts_ns((const char *)hp.rec.f[AL_F_TIMESTAMP].p);
+	/* (hp's strings point into l->dec, which scan_tail reuses: what is
+	 * needed of them later is copied now) */
+	bool links = hp.rec.present & AL_BIT(AL_F_PREV_NAME);
+	struct prev_link link;
+	int link_r = links ? prev_link_get(&hp, &link) : -EBADMSG;
 
 	bool unterminated;
 	for (;;) {
@@ -714,7 +736,6 @@ int al_file_open(struct auditlog *l)
 			r = -EPROTO;
 			goto out;
 		}
-		bool links = hp.rec.present & AL_BIT(AL_F_PREV_NAME);
 		if (!l->sealer || sc->h.version < AL_V2 ||
 		    (sc->v2.tree_state != V2T_UNKNOWN && (sc->v2.has_seal || !links)))
 			break; /* (a chain's first file may hold no seal yet) */
@@ -726,7 +747,7 @@ int al_file_open(struct auditlog *l)
 				r = -ENOMEM;
 				goto out;
 			}
-			r = prev_file_v2(l, &hp, init_buf);
+			r = link_r < 0 ? link_r : prev_file_v2(l, &link, init_buf);
 			if (r < 0)
 				goto out;
 			continue;
