@@ -175,4 +175,23 @@ cp "$d/log/audit.log" "$d/$esc"
 expect 1 "$VERIFY" "$d/$esc"
 grep -q 'evil\\x1b\[2Jname' "$d/out" || fail "escape not shown as \\x1b"
 if grep -q "$(printf '\033')" "$d/out"; then fail "a raw ESC reached the output"; fi
+# --emit - from a pipe passes verified lines on as they come, not a stdio
+# buffer at a time: the first 20 lines must be out while the rest is held back
+mkdir -p "$d/plog"
+"$DEMO" -p "$d/plog/audit.log" -t 1 -n 200 >/dev/null || fail "the demo could not write a log"
+mkfifo "$d/in"
+head -n 20 "$d/plog/audit.log" >"$d/part1"
+tail -n +21 "$d/plog/audit.log" >"$d/part2"
+"$VERIFY" --emit - <"$d/in" >"$d/emitted" 2>/dev/null &
+vpid=$!
+exec 3>"$d/in"
+cat "$d/part1" >&3
+i=0
+while [ "$(wc -l <"$d/emitted")" -lt 20 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+early=$(wc -l <"$d/emitted")
+cat "$d/part2" >&3
+exec 3>&-
+wait $vpid || fail "--emit - of the intact log: exit $?"
+[ "$early" -ge 20 ] || fail "--emit -: only $early of the 20 lines given were passed on while the pipe stayed open"
+cmp -s "$d/emitted" "$d/plog/audit.log" || fail "--emit -: the lines passed on are not the log's"
 echo "cli_verify: all passed"

@@ -610,8 +610,10 @@ static int add_anchor(const char *arg, struct al_vanchor **list, unsigned *n)
 	return 0;
 }
 
-/* The log on standard input, fed to the engine as it is read. */
-static int verify_stdin(const struct al_vopts *o, struct al_vresult *res)
+/* The log on standard input, fed to the engine as it is read. What verified
+ * is written out before each read that may wait (--emit from a pipe passes
+ * lines on as they come, not a stdio buffer at a time). */
+static int verify_stdin(const struct al_vopts *o, struct al_vresult *res, struct report *rep)
 {
 	static uint8_t buf[1 << 20];
 	struct al_vstream *st;
@@ -620,6 +622,8 @@ static int verify_stdin(const struct al_vopts *o, struct al_vresult *res)
 	if (r < 0)
 		return r;
 	for (;;) {
+		if (rep->emit)
+			emit_save(rep);
 		ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -1000,7 +1004,7 @@ verify:
 	}
 
 	struct al_vresult res;
-	r = from_stdin ? verify_stdin(&o, &res) : al_verify_files(paths, n, &o, &res);
+	r = from_stdin ? verify_stdin(&o, &res, &rep) : al_verify_files(paths, n, &o, &res);
 	bar_clear(&rep);
 	if ((r == -ENOENT || r == -EXDEV) && o.follow && follow_tries++ < 50) {
 		/* A file was renamed between the listing and its opening (the
