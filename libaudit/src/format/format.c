@@ -453,6 +453,12 @@ static inline bool plain8(uint64_t x)
  * the short names most records carry take one or two steps, not a loop. */
 static inline bool all_plain(const uint8_t *s, size_t n)
 {
+	if (n >= 4 && n < 8) { /* two overlapping 4-byte words in one */
+		uint32_t a, b;
+		memcpy(&a, s, 4);
+		memcpy(&b, s + n - 4, 4);
+		return plain8((uint64_t)a | (uint64_t)b << 32);
+	}
 	if (n < 8) {
 		for (size_t i = 0; i < n; i++)
 			if (!plain_ascii(s[i]))
