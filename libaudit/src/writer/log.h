@@ -82,7 +82,6 @@ static inline size_t al_p11_unnamed(char buf[AL_P11_UNNAMED_LEN], uint64_t v)
 struct waiter {
 	_Atomic uint32_t done; /* futex word: 0 pending, 1 released */
 	int32_t result;
-	uint64_t released_ns;  /* monotonic, when the worker released it */
 	uint64_t seq;          /* the record's seq (record_sync), set by the worker */
 	bool has_seq;
 	struct waiter *next;
@@ -232,9 +231,6 @@ struct auditlog {
 	_Alignas(64) _Atomic uint64_t enq_pos;
 	_Alignas(64) _Atomic uint32_t worker_sleeping;
 	_Atomic uint32_t spinners; /* sync callers polling their waiter (at most one) */
-	_Atomic uint64_t wait_lo, wait_hi; /* ns: their waits' 20th and 60th percentiles, estimated */
-	uint64_t idle_budget_ns;   /* worker only: how long idle_spin looks for a record */
-	uint32_t idle_misses;      /* worker only: fruitless looks in a row */
 	_Atomic uint32_t space_gen;   /* futex: bumped when slots are freed and someone waits */
 	_Atomic uint32_t full_waiters;
 	_Alignas(64) uint64_t deq_pos; /* worker only */

@@ -60,79 +60,29 @@ static uint64_t mono_ns(void)
 static void waiter_release(struct waiter *w, int result)
 {
 	w->result = result;
-	w->released_ns = mono_ns();
 	atomic_store_explicit(&w->done, 1, memory_order_release);
 	futex_wake_all(&w->done);
 }
 
 /*
- * Waiting for a batch. A thread woken on another vCPU by the futex costs
- * 20-40 us on a VM, about a sixth of the fdatasync being waited for, so one
- * caller at a time (the others sleep on the futex) watches its waiter around
- * the moment its release is expected. Watching the whole fdatasync cost its
- * full length in CPU (~160 us a record_sync, docs/benchmarks.md), so the
- * watcher learns from its log's own waits (the time from the wait's start to
- * the worker's release stamp): it sleeps on the futex until the waits' 20th
- * percentile less a margin for the timer's wake-up (l->wait_lo), polls,
- * yielding its CPU between looks, until their 60th percentile plus that
- * margin (l->wait_hi; never past WAIT_SPIN_NS), then sleeps on the futex.
- * A release during either sleep wakes it through the futex, as before the
- * watch: no wait ends before its release, and the waits that end inside
- * the watch -- the median among them -- are seen at once.
+ * Waiting for a batch: one caller at a time polls its waiter for up to
+ * WAIT_SPIN_NS (a write + fdatasync's p99 on a quiet disk), the others sleep
+ * on the futex. Waking a sleeping thread on another vCPU costs 20-40 us on a
+ * VM, about a sixth of the fdatasync being waited for; a caller that polls
+ * sees its release at once. The poller yields its CPU between looks, so a
+ * runnable thread (the worker, other producers) is not held up.
  */
 #define WAIT_SPIN_NS (2u * 1000 * 1000)
-/* a timed futex wake-up: the kernel's default timer slack (50 us) and a
- * wake-up on the VM (20-40 us), with room to spare */
-#define WAIT_MARGIN_NS (100u * 1000)
-
-/* Fold one wait d into a running estimate *qp of a quantile tau of the
- * waits: q += step * (tau - [d < q]), with tau = up / (up + down) and a step
- * of 1/32 of the estimate, so a few dozen waits follow a change of disk
- * speed. Racy updates by two callers lose a step, no more. */
-static void wait_learn(_Atomic uint64_t *qp, uint64_t d, unsigned up, unsigned down)
-{
-	uint64_t q = atomic_load_explicit(qp, memory_order_relaxed);
-	uint64_t step = q / 32 + 500;
-
-	if (!q)
-		q = d ? d : 1;
-	else if (d < q)
-		q = q > down * step ? q - down * step : 1;
-	else
-		q += up * step;
-	if (q > WAIT_SPIN_NS)
-		q = WAIT_SPIN_NS;
-	atomic_store_explicit(qp, q, memory_order_relaxed);
-}
 
 static int waiter_wait(struct auditlog *l, struct waiter *w)
 {
 	uint32_t none = 0;
 
 	if (atomic_compare_exchange_strong(&l->spinners, &none, 1)) {
-		uint64_t start = mono_ns(), until = start + WAIT_SPIN_NS;
-		uint64_t lo = atomic_load_explicit(&l->wait_lo, memory_order_relaxed);
-		uint64_t hi = atomic_load_explicit(&l->wait_hi, memory_order_relaxed);
-		if (lo > WAIT_MARGIN_NS * 2) {
-			uint64_t nap = lo - WAIT_MARGIN_NS;
-			struct timespec to = {(time_t)(nap / 1000000000u), (long)(nap % 1000000000u)};
-			futex_wait(&w->done, 0, &to); /* returns early when released */
-		}
-		if (hi && hi + WAIT_MARGIN_NS < WAIT_SPIN_NS)
-			until = start + hi + WAIT_MARGIN_NS;
+		uint64_t until = mono_ns() + WAIT_SPIN_NS;
 		while (!atomic_load_explicit(&w->done, memory_order_acquire) && mono_ns() < until)
 			sched_yield();
 		atomic_store(&l->spinners, 0);
-		/* learn from when the release came, not from when it was seen:
-		 * a late wake-up must not lengthen the next nap. A wait not over
-		 * yet counts as one past the window. */
-		uint64_t d = WAIT_SPIN_NS;
-		if (atomic_load_explicit(&w->done, memory_order_acquire))
-			d = w->released_ns > start ? w->released_ns - start : 0;
-		else if (hi)
-			d = hi + WAIT_MARGIN_NS;
-		wait_learn(&l->wait_lo, d, 1, 4); /* the 20th percentile */
-		wait_learn(&l->wait_hi, d, 3, 2); /* the 60th */
 	}
 	while (!atomic_load_explicit(&w->done, memory_order_acquire))
 		futex_wait(&w->done, 0, NULL);
@@ -1368,39 +1318,17 @@ static bool run_retries(struct auditlog *l)
  * Returns true when a record is ready.
  */
 #define IDLE_SPIN_NS (100u * 1000)
-#define IDLE_SPIN_MIN_NS (10u * 1000)
 
-/* How long to look: learned from the log's own callers. A look that caught
- * a record after t ns sets the next budget to 4t (at least the minimum); one
- * that caught nothing halves it, and every 16th fruitless look in a row
- * tries the full IDLE_SPIN_NS again, so a caller that speeds up is found. A
- * caller that comes back later than the budget pays the wake-up it would
- * have paid anyway after IDLE_SPIN_NS; one that never comes back soon costs
- * the worker IDLE_SPIN_MIN_NS a record instead of IDLE_SPIN_NS. */
 static bool idle_spin(struct auditlog *l)
 {
-	uint64_t start = mono_ns();
-	uint64_t budget = l->idle_budget_ns ? l->idle_budget_ns : IDLE_SPIN_NS;
-	uint64_t until = start + budget, now;
+	uint64_t until = mono_ns() + IDLE_SPIN_NS;
 
-	if (l->idle_misses && l->idle_misses % 16 == 0)
-		until = start + IDLE_SPIN_NS;
 	do {
-		if (slot_ready(l)) {
-			uint64_t t = 4 * (mono_ns() - start);
-			l->idle_budget_ns = t < IDLE_SPIN_MIN_NS ? IDLE_SPIN_MIN_NS :
-					    t > IDLE_SPIN_NS ? IDLE_SPIN_NS : t;
-			l->idle_misses = 0;
+		if (slot_ready(l))
 			return true;
-		}
 		sched_yield();
-		now = mono_ns();
-	} while (now < until && !atomic_load(&l->stopping));
-	if (slot_ready(l))
-		return true;
-	l->idle_misses++;
-	l->idle_budget_ns = budget / 2 < IDLE_SPIN_MIN_NS ? IDLE_SPIN_MIN_NS : budget / 2;
-	return false;
+	} while (mono_ns() < until && !atomic_load(&l->stopping));
+	return slot_ready(l);
 }
 
 static void *worker_main(void *arg)
