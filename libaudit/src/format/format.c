@@ -836,6 +836,8 @@ static uint8_t *put_caller(uint8_t *o, const struct al_v2_field *c)
 	return o;
 }
 
+static uint8_t *enc_field(uint8_t *o, const struct al_record *r, int f);
+
 /* The line of a checked record; its hash from `digest` (v2, given) or from
  * the body built in work (else). */
 static long emit(const struct al_record *in, const uint8_t *digest, const uint8_t prev[AL_HASH_LEN],
@@ -901,6 +903,16 @@ static long emit(const struct al_record *in, const uint8_t *digest, const uint8_
 	o = put(o, ",\"type\":\"", 9);
 	o = put(o, t->name, t->namelen);
 	*o++ = '"';
+	/* v1: the body (al_encode_v1's bytes) is built in the same pass over the
+	 * members as the line */
+	uint8_t *bo = NULL;
+	if (r->version == 1) {
+		bo = work + AL_HASH_LEN;
+		*bo++ = 1;
+		*bo++ = r->type;
+		bo = enc_field(bo, r, AL_F_TIMESTAMP);
+		bo = enc_field(bo, r, AL_F_SEQ);
+	}
 	for (unsigned i = 0; i < t->n; i++) {
 		int f = t->order[i];
 		if (!(r->present & AL_BIT(f)))
@@ -908,6 +920,8 @@ static long emit(const struct al_record *in, const uint8_t *digest, const uint8_
 		if (measure && (size_t)(o - line) + member_len(r, f) + 76 > AL_LINE_MAX)
 			return -E2BIG;
 		o = put_member(o, r, f);
+		if (bo)
+			bo = enc_field(bo, r, f);
 	}
 	if (ncaller) {
 		if (measure && (size_t)(o - line) + al_v2_caller_json_len(r->caller, ncaller) + 76 >
@@ -937,7 +951,7 @@ static long emit(const struct al_record *in, const uint8_t *digest, const uint8_
 			memcpy(body, line, body_len);
 			body[body_len++] = '}';
 		} else {
-			body_len = al_encode_v1(r, body);
+			body_len = (size_t)(bo - body); /* = al_encode_v1(r, body) */
 		}
 		memcpy(work, prev, AL_HASH_LEN);
 		al_chain_step_inplace(work, body_len, out->hash);
