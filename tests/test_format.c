@@ -2908,6 +2908,37 @@ static void test_line_max_boundary(void **state)
 	assert_int_equal(parsed, 2 * 2 * 3 + 4 * sizeof(grown) / sizeof(grown[0]));
 }
 
+/* The emitter's whole-string and run scans look at 8 and 16 bytes at a time
+ * (overlapping at the end): one byte that needs escaping or repair, at every
+ * position of strings of every length up to past two 16-byte blocks, must
+ * still be found -- held to the model, jansson and al_parse by hostile_one. */
+static void test_plain_scan(void **state)
+{
+	static const uint8_t bad[] = {'"', '\\', 0x00, 0x01, 0x1f, 0x80, 0xc3, 0xff};
+	struct stats st = {0};
+	struct cutstat cs = {0};
+	uint8_t raw[40];
+	char what[96];
+	unsigned runs = 0;
+
+	(void)state;
+	for (size_t n = 1; n <= sizeof(raw); n++) {
+		memset(raw, 'a', n);
+		hostile_one("plain", raw, n, &st, &cs);
+		runs++;
+		for (size_t k = 0; k < n; k++)
+			for (size_t b = 0; b < sizeof(bad); b++) {
+				memset(raw, 'a', n);
+				raw[k] = bad[b];
+				snprintf(what, sizeof(what), "%zu bytes, 0x%02x at %zu", n, bad[b], k);
+				hostile_one(what, raw, n, &st, &cs);
+				runs++;
+			}
+	}
+	assert_int_equal(cs.bad, 0);
+	assert_int_equal(st.ok, 3 * runs); /* two events and a header each */
+}
+
 /* 8 ------------------------------------------------------------------------- */
 
 static void test_hex(void **state)
@@ -2936,6 +2967,7 @@ int main(void)
 		cmocka_unit_test(test_vectors),
 		cmocka_unit_test(test_emit_json),
 		cmocka_unit_test(test_hostile_strings),
+		cmocka_unit_test(test_plain_scan),
 		cmocka_unit_test(test_parse_strict),
 		cmocka_unit_test(test_bit_flips),
 		cmocka_unit_test(test_timestamps),

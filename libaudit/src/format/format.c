@@ -183,7 +183,23 @@ static const char hexpairs[513] =
 
 void al_hex(const uint8_t *in, size_t n, char *out)
 {
-	for (size_t i = 0; i < n; i++)
+	size_t i = 0;
+#if defined(__SSE2__)
+	/* 16 bytes at a time (every line's 32-byte hash): split the nibbles,
+	 * interleave them high first, add '0', and 'a' - '0' - 10 more above 9 */
+	const __m128i lo4 = _mm_set1_epi8(0x0f), nine = _mm_set1_epi8(9);
+	const __m128i zero = _mm_set1_epi8('0'), gap = _mm_set1_epi8('a' - '0' - 10);
+	for (; n - i >= 16; i += 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(in + i));
+		__m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), lo4), lo = _mm_and_si128(v, lo4);
+		__m128i a = _mm_unpacklo_epi8(hi, lo), b = _mm_unpackhi_epi8(hi, lo);
+		a = _mm_add_epi8(_mm_add_epi8(a, zero), _mm_and_si128(_mm_cmpgt_epi8(a, nine), gap));
+		b = _mm_add_epi8(_mm_add_epi8(b, zero), _mm_and_si128(_mm_cmpgt_epi8(b, nine), gap));
+		_mm_storeu_si128((__m128i *)(void *)(out + 2 * i), a);
+		_mm_storeu_si128((__m128i *)(void *)(out + 2 * i + 16), b);
+	}
+#endif
+	for (; i < n; i++)
 		memcpy(out + 2 * i, hexpairs + 2 * in[i], 2);
 }
 
@@ -414,6 +430,64 @@ static inline size_t plain_run_end(const uint8_t *s, size_t i, size_t n)
 	return i;
 }
 
+/* Eight bytes at once (SWAR): true when none of them ends a plain run, i.e.
+ * none is below 0x20, from 0x80 up, '"' or '\\'. The has-zero and has-less
+ * tests are exact as yes/no answers for the word. */
+static inline uint64_t load8(const uint8_t *s)
+{
+	uint64_t x;
+	memcpy(&x, s, 8); /* byte order does not matter to plain8 */
+	return x;
+}
+
+static inline bool plain8(uint64_t x)
+{
+	const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;
+	uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+	uint64_t bad = (x & high) | ((x - ones * 0x20) & ~x & high) | ((q - ones) & ~q & high) |
+		       ((b - ones) & ~b & high);
+	return bad == 0;
+}
+
+/* Every byte of s[0..n) plain (n > 0): whole strings, the decoder's check.
+ * Strings of 8 bytes and more are looked at through overlapping words, so
+ * the short names most records carry take one or two steps, not a loop. */
+static inline bool all_plain(const uint8_t *s, size_t n)
+{
+	if (n >= 4 && n < 8) { /* two overlapping 4-byte words in one */
+		uint32_t a, b;
+		memcpy(&a, s, 4);
+		memcpy(&b, s + n - 4, 4);
+		return plain8((uint64_t)a | (uint64_t)b << 32);
+	}
+	if (n < 8) {
+		for (size_t i = 0; i < n; i++)
+			if (!plain_ascii(s[i]))
+				return false;
+		return true;
+	}
+	if (n < 16)
+		return plain8(load8(s)) && plain8(load8(s + n - 8));
+#if defined(__SSE2__)
+	const __m128i quote = _mm_set1_epi8('"'), bsl = _mm_set1_epi8('\\'), sp = _mm_set1_epi8(0x20);
+	__m128i stop = _mm_setzero_si128();
+	for (size_t i = 0;; i += 16) {
+		if (i > n - 16)
+			i = n - 16; /* the last 16, overlapping */
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+		stop = _mm_or_si128(stop, _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote),
+								     _mm_cmpeq_epi8(v, bsl)),
+						       _mm_cmplt_epi8(v, sp)));
+		if (i == n - 16)
+			break;
+	}
+	return _mm_movemask_epi8(stop) == 0;
+#else
+	return plain_ascii(s[0]) && plain_run_end(s, 0, n - 8) == n - 8 &&
+	       plain8(load8(s + n - 8));
+#endif
+}
+
 static unsigned esc_len_ascii(uint8_t c)
 {
 	if (c == '"' || c == '\\')
@@ -524,10 +598,9 @@ int al_record_decode(const struct al_record *raw, struct al_record *out, uint8_t
 		if (F[f].kind != K_KEYID && raw->f[f].n &&
 		    (F[f].kind != K_STR || !F[f].cap || raw->f[f].n <= F[f].cap)) {
 			/* the common case: printable ASCII that fits decodes to itself */
-			size_t i = 0;
-			while (i < raw->f[f].n && plain_ascii(raw->f[f].p[i]))
-				i++;
-			if (i == raw->f[f].n) {
+			const uint8_t *p = raw->f[f].p;
+			size_t n = raw->f[f].n;
+			if (all_plain(p, n)) {
 				out->plain |= AL_BIT(f);
 				continue;
 			}
@@ -540,6 +613,8 @@ int al_record_decode(const struct al_record *raw, struct al_record *out, uint8_t
 			out->present &= ~AL_BIT(f);
 			continue;
 		}
+		if (F[f].kind == K_KEYID && n == 2 * raw->f[f].n) /* before: out may be raw */
+			out->plain |= AL_BIT(f); /* lowercase hex, not cut: nothing to escape */
 		out->f[f].p = buf + used;
 		out->f[f].n = n;
 		used += n;
@@ -566,15 +641,36 @@ static uint8_t *put_u64(uint8_t *o, uint64_t v)
 	return put(o, tmp + i, (size_t)(20 - i));
 }
 
+/* The end of the run of safe_out bytes that starts at i (i itself is safe):
+ * 16 at a time with SSE2, as plain_run_end, but bytes from 0x80 up are safe
+ * here (v <= 0x1f unsigned: min(v, 0x1f) == v). */
+static inline size_t safe_run_end(const uint8_t *s, size_t i, size_t n)
+{
+	i++;
+#if defined(__SSE2__)
+	const __m128i quote = _mm_set1_epi8('"'), bsl = _mm_set1_epi8('\\'), c1f = _mm_set1_epi8(0x1f);
+	while (n - i >= 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+		__m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bsl)),
+					    _mm_cmpeq_epi8(_mm_min_epu8(v, c1f), v));
+		unsigned m = (unsigned)_mm_movemask_epi8(stop);
+		if (m)
+			return i + (size_t)__builtin_ctz(m);
+		i += 16;
+	}
+#endif
+	while (i < n && safe_out(s[i]))
+		i++;
+	return i;
+}
+
 /* Escape decoded (valid UTF-8) bytes. */
 static uint8_t *put_escaped(uint8_t *o, const uint8_t *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		uint8_t c = s[i];
 		if (safe_out(c)) {
-			size_t j = i + 1;
-			while (j < n && safe_out(s[j]))
-				j++;
+			size_t j = safe_run_end(s, i, n);
 			memcpy(o, s + i, j - i);
 			o += j - i;
 			i = j - 1;
@@ -741,6 +837,8 @@ static uint8_t *put_caller(uint8_t *o, const struct al_v2_field *c)
 	return o;
 }
 
+static uint8_t *enc_field(uint8_t *o, const struct al_record *r, int f);
+
 /* The line of a checked record; its hash from `digest` (v2, given) or from
  * the body built in work (else). */
 static long emit(const struct al_record *in, const uint8_t *digest, const uint8_t prev[AL_HASH_LEN],
@@ -806,6 +904,16 @@ static long emit(const struct al_record *in, const uint8_t *digest, const uint8_
 	o = put(o, ",\"type\":\"", 9);
 	o = put(o, t->name, t->namelen);
 	*o++ = '"';
+	/* v1: the body (al_encode_v1's bytes) is built in the same pass over the
+	 * members as the line */
+	uint8_t *bo = NULL;
+	if (r->version == 1) {
+		bo = work + AL_HASH_LEN;
+		*bo++ = 1;
+		*bo++ = r->type;
+		bo = enc_field(bo, r, AL_F_TIMESTAMP);
+		bo = enc_field(bo, r, AL_F_SEQ);
+	}
 	for (unsigned i = 0; i < t->n; i++) {
 		int f = t->order[i];
 		if (!(r->present & AL_BIT(f)))
@@ -813,6 +921,8 @@ static long emit(const struct al_record *in, const uint8_t *digest, const uint8_
 		if (measure && (size_t)(o - line) + member_len(r, f) + 76 > AL_LINE_MAX)
 			return -E2BIG;
 		o = put_member(o, r, f);
+		if (bo)
+			bo = enc_field(bo, r, f);
 	}
 	if (ncaller) {
 		if (measure && (size_t)(o - line) + al_v2_caller_json_len(r->caller, ncaller) + 76 >
@@ -842,7 +952,7 @@ static long emit(const struct al_record *in, const uint8_t *digest, const uint8_
 			memcpy(body, line, body_len);
 			body[body_len++] = '}';
 		} else {
-			body_len = al_encode_v1(r, body);
+			body_len = (size_t)(bo - body); /* = al_encode_v1(r, body) */
 		}
 		memcpy(work, prev, AL_HASH_LEN);
 		al_chain_step_inplace(work, body_len, out->hash);
