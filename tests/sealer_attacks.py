@@ -57,9 +57,46 @@ tag = "%x" % (os.getpid() & 0xffffff)
 names = {k: "alsa%s%s" % (k, tag) for k in "sabx"}  # sealer, app a, writer b, not allowed x
 made = []
 procs = []
-d = tempfile.mkdtemp(prefix="auditlog-sealer-attacks.", dir=os.environ.get("TMPDIR", "/var/tmp"))
+
+
+def world_reachable(p):
+    """can every user walk down to p (o+x on it and each directory above)?"""
+    p = os.path.abspath(p)
+    while True:
+        if not os.stat(p).st_mode & 0o001:
+            return False
+        if p == "/":
+            return True
+        p = os.path.dirname(p)
+
+
+# The test's users must reach its directory and run its programs: a package
+# build's TMPDIR and build tree may lie in a 0700 directory (dpkg-buildpackage),
+# so the directory goes to /var/tmp then, and the programs are run from copies.
+base = os.environ.get("TMPDIR", "/var/tmp")
+d = tempfile.mkdtemp(prefix="auditlog-sealer-attacks.", dir=base if world_reachable(base) else "/var/tmp")
 sealer = None
 failed = False
+bindir = os.path.join(d, "bin")
+os.mkdir(bindir)
+os.chmod(bindir, 0o755)
+
+
+def copy_exe(path, name=None):
+    dst = os.path.join(bindir, name or os.path.basename(path))
+    shutil.copyfile(path, dst)
+    os.chmod(dst, 0o755)
+    return dst
+
+
+# the writer finds libauditlog.so in the build tree (its RUNPATH): a copy
+# beside the programs, found first through LD_LIBRARY_PATH
+for ln in subprocess.run(["ldd", WRITER], capture_output=True, text=True).stdout.splitlines():
+    parts = ln.split()
+    if len(parts) >= 3 and parts[0].startswith("libauditlog") and parts[1] == "=>":
+        copy_exe(parts[2], parts[0])
+KEYGEN, SEALER, VERIFY, WRITER, HELPER, MODULE = map(copy_exe, (KEYGEN, SEALER, VERIFY, WRITER, HELPER, MODULE))
+os.environ["LD_LIBRARY_PATH"] = bindir + (":" + os.environ["LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else "")
 
 
 def cleanup():
