@@ -267,7 +267,10 @@ AUDITLOG_API int auditlog_verifier_add_verify_key(struct auditlog_verifier *v, c
 	return r;
 }
 
-AUDITLOG_API int auditlog_verifier_add_pubkey(struct auditlog_verifier *v, const void *buf, size_t len)
+/* A checkpoint key file (17.3) onto a list, one key per host name: the
+ * public keys of hosts, or of witnesses (their names). */
+static int add_ckey(struct auditlog_verifier *v, const void *buf, size_t len, struct al_ckey **list,
+		    const struct al_ckey **o_list, unsigned *n)
 {
 	int r = settable(v, !buf);
 	struct al_ckey k;
@@ -277,40 +280,27 @@ AUDITLOG_API int auditlog_verifier_add_pubkey(struct auditlog_verifier *v, const
 	r = al_ckey_parse(buf, len, false, &k);
 	if (r < 0)
 		return r;
-	for (unsigned i = 0; i < v->o.n_pubkeys; i++)
-		if (v->pubkeys[i].host_len == k.host_len && memcmp(v->pubkeys[i].host, k.host, k.host_len) == 0)
-			return -EINVAL; /* one key per host */
-	struct al_ckey *nk = realloc(v->pubkeys, (v->o.n_pubkeys + 1) * sizeof(*nk));
+	for (unsigned i = 0; i < *n; i++)
+		if ((*list)[i].host_len == k.host_len && memcmp((*list)[i].host, k.host, k.host_len) == 0)
+			return -EINVAL; /* one key per name */
+	struct al_ckey *nk = realloc(*list, (*n + 1) * sizeof(*nk));
 	if (!nk)
 		return -ENOMEM;
-	nk[v->o.n_pubkeys] = k;
-	v->pubkeys = nk;
-	v->o.pubkeys = nk;
-	v->o.n_pubkeys++;
+	nk[*n] = k;
+	*list = nk;
+	*o_list = nk;
+	(*n)++;
 	return 0;
+}
+
+AUDITLOG_API int auditlog_verifier_add_pubkey(struct auditlog_verifier *v, const void *buf, size_t len)
+{
+	return v ? add_ckey(v, buf, len, &v->pubkeys, &v->o.pubkeys, &v->o.n_pubkeys) : -EINVAL;
 }
 
 AUDITLOG_API int auditlog_verifier_add_witness_key(struct auditlog_verifier *v, const void *buf, size_t len)
 {
-	int r = settable(v, !buf);
-	struct al_ckey k;
-
-	if (r)
-		return r;
-	r = al_ckey_parse(buf, len, false, &k);
-	if (r < 0)
-		return r;
-	for (unsigned i = 0; i < v->o.n_wkeys; i++)
-		if (v->wkeys[i].host_len == k.host_len && memcmp(v->wkeys[i].host, k.host, k.host_len) == 0)
-			return -EINVAL; /* one key per witness name */
-	struct al_ckey *nk = realloc(v->wkeys, (v->o.n_wkeys + 1) * sizeof(*nk));
-	if (!nk)
-		return -ENOMEM;
-	nk[v->o.n_wkeys] = k;
-	v->wkeys = nk;
-	v->o.wkeys = nk;
-	v->o.n_wkeys++;
-	return 0;
+	return v ? add_ckey(v, buf, len, &v->wkeys, &v->o.wkeys, &v->o.n_wkeys) : -EINVAL;
 }
 
 AUDITLOG_API int auditlog_verifier_add_witness(struct auditlog_verifier *v, const void *buf, size_t len)
