@@ -18,20 +18,10 @@ cleanup() { [ -n "$spid" ] && kill "$spid" 2>/dev/null; wait 2>/dev/null; rm -rf
 trap cleanup EXIT
 fail() { echo "sealer.sh: $*" >&2; [ -f "$d/sealer.err" ] && sed 's/^/  sealer: /' "$d/sealer.err" >&2; exit 1; }
 epoch_of() { sed -n 's/^epoch \([0-9]*\)$/\1/p' "$1"; }
-# start_sealer ARGS...: in the background, wait for its socket
-start_sealer() {
-	rm -f "$d/sock"
-	"$SEALER" --state "$d/k/sealing-state" --signing-key "$d/k/signing-key" --socket "$d/sock" \
-		"$@" 2>"$d/sealer.err" &
-	spid=$!
-	i=0
-	while [ ! -S "$d/sock" ]; do
-		i=$((i + 1))
-		[ $i -gt 200 ] && fail "no socket after 10 s"
-		kill -0 "$spid" 2>/dev/null || fail "the sealer exited"
-		sleep 0.05
-	done
-}
+. "$(dirname "$0")/sealer_lib.sh"
+# start_sealer ARGS...: in the background, wait for its socket (sealer.err
+# holds this run's messages only)
+start_sealer() { : >"$d/sealer.err"; start_sealer_with "$d/k" "$@"; }
 stop_sealer() { # SIGTERM: exit 0, socket gone
 	kill -TERM "$spid"
 	wait "$spid"; rc=$?

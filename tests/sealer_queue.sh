@@ -35,20 +35,8 @@ fail() {
 	for f in "$d"/*.out "$d"/*.err; do [ -s "$f" ] && sed "s|^|  $(basename "$f"): |" "$f" >&2; done
 	exit 1
 }
-start_sealer() { # [KEYDIR]
-	rm -f "$d/sock"
-	kd=${1:-$d/k}
-	"$SEALER" --state "$kd/sealing-state" --signing-key "$kd/signing-key" --socket "$d/sock" \
-		--allow-uid "$(id -u)" 2>>"$d/sealer.err" &
-	spid=$!
-	i=0
-	while [ ! -S "$d/sock" ]; do
-		i=$((i + 1))
-		[ $i -gt 200 ] && fail "no socket after 10 s"
-		kill -0 "$spid" 2>/dev/null || fail "the sealer exited"
-		sleep 0.05
-	done
-}
+. "$(dirname "$0")/sealer_lib.sh"
+start_sealer() { start_sealer_with "${1:-$d/k}" --allow-uid "$(id -u)"; } # [KEYDIR]
 kill_sealer() { kill -KILL "$spid"; wait "$spid" 2>/dev/null; spid=; rm -f "$d/sock"; }
 stop_sealer() { kill -TERM "$spid"; wait "$spid"; spid=; }
 # wait_for NAME WORD: the writer printed WORD

@@ -24,19 +24,8 @@ spid=
 cleanup() { [ -n "$spid" ] && kill "$spid" 2>/dev/null; wait 2>/dev/null; rm -rf "$d"; }
 trap cleanup EXIT
 fail() { echo "sealer_registry.sh: $*" >&2; [ -f "$d/sealer.err" ] && sed 's/^/  sealer: /' "$d/sealer.err" >&2; exit 1; }
-start_sealer() {
-	rm -f "$d/sock"
-	"$SEALER" --state "$d/k/sealing-state" --signing-key "$d/k/signing-key" --socket "$d/sock" \
-		--registry "$d/reg" 2>>"$d/sealer.err" &
-	spid=$!
-	i=0
-	while [ ! -S "$d/sock" ]; do
-		i=$((i + 1))
-		[ $i -gt 200 ] && fail "no socket after 10 s"
-		kill -0 "$spid" 2>/dev/null || fail "the sealer exited"
-		sleep 0.05
-	done
-}
+. "$(dirname "$0")/sealer_lib.sh"
+start_sealer() { start_sealer_with "$d/k" --registry "$d/reg"; }
 stop_sealer() {
 	kill -TERM "$spid"
 	wait "$spid"; rc=$?
