@@ -64,18 +64,6 @@ static void finding(struct run *r, const char *file, uint64_t line, const uint64
 	printf(": %s: %s\n", cls, msg);
 }
 
-/* @timestamp (section 2.1's exact form, checked by the parser) as ns. */
-static uint64_t ts_ns(const uint8_t *ts)
-{
-	int64_t sec = 0;
-	uint64_t frac = 0;
-
-	if (al_parse_ts(ts, AL_TS_LEN, &sec) < 0 || sec < 0)
-		return 0;
-	for (unsigned i = 20; i < 29; i++)
-		frac = frac * 10 + (uint64_t)(ts[i] - '0');
-	return (uint64_t)sec * NS + frac;
-}
 
 static void fmt_time(uint64_t ns, char out[AL_TS_LEN + 1])
 {
@@ -119,7 +107,7 @@ static int read_seals(struct run *r, char **paths, unsigned n, const struct al_a
 			if (rec->version != AL_V2 || rec->type != AL_T_SEAL ||
 			    rec->f[AL_F_SEAL_KEY].n != sizeof(kid) || memcmp(rec->f[AL_F_SEAL_KEY].p, kid, sizeof(kid)) != 0)
 				continue;
-			uint64_t seq = rec->f[AL_F_SEQ].u, ts = ts_ns(rec->f[AL_F_TIMESTAMP].p);
+			uint64_t seq = rec->f[AL_F_SEQ].u, ts = al_ts_ns(rec->f[AL_F_TIMESTAMP].p);
 			uint32_t e = (uint32_t)rec->f[AL_F_EPOCH].u;
 			if (e > a->epoch && ts + d < a->wall)
 				finding(r, paths[i], line, &seq, "attest-conflict", false,

@@ -337,6 +337,19 @@ int al_parse_ts(const uint8_t *s, size_t n, int64_t *ret_sec)
 	return 0;
 }
 
+uint64_t al_ts_ns(const void *ts)
+{
+	const uint8_t *t = ts;
+	int64_t sec = 0;
+	uint64_t frac = 0;
+
+	if (al_parse_ts(t, AL_TS_LEN, &sec) < 0 || sec < 0)
+		return 0;
+	for (unsigned i = 20; i < 29; i++)
+		frac = frac * 10 + (uint64_t)(t[i] - '0');
+	return (uint64_t)sec * 1000000000u + frac;
+}
+
 /* ---- decoding: UTF-8 repair and cut ------------------------------------- */
 
 /* Length of the well-formed UTF-8 sequence at s (Unicode table 3-7), or, when

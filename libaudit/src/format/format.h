@@ -214,6 +214,9 @@ void al_format_ts_cached(struct al_ts_cache *c, uint64_t ns, char out[AL_TS_LEN]
  * anything else. ret_sec (may be NULL): seconds since the epoch. The fixed
  * format makes byte order equal time order, so callers compare strings. */
 int al_parse_ts(const uint8_t *s, size_t n, int64_t *ret_sec);
+/* ns since 1970 of a record's @timestamp (AL_TS_LEN bytes, 2.1's form); 0 when
+ * it is not that form or before 1970. */
+uint64_t al_ts_ns(const void *ts);
 
 /* Little-endian fixed-width integers, as every body and derivation writes
  * them (docs/format.md 4, 13, 16); each returns the byte after it. */

@@ -585,18 +585,6 @@ static void meet_anchors(struct walk *w, uint64_t seq, const uint8_t h[AL_HASH_L
 
 /* ---- v2: seals, the tree, checkpoints, witnesses (docs/format.md 19-23) ----- */
 
-/* ns since 1970 of a checked @timestamp (30 bytes). */
-static uint64_t ts_ns(const uint8_t *ts)
-{
-	int64_t sec = 0;
-	uint64_t frac = 0;
-
-	if (al_parse_ts(ts, AL_TS_LEN, &sec) < 0 || sec < 0)
-		return 0;
-	for (unsigned i = 20; i < 29; i++)
-		frac = frac * 10 + (uint64_t)(ts[i] - '0');
-	return (uint64_t)sec * 1000000000u + frac;
-}
 
 /* The id of the chain being walked (32 hex digits), NULL when none is known. */
 static const char *walk_chain_id(const struct walk *w)
@@ -902,7 +890,7 @@ static void v2_seal(struct walk *w, const struct al_parsed *p, const struct al_v
 				/* clock: the records this seal covers against its epoch's window */
 				uint64_t lo = vk->p.t0 + (uint64_t)epoch * vk->p.delta, hi = lo + 2 * vk->p.delta;
 				lo = lo >= vk->p.delta ? lo - vk->p.delta : 0;
-				uint64_t first = v->since_seal ? ts_ns((const uint8_t *)v->us_ts) : ts_ns(ts), last = ts_ns(ts);
+				uint64_t first = v->since_seal ? al_ts_ns(v->us_ts) : al_ts_ns(ts), last = al_ts_ns(ts);
 				if (first < lo || last > hi)
 					report(c, AL_V_CLOCK, first < lo ? v->us_file : path, first < lo ? v->us_line : lineno,
 					       first < lo ? v->us_off : off, true, first < lo ? v->us_seq : seq,

@@ -160,17 +160,6 @@ static bool chains(const struct head *h, const struct al_parsed *p, const uint8_
 	return al_check_hash(p, line, h->hash, work, out);
 }
 
-uint64_t al_ts_ns(const char ts[AL_TS_LEN])
-{
-	int64_t sec = 0;
-	uint64_t frac = 0;
-
-	(void)al_parse_ts((const uint8_t *)ts, AL_TS_LEN, &sec);
-	for (int i = 20; i < 29; i++)
-		frac = frac * 10 + (uint64_t)(ts[i] - '0');
-	return (uint64_t)sec * 1000000000u + frac;
-}
-
 static void head_from(struct head *h, const struct al_parsed *p)
 {
 	h->seq = p->rec.f[AL_F_SEQ].u;

@@ -402,7 +402,6 @@ long al_chain_append_digest(struct auditlog *l, struct al_record *dec, const uin
 /* Same for a record whose strings are already decoded (a re-parsed line). */
 long al_chain_append_decoded(struct auditlog *l, struct al_record *dec, uint64_t ts_ns,
 			     uint8_t *out);
-uint64_t al_ts_ns(const char ts[AL_TS_LEN]);
 /* ts_ns kept non-decreasing along the chain (the tail's time at least). */
 uint64_t al_clamp_ts(struct auditlog *l, uint64_t ts_ns);
 /* The wall clock, through the test hooks when set. */
