@@ -294,6 +294,21 @@ def service_cases(tmp, c):
                                 ("not cosigned", host_only, log, b"bad-checkpoint 1 rewritten 0 truncated 0")):
         rc, o, err = run(WITNESS_API, d, pub, put("w-api", note), wpubf)
         check(rc == 0 and o.strip() == want, "add_witness_key (API), a note %s: %r (%s)" % (what, o.strip(), err))
+    # --check-proof --witness-key: a bundle for a record of the cosigned
+    # note's tree (--prove --witness carries the cosigned copy), offline
+    tampered = [n for w, n, _ in cases if w == "a tampered timestamp"][0]
+    s0 = sizes[0]  # (a record of the tree of size s1, not of the one before)
+    for what, wf, wk, want_rc, want in (
+            ("cosigned", good, True, 0, b"cosigned: note by siem.example at %d " % now),
+            ("cosigned, without --witness-key", good, False, 0, b"valid: record %d " % s0),
+            ("cosigned by nobody", host_only, True, 1, b"no cosignature of the --witness-key given"),
+            ("a tampered timestamp", tampered, True, 1, b"a cosignature of witness siem.example does not verify")):
+        bundle = os.path.join(tmp, "bundle-w-" + what.replace(" ", "-").replace(",", ""))
+        rc, _, err = run(VERIFY, "--prove", str(s0), "--witness", put("w-bundle", wf), "--out", bundle, log)
+        check(rc == 0, "--prove %d --witness (%s)" % (s0, err))
+        rc, o, err = run(VERIFY, "--check-proof", bundle, "--pubkey", pub, *(["--witness-key", wpubf] if wk else []))
+        check(rc == want_rc and want in (o if want_rc == 0 else err.encode()),
+              "--check-proof %s: exit %d, %r (%r %r)" % (what, want_rc, want, o, err))
     # a rewritten copy: caught only through a note the witness cosigned
     wfile = put("w-good", good)
     rc, j, _ = vjson("--pubkey", pub, "--witness", wfile, "--witness-key", wpubf, E.write_dir(os.path.join(tmp, "rw2"), c["att"]))

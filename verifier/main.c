@@ -81,7 +81,8 @@ static const char usage[] =
 	"                         one of size SIZE1\n"
 	"  --out FILE             write the bundle to FILE (created; never overwritten)\n"
 	"  --check-proof BUNDLE   check a bundle offline with --pubkey, without the log:\n"
-	"                         exit 0 valid, 1 invalid (the part is named), 2 usage\n"
+	"                         exit 0 valid, 1 invalid (the part is named), 2 usage;\n"
+	"                         with --witness-key, its notes must be cosigned\n"
 	"  --attest FILE          check an attestation statement (auditlog-keygen --attest,\n"
 	"                         docs/format.md 27) with --verify-key, then compare it with\n"
 	"                         the seals of the logs given (PATH... optional)\n"
@@ -842,7 +843,7 @@ int main(int argc, char **argv)
 			ret = 2;
 			goto out;
 		}
-		ret = check_proof(bundle, pubkeys, n_pubkeys);
+		ret = check_proof(bundle, pubkeys, n_pubkeys, wkeys, n_wkeys);
 		goto out;
 	}
 	if (prove_mode && (optind >= argc || o.follow || strcmp(argv[optind], "-") == 0)) {

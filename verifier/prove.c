@@ -659,7 +659,44 @@ static const struct al_ckey *key_of(const uint8_t *note, size_t len, const struc
 	return NULL;
 }
 
-/* a note of the bundle, checked with its host's key */
+/* --check-proof --witness-key: the witnesses' public keys; a note of the
+ * bundle must then carry a cosignature of one of them that verifies. */
+static const struct al_ckey *cp_wkeys;
+static unsigned cp_n_wkeys;
+
+/* A cosignature of a witness key given (C2SP tlog-cosignature/v1,
+ * docs/format.md 20.6) on a note: said on stdout; 1 (invalid) when none, or
+ * when one of theirs does not verify. */
+static int check_cosigned(const char *part, const uint8_t *note, size_t len)
+{
+	const struct al_ckey *by = NULL;
+	uint64_t at = 0;
+	char why[256];
+
+	for (unsigned i = 0; i < cp_n_wkeys; i++) {
+		const struct al_ckey *w = &cp_wkeys[i];
+		uint64_t t = 0;
+		int r = al_cosig_verify(w->key, w->host, w->host_len, note, len, &t);
+		if (r == -ENOKEY)
+			continue;
+		if (r < 0) {
+			snprintf(why, sizeof(why), "a cosignature of witness %.*s does not verify (its time or the note "
+				 "changed)", (int)w->host_len, (const char *)w->host);
+			return invalid(part, why);
+		}
+		if (!by) {
+			by = w;
+			at = t;
+		}
+	}
+	if (!by)
+		return invalid(part, "no cosignature of the --witness-key given");
+	printf("cosigned: %s by %.*s at %" PRIu64 " (seconds since 1970)\n", part, (int)by->host_len,
+	       (const char *)by->host, at);
+	return 0;
+}
+
+/* a note of the bundle, checked with its host's key (and the witnesses') */
 static int check_note(const char *part, const uint8_t *note, size_t len, const uint8_t *origin, size_t olen,
 		      const struct al_ckey *keys, unsigned nkeys, struct pnote *ret)
 {
@@ -674,7 +711,7 @@ static int check_note(const char *part, const uint8_t *note, size_t len, const u
 		return invalid(part, "no --pubkey of its origin's host");
 	if ((why = note_read(note, len, k, ret)))
 		return invalid(part, why);
-	return 0;
+	return cp_n_wkeys ? check_cosigned(part, note, len) : 0;
 }
 
 static int check_inclusion(struct al_kv *b, const struct al_ckey *keys, unsigned nkeys)
@@ -810,7 +847,8 @@ out:
 	return ret;
 }
 
-int check_proof(const char *path, const struct al_ckey *keys, unsigned nkeys)
+int check_proof(const char *path, const struct al_ckey *keys, unsigned nkeys, const struct al_ckey *wkeys,
+		unsigned n_wkeys)
 {
 	uint8_t *buf = NULL;
 	size_t n = 0;
@@ -823,6 +861,8 @@ int check_proof(const char *path, const struct al_ckey *keys, unsigned nkeys)
 	struct al_kv b = {buf, n, 0};
 	const uint8_t *v;
 	size_t vl;
+	cp_wkeys = wkeys;
+	cp_n_wkeys = n_wkeys;
 	if (al_kv_line(&b, "auditlog-inclusion-proof", &v, &vl) && vl == 1 && v[0] == '1')
 		ret = check_inclusion(&b, keys, nkeys);
 	else if (b.i = 0, al_kv_line(&b, "auditlog-consistency-proof", &v, &vl) && vl == 1 && v[0] == '1')

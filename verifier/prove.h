@@ -25,8 +25,11 @@ int prove_inclusion(char **paths, unsigned n, uint64_t seq, const char *out, con
 int prove_consistency(char **paths, unsigned n, uint64_t m, uint64_t sz, const char *out,
 		      const struct al_vwnote *w, unsigned nw);
 
-/* Check a bundle of either kind with the public keys (the note's host's):
- * 0 valid, 1 invalid (the part that fails is named on stderr), 2 unreadable. */
-int check_proof(const char *bundle, const struct al_ckey *keys, unsigned nkeys);
+/* Check a bundle of either kind with the public keys (the note's host's) and,
+ * when n_wkeys, the witnesses' (each note must carry a cosignature of one of
+ * them that verifies, said on stdout): 0 valid, 1 invalid (the part that
+ * fails is named on stderr), 2 unreadable. */
+int check_proof(const char *bundle, const struct al_ckey *keys, unsigned nkeys, const struct al_ckey *wkeys,
+		unsigned n_wkeys);
 
 #endif
