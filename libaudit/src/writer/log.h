@@ -231,7 +231,6 @@ struct auditlog {
 	uint64_t mask;
 	_Alignas(64) _Atomic uint64_t enq_pos;
 	_Alignas(64) _Atomic uint32_t worker_sleeping;
-	_Atomic uint32_t spinners; /* sync callers polling their waiter (at most one) */
 	_Atomic uint32_t space_gen;   /* futex: bumped when slots are freed and someone waits */
 	_Atomic uint32_t full_waiters;
 	_Alignas(64) uint64_t deq_pos; /* worker only */

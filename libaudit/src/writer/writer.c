@@ -66,25 +66,15 @@ static void waiter_release(struct waiter *w, int result)
 }
 
 /*
- * Waiting for a batch: one caller at a time polls its waiter for up to
- * WAIT_SPIN_NS (a write + fdatasync's p99 on a quiet disk), the others sleep
- * on the futex. Waking a sleeping thread on another vCPU costs 20-40 us on a
- * VM, about a sixth of the fdatasync being waited for; a caller that polls
- * sees its release at once. The poller yields its CPU between looks, so a
- * runnable thread (the worker, other producers) is not held up.
+ * Waiting for a batch: the caller sleeps on its waiter's futex. It used to
+ * poll (sched_yield) for up to 2 ms first, to skip the futex wake-up; on the
+ * 2-vCPU VM we measure on that made record_sync slower, not faster: a vCPU
+ * kept busy by the poller is one the fdatasync's completion, the worker and
+ * the sealer then wait for (docs/benchmarks.md, "The synchronous caller
+ * sleeps"). The worker's own look for the next record (idle_spin) stays.
  */
-#define WAIT_SPIN_NS (2u * 1000 * 1000)
-
-static int waiter_wait(struct auditlog *l, struct waiter *w)
+static int waiter_wait(struct waiter *w)
 {
-	uint32_t none = 0;
-
-	if (atomic_compare_exchange_strong(&l->spinners, &none, 1)) {
-		uint64_t until = mono_ns() + WAIT_SPIN_NS;
-		while (!atomic_load_explicit(&w->done, memory_order_acquire) && mono_ns() < until)
-			sched_yield();
-		atomic_store(&l->spinners, 0);
-	}
 	while (!atomic_load_explicit(&w->done, memory_order_acquire))
 		futex_wait(&w->done, 0, NULL);
 	return w->result;
@@ -1220,8 +1210,14 @@ static bool fill_and_submit(struct auditlog *l)
 				continue; /* the seal took room: look again */
 			}
 		}
+		bool barrier = l->slots[l->deq_pos & l->mask].kind == SLOT_BARRIER;
 		take_slot(l, b);
 		progress = true;
+		/* A flush with nothing before it was released at once: what was
+		 * queued after it goes back through the coalescing decision
+		 * (its caller, just woken, may be queueing async records now). */
+		if (barrier && b->nrec == 0 && !b->waiters && l->cfg.async_coalesce_us)
+			break;
 	}
 	if (v2 && !atomic_load(&l->error)) {
 		/* every batch ends with a seal (decision 1 of issue 12) */
@@ -1704,7 +1700,7 @@ AUDITLOG_API int auditlog_record_sync(struct auditlog *log, const struct auditlo
 	r = enqueue(log, ev, NULL, 0, SLOT_EVENT, &w);
 	if (r < 0)
 		return r;
-	return waiter_wait(log, &w);
+	return waiter_wait(&w);
 }
 
 /* n > 0 needs a v2 log; n = 0 is auditlog_record() whatever fields is */
@@ -1743,7 +1739,7 @@ AUDITLOG_API int auditlog_record_fields_sync(struct auditlog *log, const struct 
 	r = enqueue(log, ev, fields, n, SLOT_EVENT, &w);
 	if (r < 0)
 		return r;
-	return waiter_wait(log, &w);
+	return waiter_wait(&w);
 }
 
 AUDITLOG_API int auditlog_flush(struct auditlog *log)
@@ -1759,7 +1755,7 @@ AUDITLOG_API int auditlog_flush(struct auditlog *log)
 		atomic_fetch_sub(&log->barriers, 1);
 		return r;
 	}
-	return waiter_wait(log, &w);
+	return waiter_wait(&w);
 }
 
 AUDITLOG_API int auditlog_close(struct auditlog *log)
