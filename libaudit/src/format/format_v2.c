@@ -1,31 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* Format v2 records: body, caller fields, chain step (docs/format.md 12-15). */
 
-/* The low-level SHA-256 functions, as in chain.c (why: see there). */
-#define OPENSSL_SUPPRESS_DEPRECATED 1
-#include <openssl/opensslconf.h>
-#include <openssl/sha.h>
-#include <openssl/evp.h>
-
 #include "format_v2.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
-
-void al_sha256(const void *p, size_t n, uint8_t out[AL_HASH_LEN])
-{
-#ifndef OPENSSL_NO_DEPRECATED_3_0
-	SHA256_CTX c;
-
-	SHA256_Init(&c);
-	SHA256_Update(&c, p, n);
-	SHA256_Final(out, &c);
-#else
-	unsigned int len = 0;
-	(void)EVP_Digest(p, n, out, &len, EVP_sha256(), NULL);
-#endif
-}
 
 /* Every member key docs/format.md defines, any type and version (14.1),
  * with its length: producers check every caller key, so no strlen here. */
