@@ -2,7 +2,9 @@
 # The token writing format v2 as an operator sets it up (docs/token.md
 # "Format v2"): auditlog-keygen makes the keys, pkcs11-tool drives the token
 # in several processes, auditlog-verify checks the trail with the auditor's
-# verification key and the public key; a flipped byte in an old record fails
+# verification key and the public key; after a re-key the next process's
+# chain goes on under the new key (both keys: intact; the old one alone:
+# unknown-key, "re-keyed here"); a flipped byte in an old record fails
 # that check; a key file open to the group stops C_Initialize.
 #
 # Usage: token_v2_cli.sh libsofttoken.so auditlog-keygen auditlog-verify
@@ -54,6 +56,21 @@ grep -q '"v":2,"type":"seal"' "$log" || fail "no seal in $log"
 grep -q '"action":"C_GenerateKey"' "$log" || fail "no C_GenerateKey record"
 vk=(--verify-key "$d/keys/verify-key" --pubkey "$d/keys/pubkey")
 "$VERIFY" "${vk[@]}" "$d/audit" >"$d/out" 2>&1 || fail "auditlog-verify of the intact trail exited $?"
+
+# a re-key (docs/keys.md): the next process that loads the token opens its
+# chain under the new key, marked with the old one; the auditor with both
+# verification keys says intact, with the old one alone is told to get the new
+"$KEYGEN" --rekey --state "$d/keys/sealing-state" --verify-key "$d/keys/verify-key.2" >"$d/out" 2>&1 ||
+	fail "auditlog-keygen --rekey"
+p11 --slot 0 --login --pin user-pin-5678 --keygen --key-type AES:32 --label aes3 --id 03
+grep -q '"kind":"open".*"prev_key":' "$log" || fail "no open seal with prev_key after the re-key"
+vk=(--verify-key "$d/keys/verify-key" --verify-key "$d/keys/verify-key.2" --pubkey "$d/keys/pubkey")
+"$VERIFY" "${vk[@]}" "$d/audit" >"$d/out" 2>&1 || fail "auditlog-verify with both keys after the re-key exited $?"
+if "$VERIFY" --verify-key "$d/keys/verify-key" --pubkey "$d/keys/pubkey" "$d/audit" >"$d/out" 2>&1; then
+	fail "auditlog-verify with the old key only passed a re-keyed chain"
+fi
+grep -q "unknown-key" "$d/out" || fail "the old key alone did not report unknown-key"
+grep -q "re-keyed here" "$d/out" || fail "the old key alone did not say the chain is re-keyed"
 
 # a flipped byte in the first C_InitToken record
 python3 - "$log" <<'PY' || fail "could not edit the log"
