@@ -14,7 +14,9 @@ the last emitted record. Bogus state files (garbage, another chain, a changed
 hash, seq, offset or chain id, a symbolic link, a state inside the log
 directory) are refused with exit 2, emit nothing and are left as they were.
 
-Then a v2 log (keys from auditlog-keygen, seals, checkpoints, rotation) tailed
+Retention behind a stopped tail (the rotated files wholly before the state's
+record deleted) resumes with no finding; a deleted file after it is still a
+missing-file. Then a v2 log (keys from auditlog-keygen, seals, checkpoints, rotation) tailed
 with --pubkey --format ocsf, SIGKILLed in its catch-up and restarted: the
 objects' metadata.sequence values cover the chain without a gap, repeats only
 at the restart, and each object is the one of its record (raw_data).
@@ -150,6 +152,69 @@ def v2_tail(d):
         fail("v2: the tail stopped at seq %d of %d" % (sb[-1], len(lines) - 1))
     print("cli_follow_state: v2 --pubkey --format ocsf: %d + %d objects, %d repeated, last seq %d of %d" % (
         len(a), len(b), rep, sb[-1], len(lines) - 1))
+
+
+def rotated(logdir):
+    return sorted((n for n in os.listdir(logdir) if n.startswith("audit.log.")), key=lambda n: int(n.rsplit("-", 1)[1]))
+
+
+def retention(d):
+    """Retention behind a stopped tail: the rotated files wholly before the
+    state's record are deleted; the tail resumes with no finding (exit 0) and
+    passes on exactly the records written since. A file deleted after the
+    state's record is still a missing-file (exit 1)."""
+    rdir = d + "/ret"
+    os.mkdir(rdir)
+    rlog = rdir + "/audit.log"
+    rstate = d + "/ret-state"
+    subprocess.run([WRITER, rlog, "3000", "65536"], check=True)
+    first = chain_lines(rdir)
+    t = Tail(d, 400, rstate, rdir)
+    wait_for(lambda: len(t.lines()) >= len(first), 30)
+    time.sleep(0.3)
+    if t.kill(signal.SIGTERM) != 0 or t.lines() != first:
+        fail("retention: the first run (%d of %d lines)" % (len(t.lines()), len(first)))
+    st = read_state(rstate)
+    old = rotated(rdir)
+    if len(old) < 3:
+        fail("retention: the writer rotated %d times, want 3 or more" % len(old))
+        return
+    for n in old[:2]:
+        os.unlink(os.path.join(rdir, n))
+    subprocess.run([WRITER, rlog, "200", "65536"], check=True)
+    new = [x for x in chain_lines(rdir) if seq_of(x) > int(st["seq"])]
+    t = Tail(d, 401, rstate, rdir)
+    wait_for(lambda: t.lines() and seq_of(t.lines()[-1]) == seq_of(new[-1]), 30)
+    time.sleep(0.3)
+    rc = t.kill(signal.SIGTERM)
+    with open(t.err) as f:
+        err = f.read()
+    if rc != 0 or "missing-file" in err:
+        fail("retention: resumed after old files were deleted: exit %d, stderr %r" % (rc, err[-600:]))
+    if [x for x in t.lines() if seq_of(x) > int(st["seq"])] != new:
+        fail("retention: %d new lines passed on, want %d" % (len(t.lines()), len(new)))
+    # now a file after the state's record goes: that is a loss, reported
+    st = read_state(rstate)
+    subprocess.run([WRITER, rlog, "1500", "65536"], check=True)
+    later = [n for n in rotated(rdir) if n not in old]
+    victim = None
+    for n in later:
+        with open(os.path.join(rdir, n), "rb") as f:
+            seqs = [seq_of(x) for x in f.read().split(b"\n")[:-1]]
+        if seqs and seqs[0] > int(st["seq"]) and n != later[-1]:
+            victim = n
+            break
+    if victim is None:
+        fail("retention: no rotated file wholly after the state's record")
+        return
+    os.unlink(os.path.join(rdir, victim))
+    t = Tail(d, 402, rstate, rdir)
+    time.sleep(2.5)
+    rc = t.kill(signal.SIGTERM)
+    with open(t.err) as f:
+        err = f.read()
+    if rc != 1 or "missing-file" not in err:
+        fail("retention: a file after the state's record deleted: exit %d, stderr %r" % (rc, err[-600:]))
 
 
 def main():
@@ -324,6 +389,7 @@ def main():
             fail("a deleted file: exit %d, stderr %r" % (rc, err[-600:]))
         if g.lines() != left or gone & {seq_of(x) for x in g.lines()}:
             fail("a deleted file: %d lines passed on, want the %d left" % (len(g.lines()), len(left)))
+        retention(d)
     finally:
         for p in procs + [t.p for t in ALL]:
             if p.poll() is None:

@@ -2970,6 +2970,9 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 		}
 		if (found >= 0)
 			link_files(&c, i, (unsigned)found);
+		else if (g->hdr_ok && o->has_from && g->prev_seq < o->from_seq)
+			; /* wholly before --from: not read if it were here (set_end), so
+			   * its absence (retention behind a resumed tail) says nothing */
 		else if (g->hdr_ok)
 			report(&c, AL_V_MISSING_FILE, g->path, 1, 0, true, g->prev_seq + 1,
 			       "continues %s (up to seq %" PRIu64 "), which is not among the inputs", g->prev_name,
