@@ -141,3 +141,21 @@ int cli_read_small(const char *path, size_t max, bool nofollow, uint8_t **ret, s
 	*ret_len = n;
 	return 0;
 }
+
+int cli_write_all(int fd, const void *p, size_t n, const volatile sig_atomic_t *stop)
+{
+	const uint8_t *b = p;
+
+	while (n > 0) {
+		if (stop && *stop)
+			return -EINTR;
+		ssize_t w = write(fd, b, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		b += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}

@@ -7,6 +7,7 @@
 #define AUDITLOG_CLI_H
 
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -41,5 +42,10 @@ int cli_parse_udec(const char *s, size_t n, uint64_t max, uint64_t *ret);
  * a key, cleanses it) and *ret_len, or -errno: -EINVAL not a regular file,
  * -EFBIG over max, -EIO a short read, -ENOMEM, or open's error. */
 int cli_read_small(const char *path, size_t max, bool nofollow, uint8_t **ret, size_t *ret_len);
+
+/* All n bytes to fd, one write after another, again after EINTR; with stop
+ * (a flag a signal handler sets), -EINTR as soon as *stop is set, before
+ * each write. 0, or -errno. */
+int cli_write_all(int fd, const void *p, size_t n, const volatile sig_atomic_t *stop);
 
 #endif

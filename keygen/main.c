@@ -200,23 +200,6 @@ static void on_stop(int sig)
 	interrupted = sig;
 }
 
-/* 0, or -errno; -EINTR once a signal asked the run to stop. */
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		if (interrupted)
-			return -EINTR;
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Close and remove every file this run created, and only those: a path
  * that no longer names the file created is left alone. */
 static void remove_created(struct out_file *f)
@@ -324,7 +307,8 @@ static int write_files(struct out_file *f)
 		if (interrupted)
 			goto stopped;
 		/* exactly the mode, whatever the umask */
-		if ((r = fchmod(f[i].fd, f[i].mode)) < 0 || (r = write_all(f[i].fd, f[i].buf, f[i].len)) < 0 ||
+		if ((r = fchmod(f[i].fd, f[i].mode)) < 0 ||
+		    (r = cli_write_all(f[i].fd, f[i].buf, f[i].len, &interrupted)) < 0 ||
 		    (r = fsync(f[i].fd)) < 0) {
 			fprintf(stderr, PROG ": cannot write %s: %s; nothing was left behind\n", f[i].path,
 				strerror(r == -1 ? errno : -r));
@@ -333,7 +317,7 @@ static int write_files(struct out_file *f)
 		}
 	}
 	if (!strcmp(f[F_VKEY].path, "-")) {
-		int r = write_all(STDOUT_FILENO, f[F_VKEY].buf, f[F_VKEY].len);
+		int r = cli_write_all(STDOUT_FILENO, f[F_VKEY].buf, f[F_VKEY].len, &interrupted);
 		if (r < 0) {
 			fprintf(stderr, PROG ": cannot write the verification key to standard output: %s; "
 					"nothing was left behind\n", strerror(-r));
@@ -566,14 +550,14 @@ static int attest(const char *state, const char *nonce_hex, const char *out)
 			fprintf(stderr, PROG ": cannot create %s: %s\n", out, strerror(errno));
 			goto done;
 		}
-		if ((r = write_all(fd, text, (size_t)tl)) < 0 || (r = fsync(fd)) < 0) {
+		if ((r = cli_write_all(fd, text, (size_t)tl, &interrupted)) < 0 || (r = fsync(fd)) < 0) {
 			fprintf(stderr, PROG ": cannot write %s: %s\n", out, strerror(r == -1 ? errno : -r));
 			close(fd);
 			(void)unlink(out);
 			goto done;
 		}
 		close(fd);
-	} else if ((r = write_all(STDOUT_FILENO, text, (size_t)tl)) < 0) {
+	} else if ((r = cli_write_all(STDOUT_FILENO, text, (size_t)tl, &interrupted)) < 0) {
 		fprintf(stderr, PROG ": cannot write the statement: %s\n", strerror(-r));
 		goto done;
 	}
@@ -706,7 +690,8 @@ static int rekey(const char *state, const char *vkey_path, const char *host_arg,
 		goto done;
 	}
 	tmp_made = true;
-	if ((r = write_all(fd, sbuf, (size_t)sl)) < 0 || (r = fdatasync(fd)) < 0 || (r = close(fd)) < 0) {
+	if ((r = cli_write_all(fd, sbuf, (size_t)sl, &interrupted)) < 0 || (r = fdatasync(fd)) < 0 ||
+	    (r = close(fd)) < 0) {
 		fprintf(stderr, PROG ": cannot write %s: %s; nothing was changed\n", tmp, strerror(r == -1 ? errno : -r));
 		fd = -1;
 		goto done;
@@ -714,7 +699,7 @@ static int rekey(const char *state, const char *vkey_path, const char *host_arg,
 	fd = -1;
 	/* 2. the new verification key, delivered before the state is replaced */
 	if (to_stdout) {
-		if ((r = write_all(STDOUT_FILENO, vbuf, (size_t)vl)) < 0) {
+		if ((r = cli_write_all(STDOUT_FILENO, vbuf, (size_t)vl, &interrupted)) < 0) {
 			fprintf(stderr, PROG ": cannot write the verification key: %s; nothing was changed\n",
 				strerror(-r));
 			goto done;
@@ -726,8 +711,8 @@ static int rekey(const char *state, const char *vkey_path, const char *host_arg,
 			goto done;
 		}
 		vkey_made = true;
-		if ((r = fchmod(fd, 0600)) < 0 || (r = write_all(fd, vbuf, (size_t)vl)) < 0 || (r = fsync(fd)) < 0 ||
-		    (r = close(fd)) < 0) {
+		if ((r = fchmod(fd, 0600)) < 0 || (r = cli_write_all(fd, vbuf, (size_t)vl, &interrupted)) < 0 ||
+		    (r = fsync(fd)) < 0 || (r = close(fd)) < 0) {
 			fprintf(stderr, PROG ": cannot write %s: %s; nothing was changed\n", vkey_path,
 				strerror(r == -1 ? errno : -r));
 			fd = -1;

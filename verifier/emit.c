@@ -539,27 +539,13 @@ char *emit_convert(enum emit_format fmt, const uint8_t *line, size_t len, const 
 
 /* ---- the emitter ----------------------------------------------------------- */
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int emit_flush(struct emitter *e)
 {
 	int r;
 
 	if (e->error)
 		return e->error;
-	if (e->olen && (r = write_all(e->fd, e->obuf, e->olen)) < 0)
+	if (e->olen && (r = cli_write_all(e->fd, e->obuf, e->olen, NULL)) < 0)
 		return e->error = r;
 	e->olen = 0;
 	return 0;
@@ -579,7 +565,7 @@ static int put_line(struct emitter *e, const void *a, size_t an)
 			return e->error = -ENOMEM;
 		memcpy(tmp, a, an);
 		tmp[an] = '\n';
-		r = write_all(e->fd, tmp, n);
+		r = cli_write_all(e->fd, tmp, n, NULL);
 		free(tmp);
 		return r < 0 ? (e->error = r) : 0;
 	}
