@@ -28,6 +28,7 @@
 #define al_format_ts auditlog__al_format_ts
 #define al_format_ts_cached auditlog__al_format_ts_cached
 #define al_hex auditlog__al_hex
+#define al_put_dec auditlog__al_put_dec
 #define al_verify_add_path auditlog__al_verify_add_path
 #define al_verify_files auditlog__al_verify_files
 #define al_vresult_free auditlog__al_vresult_free

@@ -652,7 +652,8 @@ static uint8_t *put(uint8_t *o, const void *s, size_t n)
 /* Decimal, written in place from its last digit, two digits a step: the
  * line's integers (seq, slot, session, epoch...) are 1-16 digits. A loop of
  * one digit a division into a buffer, then a copy of variable length, was
- * ~10 % of emit (perf, 2026-12-01). */
+ * ~10 % of emit (perf, 2026-12-01). al_put_dec serves every decimal of the
+ * format layer (lines, checkpoint notes). */
 static const char digits2[200] = "00010203040506070809101112131415161718192021222324"
 				 "25262728293031323334353637383940414243444546474849"
 				 "50515253545556575859606162636465666768697071727374"
@@ -665,14 +666,18 @@ static const uint64_t pow10_u64[20] = {
 	1000000000000000000ull, 10000000000000000000ull,
 };
 
-static uint8_t *put_u64(uint8_t *o, uint64_t v)
+/* The digits of v: floor(log10(2^bits)) (1233/4096 ~ log10 2), one more
+ * when v reaches the next power of ten; 0 has one. */
+static inline unsigned dec_len(uint64_t v)
 {
-	/* digits: floor(log10(2^bits)) (1233/4096 ~ log10 2), one more when
-	 * v reaches the next power of ten; 0 has one */
 	unsigned t = ((unsigned)(64 - __builtin_clzll(v | 1)) * 1233u) >> 12;
 	unsigned n = t + (v >= pow10_u64[t]);
-	if (n == 0)
-		n = 1;
+	return n ? n : 1;
+}
+
+static inline uint8_t *put_dec(uint8_t *o, uint64_t v)
+{
+	unsigned n = dec_len(v);
 	uint8_t *e = o + n;
 	while (v >= 100) {
 		unsigned d = (unsigned)(v % 100) * 2;
@@ -689,6 +694,12 @@ static uint8_t *put_u64(uint8_t *o, uint64_t v)
 		*--e = (uint8_t)('0' + v);
 	}
 	return o + n;
+}
+
+/* for the other units (note.c); the lines here inline put_dec */
+uint8_t *al_put_dec(uint8_t *o, uint64_t v)
+{
+	return put_dec(o, v);
 }
 
 /* The end of the run of safe_out bytes that starts at i (i itself is safe):
@@ -758,7 +769,7 @@ static uint8_t *put_member(uint8_t *o, const struct al_record *r, int f)
 	 * rest of the line (at least the hash member) overwrites */
 	memcpy(o, F[f].pre, sizeof(F[f].pre));
 	if (F[f].kind == K_INT)
-		return put_u64(o + F[f].keylen + 4, r->f[f].u);
+		return put_dec(o + F[f].keylen + 4, r->f[f].u);
 	o += F[f].keylen + 5;
 	if (r->plain & AL_BIT(f))
 		o = put(o, r->f[f].p, r->f[f].n);
@@ -771,14 +782,8 @@ static uint8_t *put_member(uint8_t *o, const struct al_record *r, int f)
 static size_t member_len(const struct al_record *r, int f)
 {
 	size_t n = 4 + F[f].keylen; /* , " " : */
-	if (F[f].kind == K_INT) {
-		uint64_t v = r->f[f].u;
-		do {
-			n++;
-			v /= 10;
-		} while (v);
-		return n;
-	}
+	if (F[f].kind == K_INT)
+		return n + dec_len(r->f[f].u);
 	return n + 2 + al_escaped_len(r->f[f].p, r->f[f].n);
 }
 
@@ -878,7 +883,7 @@ static uint8_t *put_caller(uint8_t *o, const struct al_v2_field *c)
 	*o++ = '"';
 	*o++ = ':';
 	if (c->is_int)
-		return put_u64(o, c->u);
+		return put_dec(o, c->u);
 	*o++ = '"';
 	o = put_escaped(o, c->p, c->n);
 	*o++ = '"';
@@ -908,12 +913,7 @@ static long emit(const struct al_record *in, const uint8_t *digest, const uint8_
 	if (in->type == AL_T_HEADER) {
 		/* L = length without pad: common part + members + ,"hash":"64"}\n */
 		size_t L = 15 + al_escaped_len(in->f[AL_F_TIMESTAMP].p, in->f[AL_F_TIMESTAMP].n) +
-			   8 + 5 + 1 + 9 + t->namelen + 1;
-		uint64_t s = in->f[AL_F_SEQ].u;
-		do {
-			L++;
-			s /= 10;
-		} while (s);
+			   8 + 5 + 1 + 9 + t->namelen + 1 + dec_len(in->f[AL_F_SEQ].u);
 		for (unsigned i = 0; i < t->n; i++)
 			if (t->order[i] != AL_F_PAD && (in->present & AL_BIT(t->order[i])))
 				L += member_len(in, t->order[i]);
@@ -946,7 +946,7 @@ static long emit(const struct al_record *in, const uint8_t *digest, const uint8_
 	else
 		o = put_escaped(o, r->f[AL_F_TIMESTAMP].p, r->f[AL_F_TIMESTAMP].n);
 	o = put(o, "\",\"seq\":", 8);
-	o = put_u64(o, r->f[AL_F_SEQ].u);
+	o = put_dec(o, r->f[AL_F_SEQ].u);
 	o = put(o, ",\"v\":", 5);
 	*o++ = (uint8_t)('0' + r->version);
 	o = put(o, ",\"type\":\"", 9);

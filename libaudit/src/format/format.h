@@ -235,6 +235,8 @@ static inline uint8_t *al_put_le64(uint8_t *o, uint64_t v)
 }
 
 void al_hex(const uint8_t *in, size_t n, char *out); /* 2n lowercase digits, no NUL */
+/* v in decimal at o (1-20 digits, no NUL); returns the end */
+uint8_t *al_put_dec(uint8_t *o, uint64_t v);
 int al_unhex(const uint8_t *in, size_t n2, uint8_t *out); /* n2 even; -EINVAL */
 /* The format's UTF-8 reading (docs/format.md 3, step 1), for those who show
  * bytes to people (the verifier's output): the length of the well-formed

@@ -104,20 +104,6 @@ long al_checkpoint_origin(const uint8_t *host, size_t hlen, const uint8_t chain_
 	return (long)(hlen + 42);
 }
 
-static size_t put_dec(uint8_t *o, uint64_t v)
-{
-	char t[20];
-	size_t i = sizeof(t), n;
-
-	do {
-		t[--i] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	n = sizeof(t) - i;
-	memcpy(o, t + i, n);
-	return n;
-}
-
 long al_checkpoint_text(const uint8_t *origin, size_t olen, uint64_t size,
 			const uint8_t root[AL_HASH_LEN], uint64_t last_seq,
 			const uint8_t head[AL_HASH_LEN], uint64_t first_seq, uint8_t *out,
@@ -134,13 +120,13 @@ long al_checkpoint_text(const uint8_t *origin, size_t olen, uint64_t size,
 	memcpy(o, origin, olen);
 	o += olen;
 	*o++ = '\n';
-	o += put_dec(o, size);
+	o = al_put_dec(o, size);
 	*o++ = '\n';
 	o += EVP_EncodeBlock(o, root, AL_HASH_LEN); /* 44 characters */
 	*o++ = '\n';
 	memcpy(o, "seq ", 4);
 	o += 4;
-	o += put_dec(o, last_seq);
+	o = al_put_dec(o, last_seq);
 	*o++ = '\n';
 	memcpy(o, "head ", 5);
 	o += 5;
@@ -149,7 +135,7 @@ long al_checkpoint_text(const uint8_t *origin, size_t olen, uint64_t size,
 	*o++ = '\n';
 	memcpy(o, "first-seq ", 10);
 	o += 10;
-	o += put_dec(o, first_seq);
+	o = al_put_dec(o, first_seq);
 	*o++ = '\n';
 	return (long)(o - out);
 }
