@@ -54,13 +54,16 @@ def read_state(path):
         return dict(ln.split(" ", 1) for ln in f.read().splitlines())
 
 
+def rotated(logdir):
+    """The rotated files in chain order, by the first seq in their names
+    (<name>.<time>-<first seq>)."""
+    return sorted((n for n in os.listdir(logdir) if n.startswith("audit.log.")), key=lambda n: int(n.rsplit("-", 1)[1]))
+
+
 def chain_lines(logdir):
-    """Every line written, in chain order: the rotated files by the first
-    seq in their names (<name>.<time>-<first seq>), then the active file."""
-    rot = [n for n in os.listdir(logdir) if n.startswith("audit.log.")]
-    rot.sort(key=lambda n: int(n.rsplit("-", 1)[1]))
+    """Every line written, in chain order: the rotated files, then the active file."""
     out = []
-    for n in rot + ["audit.log"]:
+    for n in rotated(logdir) + ["audit.log"]:
         with open(os.path.join(logdir, n), "rb") as f:
             out += f.read().split(b"\n")[:-1]
     return out
@@ -152,10 +155,6 @@ def v2_tail(d):
         fail("v2: the tail stopped at seq %d of %d" % (sb[-1], len(lines) - 1))
     print("cli_follow_state: v2 --pubkey --format ocsf: %d + %d objects, %d repeated, last seq %d of %d" % (
         len(a), len(b), rep, sb[-1], len(lines) - 1))
-
-
-def rotated(logdir):
-    return sorted((n for n in os.listdir(logdir) if n.startswith("audit.log.")), key=lambda n: int(n.rsplit("-", 1)[1]))
 
 
 def retention(d):
@@ -377,7 +376,7 @@ def main():
         gdir = d + "/gap"
         os.mkdir(gdir)
         subprocess.run([WRITER, gdir + "/audit.log", "3000", "65536"], check=True)
-        rot = sorted((n for n in os.listdir(gdir) if n != "audit.log"), key=lambda n: int(n.rsplit("-", 1)[1]))
+        rot = rotated(gdir)
         with open(os.path.join(gdir, rot[2]), "rb") as f:
             gone = {seq_of(x) for x in f.read().split(b"\n")[:-1]}
         os.unlink(os.path.join(gdir, rot[2]))
