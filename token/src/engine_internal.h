@@ -16,6 +16,7 @@
 enum tok_aes_mode { TOK_AES_ECB, TOK_AES_CBC, TOK_AES_GCM, TOK_AES_WRAP, TOK_AES_WRAP_PAD, TOK_AES_CTR,
 		    TOK_AES_NMODES };
 enum tok_md { TOK_SHA1, TOK_SHA256, TOK_SHA384, TOK_SHA512, TOK_SHA224, TOK_NMDS };
+enum tok_ec_curve { TOK_P256, TOK_P384, TOK_NCURVES };
 
 /* Fetched by tok_crypto_init, read-only until tok_crypto_fini: the one piece
  * of module-global state the engine has (PKCS#11 forces it). */
@@ -32,12 +33,20 @@ struct tok_algs {
 	EVP_MD *md[TOK_NMDS];
 	EVP_MAC *hmac, *cmac;
 	EVP_KDF *pbkdf2; /* the store's PIN records */
+	/* The curves' domain parameters (tok_ec_params_load): key generation
+	 * starts from them, so the group is built once, not per key (a fresh
+	 * context and group name spends half of a P-256 key generation in
+	 * EC_GROUP_new_by_curve_name_ex, docs/benchmarks.md) */
+	EVP_PKEY *ec_params[TOK_NCURVES];
 };
 extern struct tok_algs tok_algs;
 
 /* The key manager names keys are made under in tok_algs.lc: "SOFTTOKEN-EC",
  * "SOFTTOKEN-RSA", "SOFTTOKEN-ED25519" (see mech.c). */
 #define TOK_KEYMGMT(name) "SOFTTOKEN-" name
+
+/* Builds tok_algs.ec_params (keys.c; tok_crypto_init). */
+bool tok_ec_params_load(void);
 
 /* The smallest RSA public key a signature is verified with (and imported). */
 #define TOK_RSA_VERIFY_MIN 1024

@@ -56,6 +56,7 @@ static CK_RV drbg_bytes(EVP_RAND_CTX *r, uint8_t *buf, size_t len)
 
 struct curve {
 	const char *group;  /* OpenSSL group name; NULL for Ed25519 */
+	int idx;            /* its tok_algs.ec_params; -1 for Ed25519 */
 	int nid;
 	const uint8_t *oid; /* DER OID, the form we write */
 	size_t oid_len;
@@ -67,9 +68,29 @@ static const uint8_t oid_p384[] = { 0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x22 };
 static const uint8_t oid_ed25519[] = { 0x06, 0x03, 0x2b, 0x65, 0x70 };
 static const uint8_t str_ed25519[] = { 0x13, 0x0c, 'e', 'd', 'w', 'a', 'r', 'd', 's', '2', '5', '5', '1', '9' };
 
-static const struct curve curve_p256 = { "prime256v1", NID_X9_62_prime256v1, oid_p256, sizeof(oid_p256), 32 };
-static const struct curve curve_p384 = { "secp384r1", NID_secp384r1, oid_p384, sizeof(oid_p384), 48 };
-static const struct curve curve_ed25519 = { NULL, NID_ED25519, oid_ed25519, sizeof(oid_ed25519), 32 };
+static const struct curve curve_p256 = { "prime256v1", TOK_P256, NID_X9_62_prime256v1, oid_p256,
+					 sizeof(oid_p256), 32 };
+static const struct curve curve_p384 = { "secp384r1", TOK_P384, NID_secp384r1, oid_p384, sizeof(oid_p384),
+					 48 };
+static const struct curve curve_ed25519 = { NULL, -1, NID_ED25519, oid_ed25519, sizeof(oid_ed25519), 32 };
+
+bool tok_ec_params_load(void)
+{
+	static const struct curve *const cv[TOK_NCURVES] = { [TOK_P256] = &curve_p256,
+							     [TOK_P384] = &curve_p384 };
+
+	for (int i = 0; i < TOK_NCURVES; i++) {
+		EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(tok_algs.lc, TOK_KEYMGMT("EC"), NULL);
+		bool ok = ctx && EVP_PKEY_paramgen_init(ctx) > 0 &&
+			  EVP_PKEY_CTX_set_group_name(ctx, cv[i]->group) > 0 &&
+			  EVP_PKEY_paramgen(ctx, &tok_algs.ec_params[i]) > 0;
+
+		EVP_PKEY_CTX_free(ctx);
+		if (!ok)
+			return false;
+	}
+	return true;
+}
 
 static bool attr_is(const struct tok_attr *a, const uint8_t *v, size_t len)
 {
@@ -890,11 +911,14 @@ CK_RV tok_generate_key_pair(const CK_MECHANISM *mech, const struct tok_attrs *pu
 		params = either(pub_tmpl, priv_tmpl, CKA_EC_PARAMS);
 		if ((rv = curve_of(params, kt, &cv)) != CKR_OK)
 			return rv;
-		if ((rv = keygen(kt == CKK_EC ? TOK_KEYMGMT("EC") : TOK_KEYMGMT("ED25519"), &ctx)) != CKR_OK)
+		if (kt == CKK_EC) { /* from the curve's parameters: its group is ready */
+			ctx = EVP_PKEY_CTX_new_from_pkey(tok_algs.lc, tok_algs.ec_params[cv->idx], NULL);
+			if (!ctx || EVP_PKEY_keygen_init(ctx) <= 0) {
+				rv = tok_ossl_fail();
+				goto out;
+			}
+		} else if ((rv = keygen(TOK_KEYMGMT("ED25519"), &ctx)) != CKR_OK) {
 			return rv;
-		if (kt == CKK_EC && EVP_PKEY_CTX_set_group_name(ctx, cv->group) <= 0) {
-			rv = tok_ossl_fail();
-			goto out;
 		}
 		break;
 	case CKM_RSA_PKCS_KEY_PAIR_GEN: {

@@ -197,7 +197,7 @@ CK_RV tok_crypto_init(void)
 			goto err;
 	if (!(tok_algs.hmac = EVP_MAC_fetch(tok_algs.lc, "HMAC", NULL)) ||
 	    !(tok_algs.cmac = EVP_MAC_fetch(tok_algs.lc, "CMAC", NULL)) ||
-	    !(tok_algs.pbkdf2 = EVP_KDF_fetch(tok_algs.lc, "PBKDF2", NULL)))
+	    !(tok_algs.pbkdf2 = EVP_KDF_fetch(tok_algs.lc, "PBKDF2", NULL)) || !tok_ec_params_load())
 		goto err;
 	tok_algs.ready = true;
 	return CKR_OK;
@@ -221,6 +221,8 @@ void tok_crypto_fini(void)
 	EVP_MAC_free(tok_algs.hmac);
 	EVP_MAC_free(tok_algs.cmac);
 	EVP_KDF_free(tok_algs.pbkdf2);
+	for (int i = 0; i < TOK_NCURVES; i++)
+		EVP_PKEY_free(tok_algs.ec_params[i]);
 	libctx_close();
 	memset(&tok_algs, 0, sizeof(tok_algs));
 }
