@@ -161,6 +161,21 @@ for r in d["results"]:
     if (r["module"] == "raw") != (r["arm"] == "raw"):
         sys.exit(f"json: module of {r['arm']} is {r['module']}")
 check(d["results"], "json", True)
+# key generation: its own fdatasync baseline, the rule's allowance and verdict
+raw_p50 = {r["operation"]: float(r["p50_us"]) for r in d["results"] if r["arm"] == "raw"}
+for r in d["results"]:
+    if r["arm"] != "softtoken" or not r["operation"].startswith("keygen-"):
+        continue
+    for k in ("fdatasync_p50_us", "allowed_p50_us", "raw_then_fdatasync_p50_us", "target"):
+        if k not in r:
+            sys.exit(f"json: {r['operation']} lacks {k}")
+    fs, allowed = float(r["fdatasync_p50_us"]), float(r["allowed_p50_us"])
+    if not fs > 0 or not float(r["raw_then_fdatasync_p50_us"]) > 0:
+        sys.exit(f"json: {r['operation']}: no fdatasync baseline: {r}")
+    if abs(allowed - (raw_p50[r["operation"]] + 1.1 * fs)) > 0.2:
+        sys.exit(f"json: {r['operation']}: allowed {allowed} is not raw p50 + 1.1 x {fs}")
+    if r["target"]["pass"] != (float(r["p50_us"]) <= allowed + 0.001):
+        sys.exit(f"json: {r['operation']}: verdict {r['target']} against p50 {r['p50_us']}")
 
 with open(cpath, newline="") as f:
     rows = list(csv.DictReader(f))
