@@ -2396,18 +2396,18 @@ static void print_json(FILE *f, const struct report *P)
 		jfix(&j, "p99_us", r->p99, 3);
 		jfix(&j, "min_us", r->min, 3);
 		jfix(&j, "max_us", r->max, 3);
-		if (isfinite(r->vs_raw))
-			jfix(&j, "time_vs_raw", r->vs_raw, 3);
-		if (isfinite(r->vs_softhsm))
-			jfix(&j, "ops_vs_softhsm2", r->vs_softhsm, 3);
-		if (isfinite(r->audit_overhead_us))
-			jfix(&j, "audit_overhead_us", r->audit_overhead_us, 3);
-		if (isfinite(r->fsync_p50))
-			jfix(&j, "fdatasync_p50_us", r->fsync_p50, 1);
-		if (isfinite(r->kg_allowed))
-			jfix(&j, "allowed_p50_us", r->kg_allowed, 1);
-		if (isfinite(r->durable_p50))
-			jfix(&j, "raw_then_fdatasync_p50_us", r->durable_p50, 1);
+		/* the figures a row may lack (NAN) */
+		const struct { const char *k; double v; int prec; } opt[] = {
+			{"time_vs_raw", r->vs_raw, 3},
+			{"ops_vs_softhsm2", r->vs_softhsm, 3},
+			{"audit_overhead_us", r->audit_overhead_us, 3},
+			{"fdatasync_p50_us", r->fsync_p50, 1},
+			{"allowed_p50_us", r->kg_allowed, 1},
+			{"raw_then_fdatasync_p50_us", r->durable_p50, 1},
+		};
+		for (size_t k = 0; k < sizeof(opt) / sizeof(opt[0]); k++)
+			if (isfinite(opt[k].v))
+				jfix(&j, opt[k].k, opt[k].v, opt[k].prec);
 		if (r->target_eval) {
 			jopen(&j, "target", '{');
 			jstr(&j, "criterion", r->criterion);
