@@ -159,3 +159,36 @@ int cli_write_all(int fd, const void *p, size_t n, const volatile sig_atomic_t *
 	}
 	return 0;
 }
+
+int cli_each_line(const char *prog, char *const *paths, unsigned n, size_t max, cli_line_fn *fn, void *ctx)
+{
+	char *buf = NULL;
+	size_t cap = 0;
+	int ret = 0;
+
+	for (unsigned i = 0; i < n && ret == 0; i++) {
+		FILE *f = fopen(paths[i], "rbe");
+		uint64_t line = 0, pos = 0;
+		ssize_t k;
+
+		if (!f) {
+			fprintf(stderr, "%s: %s: %s\n", prog, paths[i], strerror(errno));
+			ret = 2;
+			break;
+		}
+		while (ret == 0 && (k = getline(&buf, &cap, f)) > 0) {
+			uint64_t at = pos;
+			line++;
+			pos += (uint64_t)k;
+			if (buf[k - 1] == '\n' && (size_t)k <= max)
+				ret = fn(ctx, i, line, at, buf, (size_t)k - 1);
+		}
+		if (ret == 0 && ferror(f)) {
+			fprintf(stderr, "%s: %s: %s\n", prog, paths[i], strerror(errno));
+			ret = 2;
+		}
+		fclose(f);
+	}
+	free(buf);
+	return ret;
+}

@@ -48,4 +48,13 @@ int cli_read_small(const char *path, size_t max, bool nofollow, uint8_t **ret, s
  * each write. 0, or -errno. */
 int cli_write_all(int fd, const void *p, size_t n, const volatile sig_atomic_t *stop);
 
+/* Each complete line of the n files in turn, without its '\n', to fn: a last
+ * line with no '\n' (a torn tail) and a line longer than max bytes with its
+ * '\n' are passed over, but counted. fn gets the file's index, the line's
+ * number (from 1) and its byte offset; it returns 0 to go on, anything else
+ * to stop with that. A file that cannot be opened or read: "PROG: PATH:
+ * reason" on stderr, and 2. Otherwise 0. */
+typedef int cli_line_fn(void *ctx, unsigned file, uint64_t line, uint64_t pos, const char *s, size_t len);
+int cli_each_line(const char *prog, char *const *paths, unsigned n, size_t max, cli_line_fn *fn, void *ctx);
+
 #endif

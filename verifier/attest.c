@@ -71,93 +71,88 @@ static void fmt_time(uint64_t ns, char out[AL_TS_LEN + 1])
 	out[AL_TS_LEN] = 0;
 }
 
+struct seal_walk {
+	struct run *r;
+	char **paths;
+	const struct al_attest *a;
+	char kid[2 * AL_SEAL_KID_LEN], wts[AL_TS_LEN + 1];
+	struct last_seal **chains;
+	size_t *nchains, cap;
+	uint8_t dec[AL_LINE_MAX];
+	struct al_parsed p;
+};
+
+/* One line of a file: a seal under the statement's key id is checked
+ * against the statement, and kept as its chain's last if it is. */
+static int seal_line(void *ctx, unsigned i, uint64_t line, uint64_t pos, const char *s, size_t len)
+{
+	struct seal_walk *w = ctx;
+	const struct al_attest *a = w->a;
+	const struct al_record *rec = &w->p.rec;
+	uint64_t d = a->p.delta;
+	size_t off;
+
+	(void)pos;
+	if (al_parse((const uint8_t *)s, len, w->dec, &w->p, &off) != AL_PERR_OK)
+		return 0; /* the ordinary verification reports it */
+	if (rec->version != AL_V2 || rec->type != AL_T_SEAL || rec->f[AL_F_SEAL_KEY].n != sizeof(w->kid) ||
+	    memcmp(rec->f[AL_F_SEAL_KEY].p, w->kid, sizeof(w->kid)) != 0)
+		return 0;
+	uint64_t seq = rec->f[AL_F_SEQ].u, ts = al_ts_ns(rec->f[AL_F_TIMESTAMP].p);
+	uint32_t e = (uint32_t)rec->f[AL_F_EPOCH].u;
+	if (e > a->epoch && ts + d < a->wall)
+		finding(w->r, w->paths[i], line, &seq, "attest-conflict", false,
+			"a seal of epoch %" PRIu32 ", later than the attested %" PRIu32 ", dated more than "
+			"delta before the statement (%s): the state could not have made it then",
+			e, a->epoch, w->wts);
+	else if (e < a->epoch && ts > a->wall + d)
+		finding(w->r, w->paths[i], line, &seq, "attest-conflict", false,
+			"a seal of epoch %" PRIu32 ", before the attested %" PRIu32 ", dated more than "
+			"delta after the statement (%s): made with a key the state had erased (an "
+			"older copy of the state, or the verification key)",
+			e, a->epoch, w->wts);
+	struct last_seal *c = NULL;
+	for (size_t j = 0; j < *w->nchains && !c; j++)
+		if (memcmp((*w->chains)[j].chain_id, rec->f[AL_F_CHAIN_ID].p, 32) == 0)
+			c = &(*w->chains)[j];
+	if (!c) {
+		if (*w->nchains == w->cap) {
+			size_t nc = w->cap ? 2 * w->cap : 16;
+			struct last_seal *g = realloc(*w->chains, nc * sizeof(*g));
+			if (!g) {
+				fprintf(stderr, "auditlog-verify: %s\n", strerror(ENOMEM));
+				return 2;
+			}
+			*w->chains = g;
+			w->cap = nc;
+		}
+		c = &(*w->chains)[(*w->nchains)++];
+		memcpy(c->chain_id, rec->f[AL_F_CHAIN_ID].p, 32);
+		c->seq = 0;
+		c->file = i;
+	} else if (seq < c->seq) {
+		return 0;
+	}
+	c->seq = seq;
+	c->ts = ts;
+	c->epoch = e;
+	c->close = rec->f[AL_F_KIND].n == 5 && memcmp(rec->f[AL_F_KIND].p, "close", 5) == 0;
+	c->file = i;
+	c->line = line;
+	return 0;
+}
+
 /* The seals of the files under key id kid: each one against the statement,
  * and the last of each chain kept in *chains. 0, or 2 (unreadable). */
 static int read_seals(struct run *r, char **paths, unsigned n, const struct al_attest *a,
 		      struct last_seal **chains, size_t *nchains)
 {
-	static uint8_t dec[AL_LINE_MAX];
-	struct al_parsed p;
-	char kid[2 * AL_SEAL_KID_LEN], wts[AL_TS_LEN + 1];
-	uint64_t d = a->p.delta;
-	size_t cap = 0;
-	char *buf = NULL;
-	size_t bcap = 0;
-	int ret = 0;
+	static struct seal_walk w;
 
-	al_hex(a->p.key_id, AL_SEAL_KID_LEN, kid);
-	fmt_time(a->wall, wts);
-	for (unsigned i = 0; i < n && ret == 0; i++) {
-		FILE *f = fopen(paths[i], "rbe");
-		uint64_t line = 0;
-		ssize_t k;
-
-		if (!f) {
-			fprintf(stderr, "auditlog-verify: %s: %s\n", paths[i], strerror(errno));
-			ret = 2;
-			break;
-		}
-		while ((k = getline(&buf, &bcap, f)) > 0) {
-			size_t off;
-			line++;
-			if (buf[k - 1] != '\n' || (size_t)k > AL_LINE_MAX ||
-			    al_parse((const uint8_t *)buf, (size_t)k - 1, dec, &p, &off) != AL_PERR_OK)
-				continue; /* the ordinary verification reports it */
-			const struct al_record *rec = &p.rec;
-			if (rec->version != AL_V2 || rec->type != AL_T_SEAL ||
-			    rec->f[AL_F_SEAL_KEY].n != sizeof(kid) || memcmp(rec->f[AL_F_SEAL_KEY].p, kid, sizeof(kid)) != 0)
-				continue;
-			uint64_t seq = rec->f[AL_F_SEQ].u, ts = al_ts_ns(rec->f[AL_F_TIMESTAMP].p);
-			uint32_t e = (uint32_t)rec->f[AL_F_EPOCH].u;
-			if (e > a->epoch && ts + d < a->wall)
-				finding(r, paths[i], line, &seq, "attest-conflict", false,
-					"a seal of epoch %" PRIu32 ", later than the attested %" PRIu32 ", dated more than "
-					"delta before the statement (%s): the state could not have made it then",
-					e, a->epoch, wts);
-			else if (e < a->epoch && ts > a->wall + d)
-				finding(r, paths[i], line, &seq, "attest-conflict", false,
-					"a seal of epoch %" PRIu32 ", before the attested %" PRIu32 ", dated more than "
-					"delta after the statement (%s): made with a key the state had erased (an "
-					"older copy of the state, or the verification key)",
-					e, a->epoch, wts);
-			struct last_seal *c = NULL;
-			for (size_t j = 0; j < *nchains && !c; j++)
-				if (memcmp((*chains)[j].chain_id, rec->f[AL_F_CHAIN_ID].p, 32) == 0)
-					c = &(*chains)[j];
-			if (!c) {
-				if (*nchains == cap) {
-					size_t nc = cap ? 2 * cap : 16;
-					struct last_seal *g = realloc(*chains, nc * sizeof(*g));
-					if (!g) {
-						fprintf(stderr, "auditlog-verify: %s\n", strerror(ENOMEM));
-						ret = 2;
-						break;
-					}
-					*chains = g;
-					cap = nc;
-				}
-				c = &(*chains)[(*nchains)++];
-				memcpy(c->chain_id, rec->f[AL_F_CHAIN_ID].p, 32);
-				c->seq = 0;
-				c->file = i;
-			} else if (seq < c->seq) {
-				continue;
-			}
-			c->seq = seq;
-			c->ts = ts;
-			c->epoch = e;
-			c->close = rec->f[AL_F_KIND].n == 5 && memcmp(rec->f[AL_F_KIND].p, "close", 5) == 0;
-			c->file = i;
-			c->line = line;
-		}
-		if (ferror(f)) {
-			fprintf(stderr, "auditlog-verify: %s: %s\n", paths[i], strerror(errno));
-			ret = 2;
-		}
-		fclose(f);
-	}
-	free(buf);
-	return ret;
+	w = (struct seal_walk){.r = r, .paths = paths, .a = a, .chains = chains, .nchains = nchains};
+	al_hex(a->p.key_id, AL_SEAL_KID_LEN, w.kid);
+	fmt_time(a->wall, w.wts);
+	return cli_each_line("auditlog-verify", paths, n, AL_LINE_MAX, seal_line, &w);
 }
 
 int attest_verify(const char *statement, char **paths, unsigned n, const struct attest_opts *o)

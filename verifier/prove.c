@@ -174,42 +174,34 @@ static int take_line(struct plog *l, const uint8_t *s, size_t len, struct ploc a
  * names as crash damage are left out (a complete line there was never
  * acknowledged, and the recovery record reuses its seq). A seq given twice
  * with other bytes (two chains, or a rewritten record) is refused. 0, 1, 2. */
+struct log_walk {
+	struct plog *l;
+	size_t capcand, capdmg;
+	uint8_t dec[AL_LINE_MAX];
+	struct al_parsed p;
+};
+
+static int log_line(void *ctx, unsigned file, uint64_t line, uint64_t pos, const char *s, size_t len)
+{
+	struct log_walk *w = ctx;
+	int r = take_line(w->l, (const uint8_t *)s, len, (struct ploc){file, pos}, w->dec, &w->p,
+			  &w->capcand, &w->capdmg);
+
+	(void)line;
+	if (r < 0) {
+		fprintf(stderr, "auditlog-verify: %s\n", strerror(-r));
+		return 2;
+	}
+	return 0;
+}
+
 static int read_log(char **paths, unsigned n, struct plog *l)
 {
-	static uint8_t dec[AL_LINE_MAX];
-	struct al_parsed p;
-	char *buf = NULL;
-	size_t bcap = 0, capcand = 0, capdmg = 0;
-	int ret = 0;
+	static struct log_walk w;
+	int ret;
 
-	for (unsigned i = 0; i < n && ret == 0; i++) {
-		FILE *f = fopen(paths[i], "rbe");
-		uint64_t pos = 0;
-		ssize_t k;
-		if (!f) {
-			fprintf(stderr, "auditlog-verify: %s: %s\n", paths[i], strerror(errno));
-			ret = 2;
-			break;
-		}
-		while ((k = getline(&buf, &bcap, f)) > 0) {
-			struct ploc at = {i, pos};
-			pos += (uint64_t)k;
-			if (buf[k - 1] != '\n' || (size_t)k > AL_LINE_MAX)
-				continue; /* a torn tail, or no line of the format */
-			int r = take_line(l, (const uint8_t *)buf, (size_t)k - 1, at, dec, &p, &capcand, &capdmg);
-			if (r < 0) {
-				fprintf(stderr, "auditlog-verify: %s\n", strerror(-r));
-				ret = 2;
-				break;
-			}
-		}
-		if (ferror(f)) {
-			fprintf(stderr, "auditlog-verify: %s: %s\n", paths[i], strerror(errno));
-			ret = 2;
-		}
-		fclose(f);
-	}
-	free(buf);
+	w = (struct log_walk){.l = l};
+	ret = cli_each_line("auditlog-verify", paths, n, AL_LINE_MAX, log_line, &w);
 	if (ret)
 		return ret;
 	size_t k = 0;
