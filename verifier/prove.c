@@ -170,10 +170,7 @@ static int take_line(struct plog *l, const uint8_t *s, size_t len, struct ploc a
 	return 0;
 }
 
-/* Every record of the files, sorted by seq; the lines a recovery record
- * names as crash damage are left out (a complete line there was never
- * acknowledged, and the recovery record reuses its seq). A seq given twice
- * with other bytes (two chains, or a rewritten record) is refused. 0, 1, 2. */
+/* read_log's walk of the lines (cli_each_line) */
 struct log_walk {
 	struct plog *l;
 	size_t capcand, capdmg;
@@ -195,6 +192,10 @@ static int log_line(void *ctx, unsigned file, uint64_t line, uint64_t pos, const
 	return 0;
 }
 
+/* Every record of the files, sorted by seq; the lines a recovery record
+ * names as crash damage are left out (a complete line there was never
+ * acknowledged, and the recovery record reuses its seq). A seq given twice
+ * with other bytes (two chains, or a rewritten record) is refused. 0, 1, 2. */
 static int read_log(char **paths, unsigned n, struct plog *l)
 {
 	static struct log_walk w;
