@@ -30,6 +30,7 @@
 #include "keyfile.h"
 #include "note.h"
 #include "sealkey.h"
+#include "sealer.h"
 
 #define PROG "auditlog-keygen"
 #define NS UINT64_C(1000000000)
@@ -456,25 +457,13 @@ static void print_summary(FILE *o, const struct al_seal_params *p, uint64_t max_
  * -errno. */
 static int lock_state(const char *state, short type)
 {
-	struct flock fl = {.l_type = type, .l_whence = SEEK_SET};
 	char *lp = NULL;
 	int fd;
 
 	if (asprintf(&lp, "%s.lock", state) < 0)
 		return -ENOMEM;
-	fd = type == F_RDLCK ? open(lp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
-	if (type != F_RDLCK || (fd < 0 && errno == ENOENT)) /* (none yet: made as a holder would) */
-		fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	fd = al_state_lock(AT_FDCWD, lp, type);
 	free(lp);
-	if (fd < 0)
-		return -errno;
-	while (fcntl(fd, F_OFD_SETLKW, &fl) < 0) {
-		if (errno != EINTR) {
-			int r = -errno;
-			close(fd);
-			return r;
-		}
-	}
 	return fd;
 }
 

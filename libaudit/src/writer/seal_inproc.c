@@ -171,11 +171,13 @@ out:
 	return r;
 }
 
-static int lock_state(struct inproc *p)
+int al_state_lock(int dirfd, const char *lock_path, short type)
 {
-	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-	int fd = openat(p->dirfd, p->lock_name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	struct flock fl = {.l_type = type, .l_whence = SEEK_SET};
+	int fd = type == F_RDLCK ? openat(dirfd, lock_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
 
+	if (type != F_RDLCK || (fd < 0 && errno == ENOENT)) /* (none yet: made as a holder would) */
+		fd = openat(dirfd, lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
 	while (fcntl(fd, F_OFD_SETLKW, &fl) < 0) {
@@ -255,7 +257,7 @@ static int advance(struct inproc *p, uint32_t e)
 
 	if (e < p->clk.epoch)
 		return -ESTALE; /* before this boot's schedule began: never asked by the writer */
-	lfd = lock_state(p);
+	lfd = al_state_lock(p->dirfd, p->lock_name, F_WRLCK);
 	if (lfd < 0)
 		return lfd;
 	r = read_keyfile(p->dirfd, p->name, k->text, sizeof(k->text), &n);

@@ -29,6 +29,7 @@
 #define al_clock_realtime auditlog__al_clock_realtime
 #define al_clock_boottime auditlog__al_clock_boottime
 #define al_clock_boot_id auditlog__al_clock_boot_id
+#define al_state_lock auditlog__al_state_lock
 
 /* Where the schedule (docs/format.md 17.2 rules 1-4) stands now. */
 struct al_sealer_now {
@@ -150,5 +151,14 @@ uint64_t al_clock_realtime(const struct al_clock_hooks *h);
 uint64_t al_clock_boottime(const struct al_clock_hooks *h);
 /* The kernel's boot id (/proc/sys/kernel/random/boot_id); 0 or -errno. */
 int al_clock_boot_id(const struct al_clock_hooks *h, uint8_t out[16]);
+
+/* An OFD lock on a sealing state's lock file, <state>.lock (docs/format.md
+ * 17.2 rule 5): exclusive (F_WRLCK) to advance or replace the state, shared
+ * (F_RDLCK) to read it while nobody replaces it. lock_path is taken under
+ * dirfd (AT_FDCWD: as given); a shared lock opens an existing file read-only
+ * and makes it (0600) only when there is none. Waits for the lock. Returns
+ * the descriptor (closing it releases the lock) or -errno. The writer's
+ * in-process mode, auditlog-sealer and auditlog-keygen all take this one. */
+int al_state_lock(int dirfd, const char *lock_path, short type);
 
 #endif
