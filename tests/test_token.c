@@ -24,6 +24,7 @@
 #include <p11-kit/pkcs11.h>
 
 #include "tu.h"
+#include "tu_p11.h"
 #include "verify.h"
 
 static const char *module_path;
@@ -1516,20 +1517,13 @@ int main(int argc, char **argv)
 #endif
 		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 	};
-	CK_C_GetFunctionList getfl;
 
 	module_path = argc > 1 ? argv[1] : getenv("SOFTTOKEN_MODULE");
 	if (!module_path) {
 		fprintf(stderr, "usage: test_token MODULE (or $SOFTTOKEN_MODULE)\n");
 		return 2;
 	}
-	dl = dlopen(module_path, RTLD_NOW | RTLD_LOCAL);
-	if (!dl) {
-		fprintf(stderr, "cannot load %s: %s\n", module_path, dlerror());
-		return 1;
-	}
-	getfl = (CK_C_GetFunctionList)dlsym(dl, "C_GetFunctionList");
-	if (!getfl || getfl(&f) != CKR_OK)
+	if (!(dl = tu_p11_load(module_path, &f)))
 		return 1;
 	/* Only the two entry points leave the module. */
 	if (!dlsym(dl, "C_GetInterfaceList") || dlsym(dl, "C_Initialize") || dlsym(dl, "auditlog_open")) {

@@ -48,6 +48,7 @@
 #include <sys/syscall.h>
 
 #include "tu.h"
+#include "tu_p11.h"
 
 /* ---- the interposer -------------------------------------------------------- */
 
@@ -297,18 +298,11 @@ static void start(const char *extra)
 
 static int setup(void **state)
 {
-	CK_C_GetFunctionList getfl;
 	unsigned char label[32];
 
 	(void)state;
 	dir = tu_mkdtemp();
-	dl = dlopen(module_path, RTLD_NOW | RTLD_LOCAL);
-	if (!dl) {
-		fprintf(stderr, "dlopen %s: %s\n", module_path, dlerror());
-		return -1;
-	}
-	getfl = (CK_C_GetFunctionList)dlsym(dl, "C_GetFunctionList");
-	if (!getfl || getfl(&p11) != CKR_OK)
+	if (!(dl = tu_p11_load(module_path, &p11)))
 		return -1;
 	start("");
 	memset(label, ' ', sizeof(label));

@@ -22,6 +22,7 @@
 #include <p11-kit/pkcs11.h>
 
 #include "tu.h"
+#include "tu_p11.h"
 #include "verify.h"
 
 static CK_FUNCTION_LIST *f;
@@ -128,8 +129,6 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = { cmocka_unit_test(test_full_disk) };
 	const char *module = argc > 1 ? argv[1] : getenv("SOFTTOKEN_MODULE");
-	CK_C_GetFunctionList getfl;
-	void *dl;
 	int r;
 
 	if (!module) {
@@ -150,12 +149,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "test_token_enospc: mount tmpfs: %s\n", strerror(errno));
 		return 1;
 	}
-	dl = dlopen(module, RTLD_NOW | RTLD_LOCAL);
-	getfl = dl ? (CK_C_GetFunctionList)dlsym(dl, "C_GetFunctionList") : NULL;
-	if (!getfl || getfl(&f) != CKR_OK) {
-		fprintf(stderr, "cannot load %s: %s\n", module, dlerror());
+	if (!tu_p11_load(module, &f))
 		return 1;
-	}
 	r = cmocka_run_group_tests(tests, NULL, NULL);
 	umount2(mnt, MNT_DETACH);
 	tu_rmtree(dir);

@@ -24,6 +24,7 @@
 #include <p11-kit/pkcs11.h>
 
 #include "tu.h"
+#include "tu_p11.h"
 
 /* LeakSanitizer (asan-ubsan preset): libp11's engine leaks the methods it
  * makes at load (ENGINE_by_id) and when OPENSSL_cleanup removes it at exit
@@ -58,7 +59,6 @@ static int setup(void **state)
 	char conf[4096], *cpath;
 	FILE *f;
 	ENGINE *e;
-	CK_C_GetFunctionList getfl;
 	unsigned char label[32];
 
 	(void)state;
@@ -94,13 +94,7 @@ static int setup(void **state)
 	}
 	ENGINE_finish(e);
 
-	dl = dlopen(module_path, RTLD_NOW | RTLD_LOCAL);
-	if (!dl) {
-		fprintf(stderr, "dlopen %s: %s\n", module_path, dlerror());
-		return -1;
-	}
-	getfl = (CK_C_GetFunctionList)dlsym(dl, "C_GetFunctionList");
-	if (!getfl || getfl(&p11) != CKR_OK)
+	if (!(dl = tu_p11_load(module_path, &p11)))
 		return -1;
 	if (p11->C_Initialize(NULL) != CKR_OK)
 		return -1;

@@ -26,6 +26,7 @@
 
 #include "sealer.h"
 #include "tu.h"
+#include "tu_p11.h"
 
 static const char *module_path;
 static CK_FUNCTION_LIST *f;
@@ -597,21 +598,13 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_v2_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_v2_older_state, setup, teardown),
 	};
-	CK_C_GetFunctionList getfl;
-	void *dl;
 
 	module_path = argc > 1 ? argv[1] : getenv("SOFTTOKEN_MODULE");
 	if (!module_path) {
 		fprintf(stderr, "usage: test_token_v2 MODULE (or $SOFTTOKEN_MODULE)\n");
 		return 2;
 	}
-	dl = dlopen(module_path, RTLD_NOW | RTLD_LOCAL);
-	if (!dl) {
-		fprintf(stderr, "cannot load %s: %s\n", module_path, dlerror());
-		return 1;
-	}
-	getfl = (CK_C_GetFunctionList)dlsym(dl, "C_GetFunctionList");
-	if (!getfl || getfl(&f) != CKR_OK)
+	if (!tu_p11_load(module_path, &f))
 		return 1;
 	tu_filter();
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -28,6 +28,8 @@
 
 #include <p11-kit/pkcs11.h>
 
+#include "tu_p11.h"
+
 static CK_FUNCTION_LIST *f;
 static CK_SESSION_HANDLE sess;
 
@@ -125,21 +127,13 @@ static void run(char *line)
 
 int main(int argc, char **argv)
 {
-	CK_RV (*get)(CK_FUNCTION_LIST_PTR_PTR);
 	char line[512];
-	void *dl;
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: token_mp_helper MODULE\n");
 		return 2;
 	}
-	dl = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-	if (!dl) {
-		fprintf(stderr, "token_mp_helper: %s\n", dlerror());
-		return 1;
-	}
-	*(void **)&get = dlsym(dl, "C_GetFunctionList");
-	if (!get || get(&f) != CKR_OK)
+	if (!tu_p11_load(argv[1], &f))
 		return 1;
 	while (fgets(line, sizeof(line), stdin))
 		run(line);
