@@ -1898,42 +1898,53 @@ static void case_label(const struct casedef *c, char *out, size_t cap)
 		snprintf(out, cap, "%s", c->op->name);
 }
 
-/* n raw pwrites of one audit-line-sized line + fdatasync each into dir's
- * probe file (the audit logs' file system), their times into out: what one
- * durable record costs at least. One file, always appended to. With w, each
- * sample is operation op on w (the raw arm) and then the write+fdatasync:
+/* One raw pwrite of an audit-line-sized line + fdatasync at the end of fd
+ * (the probe file, only ever appended to), its time into *ret; with w,
+ * operation op on w first (the raw arm), timed with it. 0, -errno, or
+ * -EPROTO (w->err says it). */
+static int durable_sample(int fd, struct worker *w, enum opid op, uint64_t *ret)
+{
+	static char line[FSYNC_LINE];
+	static uint64_t off;
+	uint64_t t0;
+
+	if (!line[0]) {
+		memset(line, 'x', sizeof(line));
+		line[sizeof(line) - 1] = '\n';
+	}
+	t0 = now_ns();
+	if (w && do_op(w, op, 0) < 0)
+		return -EPROTO;
+	ssize_t k = pwrite(fd, line, sizeof(line), (off_t)off);
+	if (k != (ssize_t)sizeof(line))
+		return k < 0 ? -errno : -EIO;
+	if (fdatasync(fd) < 0)
+		return -errno;
+	*ret = now_ns() - t0;
+	off += sizeof(line);
+	return 0;
+}
+
+/* n durable_samples into dir's probe file (the audit logs' file system),
+ * their times into out: what one durable record costs at least. With w, the
+ * first nw are each followed by one of operation op on w, times into wout:
  * what a program doing the work and making one line durable by hand costs,
  * the caches it finds after the fdatasync's sleep included. */
-static int fsync_burst(const char *dir, unsigned n, uint64_t *out, struct worker *w, enum opid op)
+static int fsync_burst(const char *dir, unsigned n, uint64_t *out, struct worker *w, enum opid op,
+		       unsigned nw, uint64_t *wout)
 {
-	char path[PATH_MAX], line[FSYNC_LINE];
-	static uint64_t off;
+	char path[PATH_MAX];
 	int fd, r = 0;
 
-	memset(line, 'x', sizeof(line));
-	line[sizeof(line) - 1] = '\n';
 	if (path_fmt(path, sizeof(path), "%s/fdatasync-probe.dat", dir) < 0)
 		return -ENAMETOOLONG;
 	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	for (unsigned i = 0; i < n; i++) {
-		uint64_t t0 = now_ns();
-		if (w && do_op(w, op, 0) < 0) {
-			r = -EPROTO; /* w->err says it */
-			break;
-		}
-		ssize_t k = pwrite(fd, line, sizeof(line), (off_t)off);
-		if (k != (ssize_t)sizeof(line)) {
-			r = k < 0 ? -errno : -EIO;
-			break;
-		}
-		if (fdatasync(fd) < 0) {
-			r = -errno;
-			break;
-		}
-		out[i] = now_ns() - t0;
-		off += sizeof(line);
+	for (unsigned i = 0; i < n && r == 0; i++) {
+		r = durable_sample(fd, NULL, op, &out[i]);
+		if (r == 0 && w && i < nw)
+			r = durable_sample(fd, w, op, &wout[i]);
 	}
 	close(fd);
 	return r;
@@ -1993,16 +2004,12 @@ static int run_case(struct run *R, const struct casedef *c, struct arm **arms, s
 			if (i == m) {
 				/* the plain write+fdatasync and the raw arm's operation
 				 * followed by one, interleaved */
-				int fr = 0;
-				for (unsigned q = 0; q < KG_FSYNC_PER_ROUND && fr == 0; q++) {
-					fr = fsync_burst(R->dir, 1, fs + nfs, NULL, 0);
-					nfs += fr == 0;
-					if (fr == 0 && rw && q < rw_per) {
-						fr = fsync_burst(R->dir, 1, ds + nds, rw, c->op->id);
-						nds += fr == 0;
-					}
-				}
-				if (fr < 0) {
+				int fr = fsync_burst(R->dir, KG_FSYNC_PER_ROUND, fs + nfs, rw, c->op->id,
+						     rw_per, ds + nds);
+				if (fr == 0) {
+					nfs += KG_FSYNC_PER_ROUND;
+					nds += rw_per;
+				} else {
 					error_msg("%s: write+fdatasync in %s: %s", what, R->dir,
 						  fr == -EPROTO ? rw->err : strerror(-fr));
 					ret = -1;
@@ -2176,7 +2183,7 @@ static int probe_fsync(struct env *e, const char *dir)
 
 	if (e->nfsync + FSYNC_SAMPLES > 2 * FSYNC_SAMPLES)
 		return 0;
-	r = fsync_burst(dir, FSYNC_SAMPLES, e->fsync + e->nfsync, NULL, 0);
+	r = fsync_burst(dir, FSYNC_SAMPLES, e->fsync + e->nfsync, NULL, 0, 0, NULL);
 	if (r < 0)
 		return r;
 	e->nfsync += FSYNC_SAMPLES;
