@@ -2063,7 +2063,8 @@ out:
  * format-layer function that does it, one thread, on this run's events,
  * with fixed test keys (the writer calls the same functions):
  *   digest      al_v2_record_digest  producer, per event (decode excluded)
- *   emit        al_emit_digest       worker, per event: the line + chain step
+ *   members     al_emit_members      producer, per event: the line's members
+ *   emit        al_emit_framed       worker, per event: the line + chain step
  *   chain step  al_v2_chain_step     worker, per event (inside emit)
  *   tree        al_merkle_range_append  worker, per event
  *   tree root   al_merkle_range_root    per tree or checkpoint record
@@ -2074,14 +2075,16 @@ out:
  * these say where inside them the time goes. */
 #define PARTS_N 200000u
 #define PARTS_SIGN_N 2000u
-enum { P_DIGEST, P_EMIT, P_CHAIN, P_TREE, P_ROOT, P_SEAL, P_SEALKEY, P_SIGN, NPARTS };
-static const char *const part_name[NPARTS] = {"digest", "emit", "chain_step", "tree_append",
-					      "tree_root", "seal", "seal_key", "signature"};
+enum { P_DIGEST, P_MEMBERS, P_EMIT, P_CHAIN, P_TREE, P_ROOT, P_SEAL, P_SEALKEY, P_SIGN, NPARTS };
+static const char *const part_name[NPARTS] = {"digest",    "members",     "emit",
+					      "chain_step", "tree_append", "tree_root",
+					      "seal",      "seal_key",    "signature"};
 static const char *const part_fn[NPARTS] = {
-	"al_v2_record_digest", "al_emit_digest", "al_v2_chain_step", "al_merkle_range_append",
-	"al_merkle_range_root", "al_v2_seal_sign", "al_seal_mac_key", "al_note_sign"};
-static const char *const part_per[NPARTS] = {"event",  "event",      "event", "event",
-					     "record", "batch",      "epoch", "checkpoint"};
+	"al_v2_record_digest",    "al_emit_members",      "al_emit_framed",
+	"al_v2_chain_step",       "al_merkle_range_append", "al_merkle_range_root",
+	"al_v2_seal_sign",        "al_seal_mac_key",      "al_note_sign"};
+static const char *const part_per[NPARTS] = {"event", "event",  "event", "event",     "event",
+					     "record", "batch", "epoch", "checkpoint"};
 struct parts {
 	int err;
 	double ns[NPARTS];
@@ -2094,6 +2097,7 @@ static int measure_parts(struct parts *P)
 	struct auditlog_event ev[NVAR];
 	struct al_record d[1];
 	uint8_t *body = malloc(AL_BODY_MAX), *line = malloc(AL_LINE_MAX + 1);
+	uint8_t *members = malloc(AL_LINE_MAX);
 	uint8_t (*dig)[AL_HASH_LEN] = malloc(NVAR * AL_HASH_LEN);
 	uint8_t prev[AL_HASH_LEN] = {0}, root[AL_HASH_LEN], seed[32];
 	uint8_t origin[AL_ORIGIN_MAX], text[AL_NOTE_MAX], note[AL_NOTE_MAX], kmac[AL_HASH_LEN];
@@ -2108,7 +2112,7 @@ static int measure_parts(struct parts *P)
 	memset(P, 0, sizeof(*P));
 	for (unsigned k = 0; k < NPARTS; k++)
 		P->ns[k] = NAN;
-	if (fmtbuf_init(&b) < 0 || !body || !line || !dig || !tree) {
+	if (fmtbuf_init(&b) < 0 || !body || !line || !members || !dig || !tree) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -2144,8 +2148,11 @@ static int measure_parts(struct parts *P)
 	if (r)
 		goto out;
 	TIMED(P_DIGEST, PARTS_N, if ((n = al_v2_record_digest(&d[0], body, dig[0])) < 0) r = (int)n);
+	long mn = 0;
+	TIMED(P_MEMBERS, PARTS_N, if ((mn = al_emit_members(&d[0], members)) < 0) r = (int)mn);
 	TIMED(P_EMIT, PARTS_N, {
-		if ((n = al_emit_digest(&d[0], dig[0], prev, line, &eo)) < 0)
+		if ((n = al_emit_framed(AL_T_EVENT, i, ts, members, (size_t)mn, dig[0], prev, line,
+					&eo)) < 0)
 			r = (int)n;
 		memcpy(prev, eo.hash, AL_HASH_LEN);
 	});
@@ -2186,6 +2193,7 @@ out:
 	fmtbuf_free(&b);
 	free(body);
 	free(line);
+	free(members);
 	free(dig);
 	free(tree);
 	return r;

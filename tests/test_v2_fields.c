@@ -22,6 +22,7 @@
 #include <openssl/sha.h>
 
 #include "internal.h"
+#include "log.h"
 #include "tu.h"
 
 /* ---- a frozen wall clock and fixed ids ------------------------------------ */
@@ -833,24 +834,11 @@ static void drop_seq(char *line)
  * the same but for "v", "seq" and "hash" (the producer's decoding of the fixed
  * members is the worker's v1 decoding: repair, escapes, cuts, names), and
  * the v2 file checks. */
-static void test_v2_fixed_members(void **state)
+/* Every line of the v1 log p1 is the v2 log p2's but for "v", "seq" and "hash". */
+static void same_but_version(const char *p1, const char *p2)
 {
-	char *dir = tu_mkdtemp(), *p1 = tu_path(dir, "v1.log"), *p2 = tu_path(dir, "v2.log");
-	struct auditlog *log;
-	struct lines l1, l2;
+	struct lines l1 = read_lines(p1), l2 = read_lines(p2);
 
-	(void)state;
-	atomic_store(&frozen, true);
-	log = open_log(p1, 1, 0);
-	golden_events(log, false);
-	assert_int_equal(auditlog_close(log), 0);
-	log = open_log(p2, 2, 0);
-	golden_events(log, true);
-	assert_int_equal(auditlog_close(log), 0);
-	atomic_store(&frozen, false);
-	check_log(p2, 40);
-	l1 = read_lines(p1);
-	l2 = read_lines(p2);
 	assert_int_equal(l1.n, l2.n);
 	for (size_t i = 0; i < l1.n; i++) {
 		char *v = strstr(l1.v[i], ",\"v\":1,"), *h1 = strstr(l1.v[i], ",\"hash\":\""),
@@ -866,6 +854,85 @@ static void test_v2_fixed_members(void **state)
 	}
 	free_lines(&l1);
 	free_lines(&l2);
+}
+
+static void test_v2_fixed_members(void **state)
+{
+	char *dir = tu_mkdtemp(), *p1 = tu_path(dir, "v1.log"), *p2 = tu_path(dir, "v2.log");
+	struct auditlog *log;
+
+	(void)state;
+	atomic_store(&frozen, true);
+	log = open_log(p1, 1, 0);
+	golden_events(log, false);
+	assert_int_equal(auditlog_close(log), 0);
+	log = open_log(p2, 2, 0);
+	golden_events(log, true);
+	assert_int_equal(auditlog_close(log), 0);
+	atomic_store(&frozen, false);
+	check_log(p2, 40);
+	same_but_version(p1, p2);
+	tu_rmtree(dir);
+	free(p1);
+	free(p2);
+	free(dir);
+}
+
+/* A v2 slot holds D_n and the rendered members inline up to SLOT_INLINE
+ * bytes, on the heap beyond: events whose detail grows a byte at a time
+ * (plain, and with escapes and a repaired byte) cross that boundary, through
+ * a small queue that wraps many times; each line is v1's but for "v", "seq"
+ * and "hash", and the v2 file checks. */
+#define SWEEP_MIN 1u
+#define SWEEP_MAX 300u
+
+static void sweep_events(struct auditlog *log)
+{
+	static char d[SWEEP_MAX];
+
+	for (unsigned n = SWEEP_MIN; n < SWEEP_MAX; n++) {
+		for (unsigned k = 0; k < 2; k++) {
+			struct auditlog_event ev = tu_event("C_Sign", n);
+			memset(d, 'x', n);
+			if (k && n > 3)
+				memcpy(d + n / 2, "\"\xff\n", 3);
+			ev.detail = d;
+			ev.detail_len = n;
+			assert_int_equal(n % 50 ? auditlog_record(log, &ev) : auditlog_record_sync(log, &ev), 0);
+		}
+	}
+}
+
+static void test_slot_boundary(void **state)
+{
+	char *dir = tu_mkdtemp(), *p1 = tu_path(dir, "v1.log"), *p2 = tu_path(dir, "v2.log");
+	struct auditlog *log;
+
+	(void)state;
+	atomic_store(&frozen, true);
+	log = open_log(p1, 1, 16);
+	sweep_events(log);
+	assert_int_equal(auditlog_close(log), 0);
+	log = open_log(p2, 2, 16);
+	sweep_events(log);
+	assert_int_equal(auditlog_close(log), 0);
+	atomic_store(&frozen, false);
+	check_log(p2, 2 * (SWEEP_MAX - SWEEP_MIN));
+	/* both sides of the boundary were written: a slot's bytes are D_n and
+	 * the members between "type" and "hash" */
+	struct lines l2 = read_lines(p2);
+	size_t lo = SIZE_MAX, hi = 0;
+	for (size_t i = 0; i < l2.n; i++) {
+		const char *t = strstr(l2.v[i], ",\"type\":\"event\""), *h = strstr(l2.v[i], ",\"hash\":\"");
+		if (!t)
+			continue;
+		size_t bytes = 32 + (size_t)(h - (t + strlen(",\"type\":\"event\"")));
+		lo = bytes < lo ? bytes : lo;
+		hi = bytes > hi ? bytes : hi;
+	}
+	free_lines(&l2);
+	assert_true(lo <= SLOT_INLINE && hi > SLOT_INLINE);
+	same_but_version(p1, p2);
 	tu_rmtree(dir);
 	free(p1);
 	free(p2);
@@ -977,6 +1044,7 @@ int main(void)
 		cmocka_unit_test(test_concurrent_pwrite),
 		cmocka_unit_test(test_failover_requeue),
 		cmocka_unit_test(test_v2_fixed_members),
+		cmocka_unit_test(test_slot_boundary),
 		cmocka_unit_test(test_key2),
 		cmocka_unit_test(test_golden_v1),
 		cmocka_unit_test(test_golden_v0),

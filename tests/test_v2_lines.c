@@ -7,7 +7,8 @@
  *    and caller fields;
  *  - al_emit re-emits it byte for byte, both from the parsed record and from a
  *    record built from the vector's fields alone (the header pad computed);
- *    the body B_n and digest D_n are the vector's; al_emit_digest agrees;
+ *    the body B_n and digest D_n are the vector's; the writer's split
+ *    (al_emit_members, then al_emit_framed from D_n) agrees;
  *  - its hash follows from the previous line's (al_check_hash, the v2 step);
  *  - refused: every torn prefix, every flipped bit (by the parser or the
  *    hash), the v1 strict mutation classes and v2's own (caller keys, order,
@@ -200,6 +201,7 @@ static void test_vector_lines(void **state)
 	json_t *recs = json_object_get(V, "records"), *rec;
 	uint8_t *work = xmalloc(AL_HASH_LEN + AL_BODY_MAX), *out = xmalloc(AL_LINE_MAX);
 	uint8_t *dec = xmalloc(AL_LINE_MAX), *body = xmalloc(AL_BODY_MAX);
+	uint8_t *members = xmalloc(AL_LINE_MAX);
 	unsigned types[8] = {0}, caller = 0, chained = 0;
 	uint8_t last_hash[AL_HASH_LEN];
 	const char *last_chain = "";
@@ -255,17 +257,23 @@ static void test_vector_lines(void **state)
 			fail_msg("%s: al_emit of the vector's fields is not the line (%ld bytes)", name, l);
 		assert_int_equal(eo.body_len, bn);
 		built_free(&b);
-		/* B_n and D_n, and the worker's half: al_emit_digest */
+		/* B_n and D_n, and the writer's split: the producer's members,
+		 * the worker's line around them */
 		build(&b, rec, true);
 		assert_int_equal(al_v2_record_digest(&b.r, body, h), (long)bn);
 		assert_memory_equal(body, vbody, bn);
 		assert_memory_equal(h, digest, 32);
-		l = al_emit_digest(&b.r, digest, prev, out, &eo);
+		l = al_emit_members(&b.r, members);
 		if (b.r.type == AL_T_HEADER) {
 			assert_int_equal(l, -EINVAL); /* its pad depends on seq */
 		} else {
-			assert_int_equal(l, (long)n);
-			assert_memory_equal(out, line, n);
+			assert_true(l >= 0);
+			l = al_emit_framed(b.r.type, p.rec.f[AL_F_SEQ].u,
+					   (const char *)p.rec.f[AL_F_TIMESTAMP].p, members, (size_t)l,
+					   digest, prev, out, &eo);
+			if (l != (long)n || memcmp(out, line, n))
+				fail_msg("%s: al_emit_framed is not the line (%ld bytes)", name, l);
+			assert_memory_equal(eo.hash, hash, 32);
 		}
 		/* the same record as v1 is refused where v1 lacks its type, and
 		 * caller fields make no v1 line */
@@ -292,6 +300,7 @@ static void test_vector_lines(void **state)
 	free(out);
 	free(dec);
 	free(body);
+	free(members);
 }
 
 /* ---- refused lines --------------------------------------------------------- */

@@ -892,10 +892,84 @@ static uint8_t *put_caller(uint8_t *o, const struct al_v2_field *c)
 
 static uint8_t *enc_field(uint8_t *o, const struct al_record *r, int f);
 
-/* The line of a checked record; its hash from `digest` (v2, given) or from
- * the body built in work (else). */
-static long emit(const struct al_record *in, const uint8_t *digest, const uint8_t prev[AL_HASH_LEN],
-		 uint8_t *line, uint8_t *work, struct al_emit_out *out)
+/* The common four: {"@timestamp":"...","seq":N,"v":V,"type":"T" */
+static uint8_t *put_head(uint8_t *o, const uint8_t *ts, size_t tsn, bool ts_plain, uint64_t seq,
+			 uint8_t version, const struct tdesc *t)
+{
+	o = put(o, "{\"@timestamp\":\"", 15);
+	o = ts_plain ? put(o, ts, tsn) : put_escaped(o, ts, tsn);
+	o = put(o, "\",\"seq\":", 8);
+	o = put_dec(o, seq);
+	o = put(o, ",\"v\":", 5);
+	*o++ = (uint8_t)('0' + version);
+	o = put(o, ",\"type\":\"", 9);
+	o = put(o, t->name, t->namelen);
+	*o++ = '"';
+	return o;
+}
+
+/* The longest head of a v2 record that is not a header: a 30-byte
+ * @timestamp, a 16-digit seq, type "checkpoint" (al_emit_members' bound). */
+#define V2_HEAD_MAX (15u + AL_TS_LEN + 8u + 16u + 5u + 1u + 9u + 10u + 1u)
+
+static uint8_t *put_tail(uint8_t *o, const uint8_t hash[AL_HASH_LEN])
+{
+	o = put(o, ",\"hash\":\"", 9);
+	al_hex(hash, AL_HASH_LEN, (char *)o);
+	o += 64;
+	return put(o, "\"}\n", 3);
+}
+
+/* Whether a record's members might not fit a line: only then are they
+ * measured one by one. Caps keep every decoded record far below AL_LINE_MAX,
+ * so this is for records whose worst escaping (6 bytes a byte) could not. */
+static bool must_measure(const struct al_record *r, size_t ncaller)
+{
+	size_t worst = 160 + 64;
+	for (uint64_t m = r->present; m; m &= m - 1) {
+		int f = __builtin_ctzll(m);
+		worst += 6u + F[f].keylen + (F[f].kind == K_INT ? 16u : 6u * r->f[f].n);
+	}
+	if (ncaller) /* checked: their JSON is at most AL_CALLER_JSON_MAX bytes */
+		worst += al_v2_caller_json_len(r->caller, ncaller);
+	return worst > AL_LINE_MAX;
+}
+
+/* The members after the common four, in line order, then the caller fields
+ * (ncaller: 0 unless a v2 event). used: the bytes the line holds before o
+ * (or could, at most); measure: refuse (NULL) what would leave no room for
+ * the hash member within AL_LINE_MAX. bo: v1's body, built in the same pass
+ * (NULL: none); *ret_bo gets its end. */
+static uint8_t *put_members(uint8_t *o, size_t used, const struct al_record *r, const struct tdesc *t,
+			    size_t ncaller, bool measure, uint8_t *bo, uint8_t **ret_bo)
+{
+	const uint8_t *start = o;
+
+	for (unsigned i = 0; i < t->n; i++) {
+		int f = t->order[i];
+		if (!(r->present & AL_BIT(f)))
+			continue;
+		if (measure && used + (size_t)(o - start) + member_len(r, f) + 76 > AL_LINE_MAX)
+			return NULL;
+		o = put_member(o, r, f);
+		if (bo)
+			bo = enc_field(bo, r, f);
+	}
+	if (ncaller) {
+		if (measure && used + (size_t)(o - start) + al_v2_caller_json_len(r->caller, ncaller) +
+				       76 > AL_LINE_MAX)
+			return NULL;
+		for (size_t i = 0; i < ncaller; i++)
+			o = put_caller(o, &r->caller[i]);
+	}
+	if (ret_bo)
+		*ret_bo = bo;
+	return o;
+}
+
+/* The line of a checked record, hashed onto prev (v2: D_n computed here). */
+static long emit(const struct al_record *in, const uint8_t prev[AL_HASH_LEN], uint8_t *line,
+		 uint8_t *work, struct al_emit_out *out)
 {
 	const struct tdesc *t = type_desc(in->type);
 	struct al_record padded;
@@ -906,8 +980,6 @@ static long emit(const struct al_record *in, const uint8_t *digest, const uint8_
 	r_ = check_record(in, t, true);
 	if (r_ < 0)
 		return r_;
-	if (digest && (in->version != AL_V2 || in->type == AL_T_HEADER))
-		return -EINVAL; /* a header's pad, and so its digest, depends on its seq */
 	size_t ncaller = in->version == AL_V2 && in->type == AL_T_EVENT ? in->ncaller : 0;
 
 	if (in->type == AL_T_HEADER) {
@@ -929,29 +1001,8 @@ static long emit(const struct al_record *in, const uint8_t *digest, const uint8_
 		r = &padded;
 	}
 
-	/* Caps keep every decoded record far below AL_LINE_MAX; measure members
-	 * exactly only when even the worst escaping (6 bytes a byte) could not fit. */
-	size_t worst = 160 + 64;
-	for (uint64_t m = r->present; m; m &= m - 1) {
-		int f = __builtin_ctzll(m);
-		worst += 6u + F[f].keylen + (F[f].kind == K_INT ? 16u : 6u * r->f[f].n);
-	}
-	if (ncaller) /* checked: their JSON is at most AL_CALLER_JSON_MAX bytes */
-		worst += al_v2_caller_json_len(r->caller, ncaller);
-	bool measure = worst > AL_LINE_MAX;
-
-	o = put(o, "{\"@timestamp\":\"", 15);
-	if (r->plain & AL_BIT(AL_F_TIMESTAMP))
-		o = put(o, r->f[AL_F_TIMESTAMP].p, r->f[AL_F_TIMESTAMP].n);
-	else
-		o = put_escaped(o, r->f[AL_F_TIMESTAMP].p, r->f[AL_F_TIMESTAMP].n);
-	o = put(o, "\",\"seq\":", 8);
-	o = put_dec(o, r->f[AL_F_SEQ].u);
-	o = put(o, ",\"v\":", 5);
-	*o++ = (uint8_t)('0' + r->version);
-	o = put(o, ",\"type\":\"", 9);
-	o = put(o, t->name, t->namelen);
-	*o++ = '"';
+	o = put_head(o, r->f[AL_F_TIMESTAMP].p, r->f[AL_F_TIMESTAMP].n,
+		     r->plain & AL_BIT(AL_F_TIMESTAMP), r->f[AL_F_SEQ].u, r->version, t);
 	/* v1: the body (al_encode_v1's bytes) is built in the same pass over the
 	 * members as the line */
 	uint8_t *bo = NULL;
@@ -962,34 +1013,16 @@ static long emit(const struct al_record *in, const uint8_t *digest, const uint8_
 		bo = enc_field(bo, r, AL_F_TIMESTAMP);
 		bo = enc_field(bo, r, AL_F_SEQ);
 	}
-	for (unsigned i = 0; i < t->n; i++) {
-		int f = t->order[i];
-		if (!(r->present & AL_BIT(f)))
-			continue;
-		if (measure && (size_t)(o - line) + member_len(r, f) + 76 > AL_LINE_MAX)
-			return -E2BIG;
-		o = put_member(o, r, f);
-		if (bo)
-			bo = enc_field(bo, r, f);
-	}
-	if (ncaller) {
-		if (measure && (size_t)(o - line) + al_v2_caller_json_len(r->caller, ncaller) + 76 >
-				       AL_LINE_MAX)
-			return -E2BIG;
-		for (size_t i = 0; i < ncaller; i++)
-			o = put_caller(o, &r->caller[i]);
-	}
+	o = put_members(o, (size_t)(o - line), r, t, ncaller, must_measure(r, ncaller), bo, &bo);
+	if (!o)
+		return -E2BIG;
 
 	if (r->version == AL_V2) {
 		uint8_t d[AL_HASH_LEN];
-		long bn = 0;
-		if (!digest) {
-			bn = v2_digest(r, t, work + AL_HASH_LEN, d);
-			if (bn < 0)
-				return bn;
-			digest = d;
-		}
-		al_v2_chain_step(prev, r->f[AL_F_SEQ].u, (const char *)r->f[AL_F_TIMESTAMP].p, digest,
+		long bn = v2_digest(r, t, work + AL_HASH_LEN, d);
+		if (bn < 0)
+			return bn;
+		al_v2_chain_step(prev, r->f[AL_F_SEQ].u, (const char *)r->f[AL_F_TIMESTAMP].p, d,
 				 out->hash);
 		out->body_len = (size_t)bn;
 	} else {
@@ -1007,10 +1040,7 @@ static long emit(const struct al_record *in, const uint8_t *digest, const uint8_
 		out->body_len = body_len;
 	}
 
-	o = put(o, ",\"hash\":\"", 9);
-	al_hex(out->hash, AL_HASH_LEN, (char *)o);
-	o += 64;
-	o = put(o, "\"}\n", 3);
+	o = put_tail(o, out->hash);
 	assert((size_t)(o - line) <= AL_LINE_MAX);
 	return (long)(o - line);
 }
@@ -1018,15 +1048,39 @@ static long emit(const struct al_record *in, const uint8_t *digest, const uint8_
 long al_emit(const struct al_record *in, const uint8_t prev[AL_HASH_LEN], uint8_t *line,
 	     uint8_t *work, struct al_emit_out *out)
 {
-	return emit(in, NULL, prev, line, work, out);
+	return emit(in, prev, line, work, out);
 }
 
-long al_emit_digest(const struct al_record *dec, const uint8_t digest[AL_HASH_LEN],
-		    const uint8_t prev[AL_HASH_LEN], uint8_t *line, struct al_emit_out *out)
+long al_emit_members(const struct al_record *dec, uint8_t *out)
 {
-	return emit(dec, digest, prev, line, NULL, out);
+	const struct tdesc *t = type_desc(dec->type);
+	size_t ncaller = dec->type == AL_T_EVENT ? dec->ncaller : 0;
+	uint8_t *o;
+
+	if (!t || dec->version != AL_V2 || dec->type == AL_T_HEADER)
+		return -EINVAL; /* a header's pad depends on its seq */
+	o = put_members(out, V2_HEAD_MAX, dec, t, ncaller, must_measure(dec, ncaller), NULL, NULL);
+	return o ? (long)(o - out) : -E2BIG;
 }
 
+long al_emit_framed(uint8_t type, uint64_t seq, const char *ts, const uint8_t *members,
+		    size_t n, const uint8_t digest[AL_HASH_LEN], const uint8_t prev[AL_HASH_LEN],
+		    uint8_t *line, struct al_emit_out *out)
+{
+	const struct tdesc *t = type_desc(type);
+	uint8_t *o;
+
+	if (!t || type == AL_T_HEADER || t->min_version > AL_V2 || seq > AL_INT_MAX)
+		return -EINVAL;
+	if (n > AL_LINE_MAX - V2_HEAD_MAX - 76)
+		return -E2BIG; /* not from al_emit_members */
+	o = put_head(line, (const uint8_t *)ts, AL_TS_LEN, true, seq, AL_V2, t);
+	o = put(o, members, n);
+	al_v2_chain_step(prev, seq, ts, digest, out->hash);
+	out->body_len = 0;
+	o = put_tail(o, out->hash);
+	return (long)(o - line);
+}
 
 static uint8_t *enc_field(uint8_t *o, const struct al_record *r, int f)
 {

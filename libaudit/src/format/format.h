@@ -15,7 +15,8 @@
 #include "symbols.h"
 
 #define al_v2_record_digest auditlog__al_v2_record_digest
-#define al_emit_digest auditlog__al_emit_digest
+#define al_emit_members auditlog__al_emit_members
+#define al_emit_framed auditlog__al_emit_framed
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -162,21 +163,29 @@ int al_record_decode(const struct al_record *raw, struct al_record *out, uint8_t
  * member missing, a v2 member or caller field that breaks its rule), -E2BIG
  * for a line over AL_LINE_MAX or caller fields over 2048 bytes (14.2). */
 struct al_emit_out {
-	size_t body_len; /* v0/v1: the hashed body; v2: B_n (0 from al_emit_digest) */
+	size_t body_len; /* v0/v1: the hashed body; v2: B_n (0 from al_emit_framed) */
 	uint8_t hash[AL_HASH_LEN];
 };
 long al_emit(const struct al_record *dec, const uint8_t prev[AL_HASH_LEN], uint8_t *line,
 	     uint8_t *work, struct al_emit_out *out);
 
-/* v2, split as the writer runs it (DESIGN.md "Chain step (v2)"): the producer
- * computes the body digest D_n of a decoded v2 record (docs/format.md 13; the
- * body B_n is built in `body`, AL_BODY_MAX bytes) and returns B_n's length, or
- * -EINVAL / -E2BIG as al_emit would; seq and @timestamp are not read. The
- * worker then emits the line with al_emit_digest, which takes the digest as
- * given (not checked against the record) and only adds the chain step. */
+/* v2, split as the writer runs it (DESIGN.md "Chain step (v2)"). The
+ * producer computes the body digest D_n of a decoded v2 record (docs/format.md
+ * 13; the body B_n is built in `body`, AL_BODY_MAX bytes) and returns B_n's
+ * length, or -EINVAL / -E2BIG as al_emit would; seq and @timestamp are not
+ * read. It then renders the record's members as its line carries them, from
+ * the one after "type" through the caller fields (al_emit_members; out:
+ * AL_LINE_MAX bytes; a record al_v2_record_digest accepted, not checked
+ * again; -E2BIG when even the longest seq would put the line over
+ * AL_LINE_MAX). The worker adds the common four, the chain step and the hash
+ * (al_emit_framed; ts: AL_TS_LEN bytes); it takes D_n and the members as
+ * given, not checked against each other. Neither takes a header (its pad
+ * depends on its seq). */
 long al_v2_record_digest(const struct al_record *dec, uint8_t *body, uint8_t digest[AL_HASH_LEN]);
-long al_emit_digest(const struct al_record *dec, const uint8_t digest[AL_HASH_LEN],
-		    const uint8_t prev[AL_HASH_LEN], uint8_t *line, struct al_emit_out *out);
+long al_emit_members(const struct al_record *dec, uint8_t *out);
+long al_emit_framed(uint8_t type, uint64_t seq, const char *ts, const uint8_t *members,
+		    size_t n, const uint8_t digest[AL_HASH_LEN], const uint8_t prev[AL_HASH_LEN],
+		    uint8_t *line, struct al_emit_out *out);
 
 /* v1 body of a decoded record into out (AL_BODY_MAX). Returns its length. */
 size_t al_encode_v1(const struct al_record *dec, uint8_t *out);

@@ -24,9 +24,6 @@
 #include "sealer.h"
 
 #define al_v2_prepare auditlog__al_v2_prepare
-#define al_v2_pack auditlog__al_v2_pack
-#define al_v2_slot_record auditlog__al_v2_slot_record
-#define al_chain_append_digest auditlog__al_chain_append_digest
 
 struct auditlog_config {
 	char *path;
@@ -69,7 +66,6 @@ static const uint8_t al_slot_field[S__MAX] = {
 	[S_ACTOR] = AL_F_ACTOR,     [S_DETAIL] = AL_F_DETAIL,       [S_KEY2_LABEL] = AL_F_KEY2_LABEL,
 	[S_KEY2_ID] = AL_F_KEY2_ID,
 };
-_Static_assert(S__MAX <= 8, "slot_v2.plain has a bit per string");
 static const char *const al_outcome_word[] = {"success", "failure", "unknown"};
 static const uint8_t al_outcome_len[] = {7, 7, 7};
 
@@ -90,36 +86,23 @@ struct waiter {
 
 #define SLOT_EVENT 1
 #define SLOT_BARRIER 2 /* auditlog_flush(): no record, only a waiter */
-#define SLOT_INLINE 168 /* what is left of the slot's 256 bytes */
-
-/* A v2 event's slot (producer.c): what the worker needs besides len[]. */
-struct slot_v2 {
-	uint8_t rv_len, mech_len; /* the decoded rv and mechanism names (0: absent) */
-	uint8_t ncaller;          /* caller-defined fields, sorted */
-	uint8_t plain;            /* bit i: string S_i needs no escaping */
-	uint16_t caller_len;      /* bytes of their encoding */
-};
+#define SLOT_INLINE 232 /* what is left of the slot's 320 bytes */
 
 /* An event slot of a v0/v1 log holds the caller's raw strings (cut to
- * copy_cap) for the worker to decode; one of a v2 log holds what its
- * producer decoded and the body digest (producer.c). l->cfg.version says
- * which: it is fixed for the life of the handle. */
+ * copy_cap) for the worker to decode; one of a v2 log holds the line's
+ * members and the body digest, rendered by its producer (producer.c).
+ * l->cfg.version says which: it is fixed for the life of the handle. */
 struct slot {
 	_Atomic uint64_t seq; /* Vyukov sequence */
 	uint8_t kind;
 	uint8_t outcome;
-	uint16_t len[S__MAX]; /* v0/v1: raw bytes; v2: decoded bytes */
+	uint16_t len[S__MAX]; /* v0/v1: raw bytes; v2: len[0] is the members' bytes */
 	uint32_t flags;
 	uint64_t ts_ns;
-	union {
-		struct {
-			uint64_t rv, mechanism; /* v0/v1: named by the worker */
-		};
-		struct slot_v2 v2;
-	};
+	uint64_t rv, mechanism; /* v0/v1: named by the worker */
 	uint64_t slot, session;
 	struct waiter *waiter;
-	uint8_t *heap; /* strings, when they do not fit inline */
+	uint8_t *heap; /* strings (v2: D_n and members), when they do not fit inline */
 	uint8_t inl[SLOT_INLINE];
 };
 
@@ -128,28 +111,22 @@ struct slot {
 /* A v2 event made ready by its producer, before any slot is reserved: lives
  * on the calling thread's stack. */
 struct al_v2_prep {
-	uint8_t digest[AL_HASH_LEN];
 	struct al_record rec; /* decoded; strings point into the event, dec or cdec */
 	struct al_v2_field caller[AL_CALLER_MAX]; /* sorted, empty strings dropped */
 	size_t ncaller;
-	size_t caller_len;
-	size_t data_len; /* the slot bytes al_v2_pack writes */
 	char rvbuf[AL_P11_UNNAMED_LEN], mechbuf[AL_P11_UNNAMED_LEN];
 	uint8_t dec[128 + 512 + 256 + 128 + 4096 + 64 + 64 + 256 + 128]; /* the caps of 2.2 */
 	uint8_t cdec[AL_CALLER_MAX][AL_CALLER_STR_CAP];
+	/* B_n while D_n is computed; then the slot's bytes: D_n, the members */
+	uint8_t buf[AL_BODY_MAX];
+	size_t data_len; /* of buf's slot bytes: AL_HASH_LEN + the members' */
 };
+_Static_assert(AL_BODY_MAX >= AL_HASH_LEN + AL_LINE_MAX, "al_emit_members' room after D_n");
 
-/* Check, decode and digest an event checked by check_event() and its caller
- * fields (any order): 0, -EINVAL or -E2BIG (docs/format.md 14.2). */
+/* Check, decode, digest and render an event checked by check_event() and its
+ * caller fields (any order): 0, -EINVAL or -E2BIG (docs/format.md 14.2). */
 int al_v2_prepare(const struct auditlog_event *ev, const struct auditlog_field *fields, size_t n,
 		  struct al_v2_prep *p);
-/* Write p's data_len bytes at d (the slot's inl or heap), and the lengths
- * the slot carries into len and v2. */
-void al_v2_pack(const struct al_v2_prep *p, uint8_t *d, uint16_t len[S__MAX], struct slot_v2 *v2);
-/* The worker's side: the decoded record of a packed slot (strings point into
- * it; caller filled, s->v2.ncaller entries). Returns D_n (in the slot). */
-const uint8_t *al_v2_slot_record(const struct slot *s, struct al_record *r,
-				 struct al_v2_field caller[AL_CALLER_MAX]);
 /* ---- v2: where the chain's tree and seals stand ---------------------------- */
 
 enum { V2T_NONE, V2T_ON, V2T_UNKNOWN }; /* tree: not started (v0/v1 so far), on, unknown */
@@ -395,9 +372,6 @@ uint64_t al_v2_reconnect_timeout(struct auditlog *l);
 /* Append the next record of the chain (raw strings; ts_ns is clamped to stay
  * non-decreasing) to out, advancing l->tail. Returns the line length. */
 long al_chain_append(struct auditlog *l, struct al_record *raw, uint64_t ts_ns, uint8_t *out);
-/* Same for a decoded v2 record whose body digest its producer computed. */
-long al_chain_append_digest(struct auditlog *l, struct al_record *dec, const uint8_t *digest,
-			    uint64_t ts_ns, uint8_t *out);
 /* Same for a record whose strings are already decoded (a re-parsed line). */
 long al_chain_append_decoded(struct auditlog *l, struct al_record *dec, uint64_t ts_ns,
 			     uint8_t *out);

@@ -36,7 +36,7 @@ static const size_t copy_cap[S__MAX] = {
 	[S_KEY2_LABEL] = 257, [S_KEY2_ID] = 65,
 };
 
-_Static_assert(sizeof(struct slot) == 256, "a queue slot is four cache lines");
+_Static_assert(sizeof(struct slot) == 320, "a queue slot is five cache lines");
 
 /* ---- futex ---------------------------------------------------------------- */
 
@@ -95,9 +95,21 @@ static void wake_worker(struct auditlog *l)
 
 /* ---- record formatting ---------------------------------------------------- */
 
-/* digest: a v2 record's D_n computed by its producer, or NULL */
-static long append_common(struct auditlog *l, struct al_record *dec, uint64_t ts_ns,
-			  const uint8_t *digest, uint8_t *out)
+/* The chain moved on by one record: seq, its hash and time. */
+static void tail_advance(struct auditlog *l, uint8_t type, uint8_t version, uint64_t seq,
+			 const uint8_t hash[AL_HASH_LEN], uint64_t ts_ns, const char ts[AL_TS_LEN])
+{
+	l->tail.seq = seq;
+	memcpy(l->tail.hash, hash, AL_HASH_LEN);
+	l->tail.ts_ns = ts_ns;
+	memcpy(l->tail.ts_str, ts, AL_TS_LEN);
+	l->tail.version = version;
+	l->tail.empty = false;
+	if (l->sealer && version == AL_V2) /* every v2 record is a Merkle leaf */
+		al_v2_leaf(&l->v2, type, seq, hash);
+}
+
+static long append_common(struct auditlog *l, struct al_record *dec, uint64_t ts_ns, uint8_t *out)
 {
 	const uint8_t *prev = l->tail.empty ? zero_hash : l->tail.hash;
 	struct al_emit_out eo;
@@ -106,17 +118,10 @@ static long append_common(struct auditlog *l, struct al_record *dec, uint64_t ts
 	dec->version = (uint8_t)l->cfg.version;
 	dec->f[AL_F_SEQ].u = l->tail.empty ? 0 : l->tail.seq + 1;
 	dec->present |= AL_BIT(AL_F_TIMESTAMP) | AL_BIT(AL_F_SEQ);
-	n = digest ? al_emit_digest(dec, digest, prev, out, &eo) : al_emit(dec, prev, out, l->work, &eo);
-	if (n < 0)
-		return n;
-	l->tail.seq = dec->f[AL_F_SEQ].u;
-	memcpy(l->tail.hash, eo.hash, AL_HASH_LEN);
-	l->tail.ts_ns = ts_ns;
-	memcpy(l->tail.ts_str, dec->f[AL_F_TIMESTAMP].p, AL_TS_LEN);
-	l->tail.version = dec->version;
-	l->tail.empty = false;
-	if (l->sealer && dec->version == AL_V2) /* every v2 record is a Merkle leaf */
-		al_v2_leaf(&l->v2, dec->type, l->tail.seq, l->tail.hash);
+	n = al_emit(dec, prev, out, l->work, &eo);
+	if (n >= 0)
+		tail_advance(l, dec->type, dec->version, dec->f[AL_F_SEQ].u, eo.hash, ts_ns,
+			     (const char *)dec->f[AL_F_TIMESTAMP].p);
 	return n;
 }
 
@@ -140,20 +145,7 @@ long al_chain_append(struct auditlog *l, struct al_record *raw, uint64_t ts_ns, 
 	r = al_record_decode(raw, raw, l->dec, DEC_CAP); /* in place */
 	if (r < 0)
 		return r;
-	return append_common(l, raw, ts_ns, NULL, out);
-}
-
-long al_chain_append_digest(struct auditlog *l, struct al_record *dec, const uint8_t *digest,
-			    uint64_t ts_ns, uint8_t *out)
-{
-	char ts[AL_TS_LEN];
-
-	ts_ns = al_clamp_ts(l, ts_ns);
-	al_format_ts_cached(&l->ts_cache, ts_ns, ts);
-	dec->f[AL_F_TIMESTAMP].p = (const uint8_t *)ts;
-	dec->f[AL_F_TIMESTAMP].n = AL_TS_LEN;
-	dec->plain |= AL_BIT(AL_F_TIMESTAMP); /* digits and punctuation */
-	return append_common(l, dec, ts_ns, digest, out);
+	return append_common(l, raw, ts_ns, out);
 }
 
 long al_chain_append_decoded(struct auditlog *l, struct al_record *dec, uint64_t ts_ns,
@@ -165,7 +157,7 @@ long al_chain_append_decoded(struct auditlog *l, struct al_record *dec, uint64_t
 	al_format_ts_cached(&l->ts_cache, ts_ns, ts);
 	dec->f[AL_F_TIMESTAMP].p = (const uint8_t *)ts;
 	dec->f[AL_F_TIMESTAMP].n = AL_TS_LEN;
-	return append_common(l, dec, ts_ns, NULL, out);
+	return append_common(l, dec, ts_ns, out);
 }
 
 long al_format_header(struct auditlog *l, uint8_t *out)
@@ -240,15 +232,23 @@ static void put_p11(struct al_record *r, int f, const struct al_p11name *tab, si
 	r->present |= AL_BIT(f);
 }
 
-/* v2: the producer decoded the strings and computed D_n (producer.c) */
+/* v2: the producer rendered the members and computed D_n (producer.c); the
+ * worker adds @timestamp, seq, the chain step and the hash. */
 static __attribute__((noinline)) long format_slot_v2(struct auditlog *l, const struct slot *s,
 						     uint8_t *out)
 {
-	struct al_record r;
-	struct al_v2_field caller[AL_CALLER_MAX];
-	const uint8_t *digest = al_v2_slot_record(s, &r, caller);
+	const uint8_t *d = s->heap ? s->heap : s->inl; /* D_n, then the members */
+	const uint8_t *prev = l->tail.empty ? zero_hash : l->tail.hash;
+	uint64_t seq = l->tail.empty ? 0 : l->tail.seq + 1, ts_ns = al_clamp_ts(l, s->ts_ns);
+	struct al_emit_out eo;
+	char ts[AL_TS_LEN];
+	long n;
 
-	return al_chain_append_digest(l, &r, digest, s->ts_ns, out);
+	al_format_ts_cached(&l->ts_cache, ts_ns, ts);
+	n = al_emit_framed(AL_T_EVENT, seq, ts, d + AL_HASH_LEN, s->len[0], d, prev, out, &eo);
+	if (n >= 0)
+		tail_advance(l, AL_T_EVENT, AL_V2, seq, eo.hash, ts_ns, ts);
+	return n;
 }
 
 static long format_slot(struct auditlog *l, const struct slot *s, uint8_t *out)
@@ -413,8 +413,6 @@ static __attribute__((noinline)) int enqueue_v2(struct auditlog *l, const struct
 						struct waiter *w)
 {
 	struct al_v2_prep p;
-	uint16_t len[S__MAX];
-	struct slot_v2 v2;
 	uint8_t *heap = NULL;
 	struct slot *s = NULL;
 	uint64_t pos = 0;
@@ -427,7 +425,7 @@ static __attribute__((noinline)) int enqueue_v2(struct auditlog *l, const struct
 		heap = malloc(p.data_len);
 		if (!heap)
 			return -ENOMEM;
-		al_v2_pack(&p, heap, len, &v2);
+		memcpy(heap, p.buf, p.data_len);
 	}
 	r = reserve(l, heap, &s, &pos);
 	if (r < 0)
@@ -436,16 +434,9 @@ static __attribute__((noinline)) int enqueue_v2(struct auditlog *l, const struct
 	s->waiter = w;
 	s->heap = heap;
 	s->ts_ns = producer_now_ns(l);
-	s->flags = ev->flags;
-	s->outcome = (uint8_t)ev->outcome;
-	s->slot = ev->slot;
-	s->session = ev->session;
-	if (heap) {
-		memcpy(s->len, len, sizeof(len));
-		s->v2 = v2;
-	} else {
-		al_v2_pack(&p, s->inl, s->len, &s->v2);
-	}
+	s->len[0] = (uint16_t)(p.data_len - AL_HASH_LEN);
+	if (!heap)
+		memcpy(s->inl, p.buf, p.data_len);
 	publish(l, s, pos, w);
 	return 0;
 }
