@@ -2468,6 +2468,24 @@ static bool ts_check(const char *what, uint64_t ns)
 		print_error("%s: al_format_ts(%" PRIu64 ") = %.30s, want %s\n", what, ns, got, want);
 		return false;
 	}
+	/* the writer's cached form: a first call of its second, then another
+	 * nanosecond of the same second through the cache */
+	struct al_ts_cache c = {0};
+	uint64_t ns2 = ns - ns % 1000000000u + (ns * 7919u + 13u) % 1000000000u;
+	char got2[AL_TS_LEN];
+	al_format_ts_cached(&c, ns, got2);
+	if (memcmp(got2, want, AL_TS_LEN) != 0) {
+		print_error("%s: al_format_ts_cached(%" PRIu64 ") = %.30s, want %s\n", what, ns, got2, want);
+		return false;
+	}
+	ref_ts((int64_t)(ns2 / 1000000000u), (uint32_t)(ns2 % 1000000000u), want);
+	al_format_ts_cached(&c, ns2, got2);
+	if (memcmp(got2, want, AL_TS_LEN) != 0) {
+		print_error("%s: al_format_ts_cached(%" PRIu64 ") from the cache = %.30s, want %s\n",
+			    what, ns2, got2, want);
+		return false;
+	}
+	ref_ts((int64_t)(ns / 1000000000u), (uint32_t)(ns % 1000000000u), want);
 	r = al_parse_ts((const uint8_t *)got, AL_TS_LEN, &sec);
 	if (r != 0 || sec != (int64_t)(ns / 1000000000u)) {
 		print_error("%s: al_parse_ts(%s) = %d, %" PRId64 " s, want 0, %" PRIu64 " s\n", what,
