@@ -59,7 +59,9 @@ AUDITLOG_API int auditlog_config_set_path(struct auditlog_config *cfg, const cha
  * docs/format.md Part II: needs auditlog_config_set_sealing()). Never lower
  * than the log's last record. */
 AUDITLOG_API int auditlog_config_set_format_version(struct auditlog_config *cfg, unsigned version);
-/* Queue slots (rounded up to a power of two, 64..1<<24; default 16384). */
+/* Queue slots (rounded up to a power of two, 64..1<<24; default 16384). A
+ * slot is 320 bytes: the default queue is 5 MiB of the process's memory,
+ * touched as the queue goes round. */
 AUDITLOG_API int auditlog_config_set_queue_capacity(struct auditlog_config *cfg, size_t slots);
 AUDITLOG_API int auditlog_config_set_full_policy(struct auditlog_config *cfg, enum auditlog_full_policy p);
 /* How long to retry a write that failed with ENOSPC before failing closed
