@@ -402,11 +402,11 @@ static inline uint64_t producer_now_ns(const struct auditlog *l)
 }
 
 /*
- * A v2 event: everything is checked, decoded and hashed here, on the calling
- * thread and before a slot is reserved, so that an error queues nothing and
- * the worker only adds the chain step (producer.c). Long values are packed
- * on the heap before the reservation too; only short copies happen while the
- * slot is held.
+ * A v2 event: everything is checked, decoded, hashed and rendered here, on
+ * the calling thread and before a slot is reserved, so that an error queues
+ * nothing and the worker only frames the members and adds the chain step
+ * (producer.c). What does not fit inline is copied to the heap before the
+ * reservation too; only a short copy happens while the slot is held.
  */
 static __attribute__((noinline)) int enqueue_v2(struct auditlog *l, const struct auditlog_event *ev,
 						const struct auditlog_field *fields, size_t n,
