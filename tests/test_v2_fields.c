@@ -910,10 +910,10 @@ static void test_slot_boundary(void **state)
 
 	(void)state;
 	atomic_store(&frozen, true);
-	log = open_log(p1, 1, 16);
+	log = open_log(p1, 1, 64); /* the smallest queue */
 	sweep_events(log);
 	assert_int_equal(auditlog_close(log), 0);
-	log = open_log(p2, 2, 16);
+	log = open_log(p2, 2, 64);
 	sweep_events(log);
 	assert_int_equal(auditlog_close(log), 0);
 	atomic_store(&frozen, false);

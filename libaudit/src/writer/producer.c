@@ -19,10 +19,7 @@
 #include "format_v2.h"
 #include "p11names.h"
 
-_Static_assert(AL_CALLER_MAX <= UINT8_MAX && AL_CALLER_KEY_MAX <= UINT8_MAX &&
-		       AL_CALLER_STR_CAP <= UINT16_MAX &&
-		       AL_CALLER_MAX * (4 + AL_CALLER_KEY_MAX + AL_CALLER_STR_CAP) <= UINT16_MAX,
-	       "caller fields fit the slot's lengths");
+_Static_assert(AL_LINE_MAX <= UINT16_MAX, "the members' length fits the slot's len[0]");
 _Static_assert(AUDITLOG_FIELDS_MAX == AL_CALLER_MAX, "the API's limit is the format's");
 /* The worker's hot reads: the slot's first two cache lines hold its fixed
  * fields and D_n, the first bytes of an inline slot; the members follow. */
