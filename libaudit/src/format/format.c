@@ -974,9 +974,8 @@ static uint8_t *put_members(uint8_t *o, size_t used, const struct al_record *r, 
 	return o;
 }
 
-/* The line of a checked record, hashed onto prev (v2: D_n computed here). */
-static long emit(const struct al_record *in, const uint8_t prev[AL_HASH_LEN], uint8_t *line,
-		 uint8_t *work, struct al_emit_out *out)
+long al_emit(const struct al_record *in, const uint8_t prev[AL_HASH_LEN], uint8_t *line,
+	     uint8_t *work, struct al_emit_out *out)
 {
 	const struct tdesc *t = type_desc(in->type);
 	struct al_record padded;
@@ -1050,12 +1049,6 @@ static long emit(const struct al_record *in, const uint8_t prev[AL_HASH_LEN], ui
 	o = put_tail(o, out->hash);
 	assert((size_t)(o - line) <= AL_LINE_MAX);
 	return (long)(o - line);
-}
-
-long al_emit(const struct al_record *in, const uint8_t prev[AL_HASH_LEN], uint8_t *line,
-	     uint8_t *work, struct al_emit_out *out)
-{
-	return emit(in, prev, line, work, out);
 }
 
 long al_emit_members(const struct al_record *dec, uint8_t *out)

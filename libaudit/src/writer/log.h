@@ -377,6 +377,11 @@ long al_chain_append_decoded(struct auditlog *l, struct al_record *dec, uint64_t
 			     uint8_t *out);
 /* ts_ns kept non-decreasing along the chain (the tail's time at least). */
 uint64_t al_clamp_ts(struct auditlog *l, uint64_t ts_ns);
+/* The seq the chain's next record takes. */
+static inline uint64_t al_next_seq(const struct auditlog *l)
+{
+	return l->tail.empty ? 0 : l->tail.seq + 1;
+}
 /* The wall clock, through the test hooks when set. */
 static inline uint64_t al_wall_ns(const struct auditlog *l)
 {

@@ -161,7 +161,7 @@ long al_v2_seal_line(struct auditlog *l, int kind, uint8_t *out)
 	}
 	al_format_ts_cached(&l->ts_cache, ts_ns, ts);
 	uint64_t t0 = mono_now();
-	r = l->sealer->ops->seal(l->sealer, &s, l->tail.hash, l->tail.empty ? 0 : l->tail.seq + 1, ts);
+	r = l->sealer->ops->seal(l->sealer, &s, l->tail.hash, al_next_seq(l), ts);
 	count_request(l, t0, r);
 	if (r < 0)
 		return r;

@@ -95,6 +95,12 @@ static void wake_worker(struct auditlog *l)
 
 /* ---- record formatting ---------------------------------------------------- */
 
+/* The hash the chain's next record is hashed onto. */
+static const uint8_t *chain_prev(const struct auditlog *l)
+{
+	return l->tail.empty ? zero_hash : l->tail.hash;
+}
+
 /* The chain moved on by one record: seq, its hash and time. */
 static void tail_advance(struct auditlog *l, uint8_t type, uint8_t version, uint64_t seq,
 			 const uint8_t hash[AL_HASH_LEN], uint64_t ts_ns, const char ts[AL_TS_LEN])
@@ -111,14 +117,13 @@ static void tail_advance(struct auditlog *l, uint8_t type, uint8_t version, uint
 
 static long append_common(struct auditlog *l, struct al_record *dec, uint64_t ts_ns, uint8_t *out)
 {
-	const uint8_t *prev = l->tail.empty ? zero_hash : l->tail.hash;
 	struct al_emit_out eo;
 	long n;
 
 	dec->version = (uint8_t)l->cfg.version;
-	dec->f[AL_F_SEQ].u = l->tail.empty ? 0 : l->tail.seq + 1;
+	dec->f[AL_F_SEQ].u = al_next_seq(l);
 	dec->present |= AL_BIT(AL_F_TIMESTAMP) | AL_BIT(AL_F_SEQ);
-	n = al_emit(dec, prev, out, l->work, &eo);
+	n = al_emit(dec, chain_prev(l), out, l->work, &eo);
 	if (n >= 0)
 		tail_advance(l, dec->type, dec->version, dec->f[AL_F_SEQ].u, eo.hash, ts_ns,
 			     (const char *)dec->f[AL_F_TIMESTAMP].p);
@@ -238,14 +243,14 @@ static __attribute__((noinline)) long format_slot_v2(struct auditlog *l, const s
 						     uint8_t *out)
 {
 	const uint8_t *d = s->heap ? s->heap : s->inl; /* D_n, then the members */
-	const uint8_t *prev = l->tail.empty ? zero_hash : l->tail.hash;
-	uint64_t seq = l->tail.empty ? 0 : l->tail.seq + 1, ts_ns = al_clamp_ts(l, s->ts_ns);
+	uint64_t seq = al_next_seq(l), ts_ns = al_clamp_ts(l, s->ts_ns);
 	struct al_emit_out eo;
 	char ts[AL_TS_LEN];
 	long n;
 
 	al_format_ts_cached(&l->ts_cache, ts_ns, ts);
-	n = al_emit_framed(AL_T_EVENT, seq, ts, d + AL_HASH_LEN, s->len[0], d, prev, out, &eo);
+	n = al_emit_framed(AL_T_EVENT, seq, ts, d + AL_HASH_LEN, s->len[0], d, chain_prev(l), out,
+			   &eo);
 	if (n >= 0)
 		tail_advance(l, AL_T_EVENT, AL_V2, seq, eo.hash, ts_ns, ts);
 	return n;
