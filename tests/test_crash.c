@@ -199,12 +199,19 @@ static void write_done(int fd, uint64_t a, uint64_t b)
 		return;
 	}
 	m.ncompleted++;
-	/* Adjacent to the last one, and no flush took a snapshot in between:
-	 * every later flush covers both or neither. */
-	if (m.ndone && m.done[m.ndone - 1].b == a && m.done[m.ndone - 1].n > m.last_snapshot) {
-		m.done[m.ndone - 1].b = b;
-		m.done[m.ndone - 1].n = m.ncompleted;
-		return;
+	/* Adjacent to one completed since the last flush took its snapshot:
+	 * every later flush covers both or neither. (Not only the last one: a
+	 * ring write's completion is seen when the model next looks at the
+	 * ring, which may be after a later pwrite, the caller's commit.) */
+	for (unsigned i = m.ndone; i-- > 0 && m.done[i].n > m.last_snapshot;) {
+		if (m.done[i].b == a || m.done[i].a == b) {
+			if (m.done[i].b == a)
+				m.done[i].b = b;
+			else
+				m.done[i].a = a;
+			m.done[i].n = m.ncompleted;
+			return;
+		}
 	}
 	if (m.ndone == MAX_DONE) {
 		model_error("more than MAX_DONE completed writes no flush covered");
@@ -343,10 +350,12 @@ static void ring_before(struct io_uring *ring)
 		m.sq_pos = *ring->sq.khead;
 		m.cq_pos = *ring->cq.khead;
 	}
+	bool flush = false;
 	for (unsigned p = ring->sq.sqe_head; p != ring->sq.sqe_tail; p++) {
 		struct io_uring_sqe *s = &ring->sq.sqes[p & ring->sq.ring_mask];
 		if (s->opcode != IORING_OP_FSYNC || s->fd != m.fd)
 			continue;
+		flush = true;
 		const struct io_uring_sqe *w = &ring->sq.sqes[(p - 1) & ring->sq.ring_mask];
 		struct range batch = {0, 0};
 		if (p != ring->sq.sqe_head && w->opcode == IORING_OP_WRITE && (w->flags & IOSQE_IO_LINK))
@@ -359,7 +368,10 @@ static void ring_before(struct io_uring *ring)
 				m.ring[m.nring++] = (struct ring_fsync){.ud = ud, .wud = UINT64_MAX, .ignored = true};
 		}
 	}
-	m.cmax_submit = m.last_snapshot = m.ncompleted;
+	/* a submit without an FSYNC (the worker arming its eventfd) flushes nothing */
+	m.cmax_submit = m.ncompleted;
+	if (flush)
+		m.last_snapshot = m.ncompleted;
 	pthread_mutex_unlock(&m.mu);
 }
 

@@ -19,6 +19,7 @@
 #include "tu.h"
 
 static bool force_ring;
+static bool quiet_sync; /* run(): every event a record_sync on a quiet log (lead()) */
 
 struct inj {
 	_Atomic unsigned writes, fsyncs;
@@ -97,7 +98,9 @@ static void run(const char *path, enum auditlog_backend be, struct inj *j, unsig
 		struct auditlog_event ev = tu_event("C_Sign", i);
 		ev.detail = detail;
 		ev.detail_len = (size_t)snprintf(detail, sizeof(detail), "ev-%u", i);
-		o->is_sync[i] = i % 7 == 0;
+		o->is_sync[i] = quiet_sync || i % 7 == 0;
+		if (quiet_sync)
+			usleep(2000); /* the worker sleeps: the caller commits */
 		o->res[i] = o->is_sync[i] ? auditlog_record_sync(log, &ev) : auditlog_record(log, &ev);
 		if (i % 50 == 49)
 			usleep(2000); /* let several batches form */
@@ -261,6 +264,40 @@ static void eio_forever(enum auditlog_backend be)
 	free(dir);
 }
 
+/* Faults in batches a record_sync caller commits itself: a failed
+ * fdatasync fails that caller alone and the worker fails over; a short
+ * write is completed and a transient ENOSPC retried, the caller waiting for
+ * the worker. (With every batch through the ring nobody but the worker
+ * commits, and the outcome is the same.) */
+static void sync_faults(enum auditlog_backend be)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	struct inj j = {.ffail_from = 3, .ffail_to = 3, .ferr = -EIO,
+			.short_from = 6, .short_to = 6,
+			.wfail_from = 10, .wfail_to = 11, .werr = -ENOSPC};
+	struct outcome o;
+
+	quiet_sync = true;
+	run(path, be, &j, 20, 10000, &o);
+	quiet_sync = false;
+	assert_int_equal(o.close_res, 0);
+	assert_int_equal(count_res(&o, -EIO), 1); /* the caller whose fsync failed */
+	assert_int_equal(count_res(&o, 0), 19);
+	assert_int_equal(o.st.fsync_errors, 1);
+	assert_int_equal(o.st.failovers, 1);
+	assert_int_equal(o.st.short_writes, 1);
+	assert_int_equal(o.st.enospc_retries, 2);
+	if (!force_ring)
+		assert_true(o.st.caller_commits > 0);
+	else
+		assert_int_equal(o.st.caller_commits, 0);
+	assert_int_equal(tu_count_files(dir), 2);
+	check(dir, &o, false);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 /* io_uring with every batch through the ring, io_uring as it runs (lone
  * small batches inline), and the pwrite backend */
 /* The first batch of a rotated file (its header) fails: the next file must
@@ -303,6 +340,7 @@ BOTH(enospc_fail_closed)
 BOTH(enospc_transient)
 BOTH(eio_forever)
 BOTH(header_batch_fails)
+BOTH(sync_faults)
 
 int main(void)
 {
@@ -310,7 +348,7 @@ int main(void)
 		cmocka_unit_test(test_write_eio),          cmocka_unit_test(test_fsync_eio),
 		cmocka_unit_test(test_short_writes),       cmocka_unit_test(test_enospc_fail_closed),
 		cmocka_unit_test(test_enospc_transient),   cmocka_unit_test(test_eio_forever),
-		cmocka_unit_test(test_header_batch_fails),
+		cmocka_unit_test(test_header_batch_fails), cmocka_unit_test(test_sync_faults),
 	};
 	tu_filter();
 	return cmocka_run_group_tests(tests, NULL, NULL);

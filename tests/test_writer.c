@@ -36,6 +36,7 @@ struct prod {
 	struct auditlog *log;
 	unsigned id;
 	unsigned long n;
+	unsigned sync_every; /* every this many events a record_sync (0: 997) */
 	int err;
 };
 
@@ -48,7 +49,8 @@ static void *producer(void *arg)
 		struct auditlog_event ev = tu_event(i % 2 ? "C_Sign" : "C_Encrypt", p->id);
 		ev.detail = detail;
 		ev.detail_len = (size_t)snprintf(detail, sizeof(detail), "t%u-%lu", p->id, i);
-		int r = i % 997 == 0 ? auditlog_record_sync(p->log, &ev) : auditlog_record(p->log, &ev);
+		unsigned every = p->sync_every ? p->sync_every : 997;
+		int r = i % every == 0 ? auditlog_record_sync(p->log, &ev) : auditlog_record(p->log, &ev);
 		if (r < 0) {
 			p->err = r;
 			break;
@@ -88,7 +90,8 @@ static unsigned long scaled(unsigned long n)
 	return div > 1 ? n / div : n;
 }
 
-static void run_threads(enum auditlog_backend be, unsigned long per_thread)
+static void run_threads(enum auditlog_backend be, unsigned long per_thread, unsigned sync_every,
+			struct auditlog_stats *ret_st)
 {
 	char *dir = tu_mkdtemp();
 	char *path = tu_path(dir, "audit.log");
@@ -98,7 +101,7 @@ static void run_threads(enum auditlog_backend be, unsigned long per_thread)
 	struct auditlog_stats st;
 
 	for (unsigned i = 0; i < NTHREADS; i++) {
-		p[i] = (struct prod){.log = log, .id = i, .n = per_thread};
+		p[i] = (struct prod){.log = log, .id = i, .n = per_thread, .sync_every = sync_every};
 		assert_int_equal(pthread_create(&t[i], NULL, producer, &p[i]), 0);
 	}
 	for (unsigned i = 0; i < NTHREADS; i++) {
@@ -113,7 +116,10 @@ static void run_threads(enum auditlog_backend be, unsigned long per_thread)
 	assert_int_equal(st.backend, be);
 	assert_true(st.fsyncs >= st.batches);
 	assert_true(st.largest_batch > 1); /* group commit happened */
+	assert_true(st.caller_commits <= st.batches);
 	assert_int_equal(auditlog_close(log), 0);
+	if (ret_st)
+		*ret_st = st;
 
 	struct seen s = {.n = per_thread};
 	for (unsigned i = 0; i < NTHREADS; i++)
@@ -143,12 +149,61 @@ static void run_threads(enum auditlog_backend be, unsigned long per_thread)
 
 static void test_threads_uring(void **state)
 {
-	run_threads(AUDITLOG_BACKEND_IO_URING, scaled(PER_THREAD));
+	run_threads(AUDITLOG_BACKEND_IO_URING, scaled(PER_THREAD), 0, NULL);
 }
 
 static void test_threads_pwrite(void **state)
 {
-	run_threads(AUDITLOG_BACKEND_PWRITE, scaled(PER_THREAD / 5));
+	run_threads(AUDITLOG_BACKEND_PWRITE, scaled(PER_THREAD / 5), 0, NULL);
+}
+
+/* ---- the caller's commit (lead() in writer.c) ------------------------------ */
+
+/* A record_sync on a quiet log commits its own batch on its own thread; one
+ * among many threads that race it for the worker's role either gets it or
+ * waits for a batch like any other: every event exactly once either way. */
+static void caller_commits(enum auditlog_backend be)
+{
+	char *dir = tu_mkdtemp();
+	char *path = tu_path(dir, "audit.log");
+	struct auditlog *log = open_log(path, be);
+	struct auditlog_stats st;
+	char detail[32];
+	const unsigned n = 40;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct auditlog_event ev = tu_event("C_GenerateKey", i);
+		ev.detail = detail;
+		ev.detail_len = (size_t)snprintf(detail, sizeof(detail), "t0-%u", i);
+		usleep(2000); /* the worker is asleep by now: the caller commits */
+		assert_int_equal(auditlog_record_sync(log, &ev), 0);
+		assert_int_equal(auditlog_get_stats(log, &st, sizeof(st)), 0);
+		assert_int_equal(st.events_written, i + 1); /* durable on return */
+		assert_int_equal(st.head_seq, i + 1);
+	}
+	assert_true(st.caller_commits > 0);
+	assert_true(st.caller_commits <= n);
+	assert_int_equal(st.batches, n);
+	assert_int_equal(auditlog_close(log), 0);
+	struct tu_walk w;
+	assert_int_equal(tu_walk_file(path, &w, NULL, NULL), 0);
+	assert_int_equal(w.events, n);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+
+	/* four threads, every other event synchronous: they race each other,
+	 * and the worker, for the role */
+	run_threads(be, scaled(20000), 2, &st);
+	print_message("%s: %llu of %llu batches committed by their record_sync caller\n",
+		      auditlog_backend_name(be), (unsigned long long)st.caller_commits,
+		      (unsigned long long)st.batches);
+}
+
+static void test_caller_commits(void **state)
+{
+	caller_commits(AUDITLOG_BACKEND_IO_URING);
+	caller_commits(AUDITLOG_BACKEND_PWRITE);
 }
 
 /* ---- record_sync is durable on return ------------------------------------ */
@@ -585,6 +640,7 @@ int main(void)
 		cmocka_unit_test(test_sync_durable),
 		cmocka_unit_test(test_threads_uring),
 		cmocka_unit_test(test_threads_pwrite),
+		cmocka_unit_test(test_caller_commits),
 	};
 	tu_filter();
 	return cmocka_run_group_tests(tests, NULL, NULL);

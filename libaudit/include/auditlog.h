@@ -355,6 +355,9 @@ struct auditlog_stats {
 	uint64_t sealer_reconnects;  /* AUDITLOG_SEALER_QUEUE: connections re-established */
 	uint64_t sealer_wait_ns;     /* total time the worker waited for those answers */
 	uint64_t sealer_away;        /* 1 while a QUEUE writer has no sealer, else 0 */
+	/* (appended) */
+	uint64_t caller_commits;     /* batches a record_sync caller committed on its own
+				      * thread, the worker asleep (docs/durability.md) */
 };
 
 /* Copy a snapshot of the counters. size = sizeof(struct auditlog_stats) of

@@ -259,7 +259,8 @@ struct auditlog {
 	int failover_err;        /* a batch failed: seal the file once nothing is in flight */
 	uint64_t failover_off;
 	bool rotate_pending;
-	bool released_waiters;   /* the last retired batch released a synchronous caller */
+	bool leading;            /* a record_sync caller holds the worker's role (lead()) */
+	struct waiter *lead_waiter; /* and this is its waiter */
 	uint64_t hold_since_ns;  /* coalescing: when the held batch began waiting (0: none) */
 	uint64_t hold_until_ns;  /* and when it stops waiting (monotonic) */
 	struct {
@@ -321,7 +322,7 @@ struct auditlog {
 			fsync_errors, enospc_retries, short_writes, rotations, failovers,
 			recoveries, untrusted_restarts, inline_batches, coalesced_batches,
 			coalesce_wait_ns, sealer_requests, sealer_errors, sealer_reconnects,
-			sealer_wait_ns;
+			sealer_wait_ns, caller_commits;
 	} st;
 	pthread_mutex_t head_lock; /* guards the durable head for stats */
 };

@@ -71,7 +71,8 @@ static void waiter_release(struct waiter *w, int result)
  * 2-vCPU VM we measure on that made record_sync slower, not faster: a vCPU
  * kept busy by the poller is one the fdatasync's completion, the worker and
  * the sealer then wait for (docs/benchmarks.md, "The synchronous caller
- * sleeps"). The worker's own look for the next record (idle_spin) stays.
+ * sleeps"). A record_sync on a quiet log does not wait here at all: it
+ * commits its own batch (lead()).
  */
 static int waiter_wait(struct waiter *w)
 {
@@ -80,11 +81,24 @@ static int waiter_wait(struct waiter *w)
 	return w->result;
 }
 
-/* worker_sleeping: the worker is about to sleep and wants waking by any
- * record (SLEEP_ANY), or only by a record with a waiter or a full batch
- * (SLEEP_HOLD: it holds a coalescing batch, auditlog_config_set_async_coalesce_us). */
+/*
+ * worker_sleeping says who holds the worker's role, the state the worker
+ * alone touches (the queue's read side, the batches, the file, the chain):
+ *   0           the worker thread, awake;
+ *   SLEEP_ANY   nobody: the worker sleeps and wants waking by any record;
+ *   SLEEP_HOLD  nobody: the worker sleeps holding a coalescing batch, and
+ *               wants waking only by a record with a waiter or a full batch
+ *               (auditlog_config_set_async_coalesce_us);
+ *   SLEEP_LEAD  a record_sync caller, committing its own batch (lead());
+ *               SLEEP_CLAIM is added when the worker woke meanwhile and
+ *               waits for the role back (reclaim()).
+ * Only compare-and-swap moves it out of SLEEP_ANY or SLEEP_HOLD, so the
+ * role has exactly one holder; its acquire and release order the state.
+ */
 #define SLEEP_ANY 1u
 #define SLEEP_HOLD 2u
+#define SLEEP_LEAD 4u
+#define SLEEP_CLAIM 8u
 
 static void wake_worker(struct auditlog *l)
 {
@@ -298,10 +312,16 @@ static long format_slot(struct auditlog *l, const struct slot *s, uint8_t *out)
 
 /* ---- the queue ------------------------------------------------------------ */
 
+/* Whether the slot at queue position pos is published. */
+static bool slot_at_ready(const struct auditlog *l, uint64_t pos)
+{
+	const struct slot *s = &l->slots[pos & l->mask];
+	return atomic_load_explicit(&s->seq, memory_order_acquire) == pos + 1;
+}
+
 static bool slot_ready(struct auditlog *l)
 {
-	struct slot *s = &l->slots[l->deq_pos & l->mask];
-	return atomic_load_explicit(&s->seq, memory_order_acquire) == l->deq_pos + 1;
+	return slot_at_ready(l, l->deq_pos);
 }
 
 static int check_event(const struct auditlog_event *ev)
@@ -378,8 +398,10 @@ static inline __attribute__((always_inline)) int reserve(struct auditlog *l, uin
 #if defined(__SANITIZE_THREAD__)
 #pragma GCC diagnostic ignored "-Wtsan"
 #endif
-static inline __attribute__((always_inline)) void publish(struct auditlog *l, struct slot *s,
-							  uint64_t pos, struct waiter *w)
+/* Returns true when the caller, a record_sync (lead set), took the worker's
+ * role from the sleeping worker instead of waking it: it commits next. */
+static inline __attribute__((always_inline)) bool publish(struct auditlog *l, struct slot *s,
+							  uint64_t pos, struct waiter *w, bool lead)
 {
 	if (w) /* before the slot is published: a coalescing worker sees it first */
 		atomic_fetch_add_explicit(&l->sync_enq, 1, memory_order_relaxed);
@@ -389,10 +411,20 @@ static inline __attribute__((always_inline)) void publish(struct auditlog *l, st
 	 * holding a coalescing batch is woken only by a waiter or a full batch. */
 	atomic_thread_fence(memory_order_seq_cst);
 	uint32_t sl = atomic_load_explicit(&l->worker_sleeping, memory_order_relaxed);
-	if (sl && (sl == SLEEP_ANY || w ||
-		   pos + 1 >= atomic_load_explicit(&l->hold_wake_pos, memory_order_relaxed)) &&
-	    atomic_exchange(&l->worker_sleeping, 0))
-		wake_worker(l);
+	while (sl == SLEEP_ANY ||
+	       (sl == SLEEP_HOLD &&
+		(w || pos + 1 >= atomic_load_explicit(&l->hold_wake_pos, memory_order_relaxed)))) {
+		uint32_t to = lead ? SLEEP_LEAD : 0;
+		if (atomic_compare_exchange_weak_explicit(&l->worker_sleeping, &sl, to,
+							  memory_order_acquire,
+							  memory_order_relaxed)) {
+			if (lead)
+				return true;
+			wake_worker(l);
+			break;
+		}
+	}
+	return false;
 }
 
 /* The producer's timestamp: the worker clamps it to stay non-decreasing. */
@@ -442,11 +474,12 @@ static __attribute__((noinline)) int enqueue_v2(struct auditlog *l, const struct
 	s->len[0] = (uint16_t)(p.data_len - AL_HASH_LEN);
 	if (!heap)
 		memcpy(s->inl, p.buf, p.data_len);
-	publish(l, s, pos, w);
-	return 0;
+	return publish(l, s, pos, w, w != NULL);
 }
 
-/* fields/nfields: caller-defined fields, only on a v2 log (checked by the caller) */
+/* fields/nfields: caller-defined fields, only on a v2 log (checked by the
+ * caller). 0 queued, 1 queued and the caller (a record_sync) holds the
+ * worker's role: it calls lead() next. */
 static int enqueue(struct auditlog *l, const struct auditlog_event *ev,
 		   const struct auditlog_field *fields, size_t nfields, uint8_t kind,
 		   struct waiter *w)
@@ -513,8 +546,7 @@ static int enqueue(struct auditlog *l, const struct auditlog_event *ev,
 			}
 		}
 	}
-	publish(l, s, pos, w);
-	return 0;
+	return publish(l, s, pos, w, w && kind == SLOT_EVENT);
 }
 
 /* The log fails closed with err, unless it already has: the first error stays. */
@@ -573,11 +605,12 @@ static void issue_io(struct auditlog *l, struct batch *b)
 	 * each hand-off is one more cross-CPU wake-up (~40 us each on the VM we
 	 * measure on): a sync record cost 1.45x a raw write+fdatasync that way,
 	 * 1.1x inline. Under load batches are large or overlap, and io_uring
-	 * pipelines them.
+	 * pipelines them. A record_sync caller holding the worker's role
+	 * (lead()) never touches the ring: its io-wq would be its own thread's.
 	 */
-	bool use_ring = l->uring && ((h && h->force_ring) ||
-				     !(b->len <= INLINE_MAX && inflight_batches(l) == 1));
-	if (!use_ring && l->uring)
+	bool use_ring = l->uring && !l->leading &&
+			((h && h->force_ring) || !(b->len <= INLINE_MAX && inflight_batches(l) == 1));
+	if (!use_ring && l->uring && !l->leading)
 		atomic_fetch_add(&l->st.inline_batches, 1);
 
 	if (use_ring) {
@@ -745,9 +778,8 @@ static void drain_fake(struct auditlog *l)
 	}
 }
 
-/* Reap what completed; with wait, block for at least one event (a completion
- * or the eventfd) or until timeout_ns (0 = none). */
-static void reap(struct auditlog *l, bool wait, uint64_t timeout_ns)
+/* Handle what completed (the worker's sleep waits for it). */
+static void reap(struct auditlog *l)
 {
 	drain_fake(l);
 	if (!l->uring)
@@ -755,13 +787,6 @@ static void reap(struct auditlog *l, bool wait, uint64_t timeout_ns)
 	struct io_uring_cqe *cqe;
 	unsigned head, n = 0;
 
-	if (wait) {
-		struct __kernel_timespec ts = {(long long)(timeout_ns / 1000000000u),
-					       (long long)(timeout_ns % 1000000000u)};
-		int r = io_uring_submit_and_wait_timeout(&l->ring, &cqe, 1, timeout_ns ? &ts : NULL,
-							 NULL);
-		(void)r; /* -ETIME / -EINTR: just look again */
-	}
 	io_uring_for_each_cqe(&l->ring, head, cqe)
 	{
 		uint64_t ud = io_uring_cqe_get_data64(cqe);
@@ -793,10 +818,14 @@ static void release_waiters(struct auditlog *l, struct batch *b, int result)
 {
 	struct waiter *w = b->waiters;
 	b->waiters = NULL;
-	l->released_waiters = w != NULL; /* a synchronous caller may come straight back */
 	while (w) {
 		struct waiter *next = w->next; /* w may vanish once released */
-		waiter_release(w, result);
+		if (w == l->lead_waiter) { /* the committing caller's own: it is awake */
+			w->result = result;
+			atomic_store_explicit(&w->done, 1, memory_order_release);
+		} else {
+			waiter_release(w, result);
+		}
 		w = next;
 	}
 }
@@ -1381,28 +1410,80 @@ static bool run_retries(struct auditlog *l)
 	return any;
 }
 
-/*
- * The worker, idle with nothing in flight right after it released a
- * synchronous caller, looks at the queue for up to IDLE_SPIN_NS before it
- * arms the eventfd and sleeps. A caller in a loop of synchronous records (key
- * generation, logins) enqueues its next record a few microseconds after its
- * release; caught here, it skips the cross-CPU wake-up (20-40 us on a VM).
- * Asynchronous traffic never makes it spin. The look yields the CPU between
- * tries.
- * Returns true when a record is ready.
- */
-#define IDLE_SPIN_NS (100u * 1000)
-
-static bool idle_spin(struct auditlog *l)
+/* The worker, awake, takes its role back; when a record_sync caller holds
+ * it (lead()), it waits until that caller is done. */
+static void reclaim(struct auditlog *l)
 {
-	uint64_t until = mono_ns() + IDLE_SPIN_NS;
+	uint32_t s = atomic_load_explicit(&l->worker_sleeping, memory_order_acquire);
 
-	do {
-		if (slot_ready(l))
-			return true;
-		sched_yield();
-	} while (mono_ns() < until && !atomic_load(&l->stopping));
-	return slot_ready(l);
+	for (;;) {
+		if (s == 0) /* a producer took the role from the sleep and woke us */
+			return;
+		if (s & SLEEP_LEAD) {
+			if (!(s & SLEEP_CLAIM) &&
+			    !atomic_compare_exchange_weak(&l->worker_sleeping, &s, s | SLEEP_CLAIM))
+				continue;
+			futex_wait(&l->worker_sleeping, SLEEP_LEAD | SLEEP_CLAIM, NULL);
+			s = atomic_load_explicit(&l->worker_sleeping, memory_order_acquire);
+			continue;
+		}
+		if (atomic_compare_exchange_weak_explicit(&l->worker_sleeping, &s, 0,
+							  memory_order_acquire, memory_order_relaxed))
+			return;
+	}
+}
+
+/*
+ * The caller's commit. A record_sync caller whose publish() found the worker
+ * asleep took the worker's role (SLEEP_LEAD) instead of waking it. When the
+ * log is quiet (nothing in flight, no retry, failover, rotation, held batch
+ * or close under way) it runs the worker's own steps here, on its own
+ * thread: the batch (its record and whatever was queued before it) is
+ * formed, sealed, written with pwrite and fdatasync'ed, and its waiters are
+ * released. That saves the two cross-CPU wake-ups of a hand-off (the
+ * worker's, then the caller's), the part of a lone record_sync beyond one
+ * write+fdatasync (docs/benchmarks.md, "The caller commits"). Anything left
+ * over (a retry, a failover, records queued meanwhile, a record that did
+ * not fit the batch) goes back to the worker, woken, through the same steps
+ * as ever: the recovery logic stays the worker's. The role is handed back
+ * as SLEEP_ANY: the worker still sleeps, its eventfd armed.
+ */
+static void lead(struct auditlog *l, struct waiter *w)
+{
+	const struct al_io_hooks *h = l->cfg.has_hooks ? &l->cfg.hooks : NULL;
+	int cs;
+
+	/* pwrite, fdatasync and a sealer's poll are cancellation points */
+	(void)pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	if (inflight_batches(l) == 0 && !l->fake_n && !l->failover_err && !l->rotate_pending &&
+	    !l->held && !l->requeue_len && !atomic_load(&l->sealer_away) &&
+	    !atomic_load(&l->stopping) && !atomic_load(&l->error) && !(h && h->force_ring) &&
+	    !rotation_due(l)) {
+		l->leading = true;
+		l->lead_waiter = w;
+		if (!coalesce_hold(l) && fill_and_submit(l)) {
+			drain_fake(l);
+			retire(l);
+		}
+		if (atomic_load_explicit(&w->done, memory_order_relaxed))
+			atomic_fetch_add(&l->st.caller_commits, 1);
+		l->lead_waiter = NULL;
+		l->leading = false;
+	}
+	bool busy = inflight_batches(l) || l->fake_n || l->failover_err || l->requeue_len ||
+		    l->held || l->rotate_pending;
+	uint64_t deq = l->deq_pos;
+	uint32_t old = atomic_exchange(&l->worker_sleeping, SLEEP_ANY);
+	if (old & SLEEP_CLAIM)
+		futex_wake_all(&l->worker_sleeping);
+	/* Dekker with publish(): a record queued while the role was here did
+	 * not wake the worker; one whose producer saw SLEEP_ANY did */
+	if (busy || slot_at_ready(l, deq) || atomic_load(&l->stopping)) {
+		uint32_t e = SLEEP_ANY;
+		if (atomic_compare_exchange_strong(&l->worker_sleeping, &e, 0))
+			wake_worker(l);
+	}
+	(void)pthread_setcancelstate(cs, NULL);
 }
 
 static void *worker_main(void *arg)
@@ -1414,7 +1495,7 @@ static void *worker_main(void *arg)
 	for (;;) {
 		bool progress = false;
 
-		reap(l, false, 0);
+		reap(l);
 		if (l->failover_err) /* the file is being sealed: no retry into it */
 			for (unsigned i = 0; i < AL_INFLIGHT; i++)
 				if (l->batches[i].retry_pending) {
@@ -1458,32 +1539,11 @@ static void *worker_main(void *arg)
 		    (!l->sealer || l->close_done || atomic_load(&l->error)))
 			break;
 
-		/* Nothing to do now: sleep until a completion, an event or a retry. */
+		/* Nothing to do now: sleep until a completion, an event or a retry.
+		 * What the sleep needs is read before the worker offers its role
+		 * (SLEEP_ANY, SLEEP_HOLD): from then until reclaim() a record_sync
+		 * caller may hold it (lead()), and the worker touches none of it. */
 		bool want_events = free_batch(l) && !l->failover_err && !l->rotate_pending && !away;
-		if (want_events && !held && l->released_waiters && inflight_batches(l) == 0 &&
-		    !atomic_load(&l->stopping) && idle_spin(l))
-			continue;
-		l->released_waiters = false;
-		if (held) {
-			/* sleep until the window ends, a waiter or close comes, the
-			 * batch fills, or a completion: never spin */
-			atomic_store(&l->worker_sleeping, SLEEP_HOLD);
-			atomic_thread_fence(memory_order_seq_cst);
-			if (atomic_load(&l->sync_enq) != l->sync_taken || atomic_load(&l->stopping) ||
-			    atomic_load_explicit(&l->enq_pos, memory_order_relaxed) >=
-				    atomic_load_explicit(&l->hold_wake_pos, memory_order_relaxed)) {
-				atomic_store(&l->worker_sleeping, 0);
-				continue;
-			}
-		} else if (want_events) {
-			atomic_store(&l->worker_sleeping, SLEEP_ANY);
-			atomic_thread_fence(memory_order_seq_cst);
-			if (slot_ready(l) || atomic_load(&l->stopping)) {
-				atomic_store(&l->worker_sleeping, 0);
-				if (slot_ready(l))
-					continue;
-			}
-		}
 		uint64_t retry = next_retry_ns(l), now = al_now_ns();
 		uint64_t timeout = retry ? (retry > now ? retry - now : 1) : 0;
 		if (held) {
@@ -1505,10 +1565,37 @@ static void *worker_main(void *arg)
 		}
 		if (atomic_load(&l->stopping) && !timeout)
 			timeout = 10 * 1000 * 1000; /* draining: never sleep without bound */
+		if (l->uring && want_events)
+			arm_eventfd(l);
+		uint64_t deq = l->deq_pos, taken = l->sync_taken;
+		if (held) {
+			/* sleep until the window ends, a waiter or close comes, the
+			 * batch fills, or a completion: never spin */
+			atomic_store(&l->worker_sleeping, SLEEP_HOLD);
+			atomic_thread_fence(memory_order_seq_cst);
+			if (atomic_load(&l->sync_enq) != taken || atomic_load(&l->stopping) ||
+			    atomic_load_explicit(&l->enq_pos, memory_order_relaxed) >=
+				    atomic_load_explicit(&l->hold_wake_pos, memory_order_relaxed)) {
+				reclaim(l);
+				continue;
+			}
+		} else if (want_events) {
+			atomic_store(&l->worker_sleeping, SLEEP_ANY);
+			atomic_thread_fence(memory_order_seq_cst);
+			if (slot_at_ready(l, deq) || atomic_load(&l->stopping)) {
+				reclaim(l);
+				if (slot_ready(l))
+					continue;
+			}
+		}
 		if (l->uring) {
-			if (want_events)
-				arm_eventfd(l);
-			reap(l, true, timeout);
+			/* completions are handled at the top, once the role is back */
+			struct __kernel_timespec ts = {(long long)(timeout / 1000000000u),
+						       (long long)(timeout % 1000000000u)};
+			struct io_uring_cqe *cqe;
+			int r = io_uring_submit_and_wait_timeout(&l->ring, &cqe, 1,
+								 timeout ? &ts : NULL, NULL);
+			(void)r; /* -ETIME / -EINTR: just look again */
 		} else if (want_events || timeout) {
 			/* pwrite backend: the eventfd, bounded by a due retry or
 			 * the coalescing window (ppoll: microseconds count here) */
@@ -1522,7 +1609,7 @@ static void *worker_main(void *arg)
 				(void)rr;
 			}
 		}
-		atomic_store(&l->worker_sleeping, 0);
+		reclaim(l);
 	}
 	return NULL;
 }
@@ -1696,6 +1783,8 @@ AUDITLOG_API int auditlog_record_sync(struct auditlog *log, const struct auditlo
 	r = enqueue(log, ev, NULL, 0, SLOT_EVENT, &w);
 	if (r < 0)
 		return r;
+	if (r > 0)
+		lead(log, &w);
 	return waiter_wait(&w);
 }
 
@@ -1735,6 +1824,8 @@ AUDITLOG_API int auditlog_record_fields_sync(struct auditlog *log, const struct 
 	r = enqueue(log, ev, fields, n, SLOT_EVENT, &w);
 	if (r < 0)
 		return r;
+	if (r > 0)
+		lead(log, &w);
 	return waiter_wait(&w);
 }
 
@@ -1814,6 +1905,7 @@ AUDITLOG_API int auditlog_get_stats(struct auditlog *log, struct auditlog_stats 
 	s.sealer_reconnects = atomic_load(&log->st.sealer_reconnects);
 	s.sealer_wait_ns = atomic_load(&log->st.sealer_wait_ns);
 	s.sealer_away = atomic_load(&log->sealer_away);
+	s.caller_commits = atomic_load(&log->st.caller_commits);
 	memcpy(ret, &s, size < sizeof(s) ? size : sizeof(s));
 	return 0;
 }
