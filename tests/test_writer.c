@@ -37,6 +37,7 @@ struct prod {
 	unsigned id;
 	unsigned long n;
 	unsigned sync_every; /* every this many events a record_sync (0: 997) */
+	unsigned pause_us;   /* a pause of up to this long after each record (0: none) */
 	int err;
 };
 
@@ -55,6 +56,8 @@ static void *producer(void *arg)
 			p->err = r;
 			break;
 		}
+		if (p->pause_us)
+			usleep((unsigned)((i * 7919u + p->id * 104729u) % p->pause_us));
 	}
 	return NULL;
 }
@@ -198,6 +201,54 @@ static void caller_commits(enum auditlog_backend be)
 	print_message("%s: %llu of %llu batches committed by their record_sync caller\n",
 		      auditlog_backend_name(be), (unsigned long long)st.caller_commits,
 		      (unsigned long long)st.batches);
+
+	/* four threads pausing 0-1 ms between records, two of three synchronous,
+	 * a 300 us coalescing window: callers take the role from a sleeping and
+	 * from a coalescing worker, lose it to each other, and the worker wakes
+	 * (its window's end) while a caller holds it */
+	dir = tu_mkdtemp();
+	path = tu_path(dir, "audit.log");
+	struct auditlog_config *cfg = tu_config(path);
+	assert_int_equal(auditlog_config_set_backend(cfg, be), 0);
+	assert_int_equal(auditlog_config_set_async_coalesce_us(cfg, 300), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	auditlog_config_free(cfg);
+	struct prod p[NTHREADS];
+	pthread_t t[NTHREADS];
+	unsigned long per = 150;
+	for (unsigned i = 0; i < NTHREADS; i++) {
+		p[i] = (struct prod){.log = log, .id = i, .n = per, .sync_every = 3, .pause_us = 1000};
+		assert_int_equal(pthread_create(&t[i], NULL, producer, &p[i]), 0);
+	}
+	for (unsigned i = 0; i < NTHREADS; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(p[i].err, 0);
+	}
+	assert_int_equal(auditlog_flush(log), 0);
+	assert_int_equal(auditlog_get_stats(log, &st, sizeof(st)), 0);
+	assert_int_equal(st.events_written, NTHREADS * per);
+	assert_int_equal(st.events_failed, 0);
+	assert_true(st.caller_commits > 0);
+	assert_int_equal(auditlog_close(log), 0);
+	struct seen sn = {.n = per};
+	for (unsigned i = 0; i < NTHREADS; i++)
+		sn.bits[i] = calloc(per, 1);
+	assert_int_equal(tu_walk_file(path, &w, on_event, &sn), 0);
+	assert_int_equal(w.events, NTHREADS * per);
+	assert_int_equal(sn.dups + sn.bad, 0);
+	for (unsigned i = 0; i < NTHREADS; i++) {
+		for (unsigned long k = 0; k < per; k++)
+			if (!sn.bits[i][k])
+				fail_msg("event t%u-%lu missing", i, k);
+		free(sn.bits[i]);
+	}
+	print_message("%s, pausing: %llu of %llu batches committed by their record_sync caller, "
+		      "%llu coalesced\n",
+		      auditlog_backend_name(be), (unsigned long long)st.caller_commits,
+		      (unsigned long long)st.batches, (unsigned long long)st.coalesced_batches);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
 }
 
 static void test_caller_commits(void **state)
