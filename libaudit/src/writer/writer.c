@@ -1477,7 +1477,9 @@ static void lead(struct auditlog *l, struct waiter *w)
 	if (old & SLEEP_CLAIM)
 		futex_wake_all(&l->worker_sleeping);
 	/* Dekker with publish(): a record queued while the role was here did
-	 * not wake the worker; one whose producer saw SLEEP_ANY did */
+	 * not wake the worker; one whose producer saw SLEEP_ANY did (the fence
+	 * pairs with publish()'s, as the worker's does before it sleeps) */
+	atomic_thread_fence(memory_order_seq_cst);
 	if (busy || slot_at_ready(l, deq) || atomic_load(&l->stopping)) {
 		uint32_t e = SLEEP_ANY;
 		if (atomic_compare_exchange_strong(&l->worker_sleeping, &e, 0))
