@@ -257,6 +257,84 @@ static void test_caller_commits(void **state)
 	caller_commits(AUDITLOG_BACKEND_PWRITE);
 }
 
+/* A record_sync right after open races the worker's first sleep: the worker
+ * offers its role, sees the caller's slot ready, waits while the caller holds
+ * the role and takes the slot, and must then offer the role again before it
+ * sleeps. It once slept unoffered, and the next record_sync waited forever
+ * (test_token under ThreadSanitizer, 2026-12-02: half the runs). A watchdog
+ * fails the test instead of hanging it. */
+static _Atomic unsigned long race_progress;
+
+static void *race_watchdog(void *arg)
+{
+	unsigned long last = (unsigned long)-1;
+	unsigned idle = 0;
+
+	while (!atomic_load((_Atomic int *)arg)) {
+		unsigned long now = atomic_load(&race_progress);
+		idle = now == last ? idle + 1 : 0;
+		last = now;
+		if (idle >= 300) { /* 30 s without a record_sync returning */
+			fprintf(stderr, "test_sync_after_open: a record_sync has not returned for 30 s\n");
+			abort();
+		}
+		usleep(100000);
+	}
+	return NULL;
+}
+
+/* The two sides of the window, each held open: the worker has offered its
+ * role and looks at the queue only 300 us later, by which time the caller
+ * has queued its record and taken the role, which it holds 600 us before it
+ * takes the record. */
+static void pause_offer(void *ctx)
+{
+	(void)ctx;
+	usleep(300);
+}
+
+static void pause_lead(void *ctx)
+{
+	(void)ctx;
+	usleep(600);
+}
+
+static void test_sync_after_open(void **state)
+{
+	char *dir = tu_mkdtemp();
+	char *path = tu_path(dir, "audit.log");
+	_Atomic int done = 0;
+	pthread_t wd;
+	unsigned rounds = (unsigned)scaled(200) < 60 ? 60 : (unsigned)scaled(200);
+	struct al_io_hooks h = {.before_lead = pause_lead, .after_offer = pause_offer};
+
+	assert_int_equal(pthread_create(&wd, NULL, race_watchdog, &done), 0);
+	for (unsigned i = 0; i < rounds; i++) {
+		struct auditlog_config *cfg = tu_config(path);
+		struct auditlog *log;
+		assert_int_equal(auditlog_config_set_backend(cfg, i % 2 ? AUDITLOG_BACKEND_PWRITE
+								     : AUDITLOG_BACKEND_IO_URING),
+				 0);
+		assert_int_equal(auditlog__config_set_io_hooks(cfg, &h), 0);
+		assert_int_equal(auditlog_open(cfg, &log), 0);
+		auditlog_config_free(cfg);
+		for (unsigned k = 0; k < 3; k++) {
+			struct auditlog_event ev = tu_event("C_InitToken", k);
+			assert_int_equal(auditlog_record_sync(log, &ev), 0);
+			atomic_fetch_add(&race_progress, 1);
+		}
+		assert_int_equal(auditlog_close(log), 0);
+	}
+	atomic_store(&done, 1);
+	pthread_join(wd, NULL);
+	struct tu_walk w;
+	assert_int_equal(tu_walk_file(path, &w, NULL, NULL), 0);
+	assert_int_equal(w.events, 3 * rounds);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 /* ---- record_sync is durable on return ------------------------------------ */
 
 /* Byte ranges [a, b) merged into a contiguous prefix [0, end) plus strays. */
@@ -692,6 +770,7 @@ int main(void)
 		cmocka_unit_test(test_threads_uring),
 		cmocka_unit_test(test_threads_pwrite),
 		cmocka_unit_test(test_caller_commits),
+		cmocka_unit_test(test_sync_after_open),
 	};
 	tu_filter();
 	return cmocka_run_group_tests(tests, NULL, NULL);

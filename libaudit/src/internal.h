@@ -37,6 +37,13 @@ struct al_io_hooks {
 	/* Never commit a lone small batch inline: send every batch through
 	 * io_uring, so tests cover that path whatever the batch sizes. */
 	bool force_ring;
+	/* A record_sync caller took the worker's role (lead()), before it does
+	 * anything with it: a test pausing here widens the window in which the
+	 * worker wakes, or looks at the queue, while the role is the caller's. */
+	void (*before_lead)(void *ctx);
+	/* The worker offered its role (SLEEP_ANY), before it looks at the queue
+	 * one last time and sleeps: the other side of the same window. */
+	void (*after_offer)(void *ctx);
 };
 
 int auditlog__config_set_io_hooks(struct auditlog_config *cfg, const struct al_io_hooks *h);

@@ -1455,6 +1455,8 @@ static void lead(struct auditlog *l, struct waiter *w)
 
 	/* pwrite, fdatasync and a sealer's poll are cancellation points */
 	(void)pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	if (h && h->before_lead)
+		h->before_lead(h->ctx);
 	if (inflight_batches(l) == 0 && !l->fake_n && !l->failover_err && !l->rotate_pending &&
 	    !l->held && !l->requeue_len && !atomic_load(&l->sealer_away) &&
 	    !atomic_load(&l->stopping) && !atomic_load(&l->error) && !(h && h->force_ring) &&
@@ -1584,9 +1586,13 @@ static void *worker_main(void *arg)
 		} else if (want_events) {
 			atomic_store(&l->worker_sleeping, SLEEP_ANY);
 			atomic_thread_fence(memory_order_seq_cst);
+			if (l->cfg.has_hooks && l->cfg.hooks.after_offer)
+				l->cfg.hooks.after_offer(l->cfg.hooks.ctx);
 			if (slot_at_ready(l, deq) || atomic_load(&l->stopping)) {
 				reclaim(l);
-				if (slot_ready(l))
+				/* a caller may have held the role and taken the slot
+				 * meanwhile: never sleep unoffered but to drain */
+				if (slot_ready(l) || !atomic_load(&l->stopping))
 					continue;
 			}
 		}
