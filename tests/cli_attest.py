@@ -125,14 +125,25 @@ def part1(d):
         h.kill()
         h.wait()
         time.sleep(3.2)  # the sealer's timer goes on, three epochs
-        with open(k + "/sealing-state", "rb") as f:
-            before = f.read()
-        st_before = os.stat(k + "/sealing-state")
+        # --attest leaves the state alone. The sealer's own timer replaces the
+        # file once an epoch (1 s) and may do so while --attest runs (a debug
+        # run under load, 2026-12-02): only three changes in three tries count
         s1 = os.path.join(d, "s1")
-        attest(k + "/sealing-state", s1)
-        with open(k + "/sealing-state", "rb") as f:
-            check(f.read() == before, "--attest changed the state file")
-        check(os.stat(k + "/sealing-state").st_ino == st_before.st_ino, "--attest replaced the state")
+        changed = replaced = 0
+        for _ in range(3):
+            with open(k + "/sealing-state", "rb") as f:
+                before = f.read()
+            st_before = os.stat(k + "/sealing-state")
+            attest(k + "/sealing-state", s1)
+            with open(k + "/sealing-state", "rb") as f:
+                same = f.read() == before
+            same_ino = os.stat(k + "/sealing-state").st_ino == st_before.st_ino
+            changed += not same
+            replaced += not same_ino
+            if same and same_ino:
+                break
+        check(changed < 3, "--attest changed the state file")
+        check(replaced < 3, "--attest replaced the state")
         vk = k + "/verify-key"
         expect(verify(d, s1, vk), 0, None, "a fresh statement alone")
         expect(verify(d, s1, vk, log), 0, None, "a fresh statement and the writer's log")
