@@ -93,18 +93,27 @@ static unsigned long scaled(unsigned long n)
 	return div > 1 ? n / div : n;
 }
 
+/* NTHREADS producers of per_thread events each (see struct prod for
+ * sync_every and pause_us), through a log with the coalescing window
+ * coalesce_us; the stats into *ret_st when not NULL. */
 static void run_threads(enum auditlog_backend be, unsigned long per_thread, unsigned sync_every,
-			struct auditlog_stats *ret_st)
+			unsigned pause_us, uint64_t coalesce_us, struct auditlog_stats *ret_st)
 {
 	char *dir = tu_mkdtemp();
 	char *path = tu_path(dir, "audit.log");
-	struct auditlog *log = open_log(path, be);
+	struct auditlog_config *cfg = tu_config(path);
+	struct auditlog *log;
 	struct prod p[NTHREADS];
 	pthread_t t[NTHREADS];
 	struct auditlog_stats st;
 
+	assert_int_equal(auditlog_config_set_backend(cfg, be), 0);
+	assert_int_equal(auditlog_config_set_async_coalesce_us(cfg, coalesce_us), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	auditlog_config_free(cfg);
 	for (unsigned i = 0; i < NTHREADS; i++) {
-		p[i] = (struct prod){.log = log, .id = i, .n = per_thread, .sync_every = sync_every};
+		p[i] = (struct prod){.log = log, .id = i, .n = per_thread, .sync_every = sync_every,
+				     .pause_us = pause_us};
 		assert_int_equal(pthread_create(&t[i], NULL, producer, &p[i]), 0);
 	}
 	for (unsigned i = 0; i < NTHREADS; i++) {
@@ -152,12 +161,12 @@ static void run_threads(enum auditlog_backend be, unsigned long per_thread, unsi
 
 static void test_threads_uring(void **state)
 {
-	run_threads(AUDITLOG_BACKEND_IO_URING, scaled(PER_THREAD), 0, NULL);
+	run_threads(AUDITLOG_BACKEND_IO_URING, scaled(PER_THREAD), 0, 0, 0, NULL);
 }
 
 static void test_threads_pwrite(void **state)
 {
-	run_threads(AUDITLOG_BACKEND_PWRITE, scaled(PER_THREAD / 5), 0, NULL);
+	run_threads(AUDITLOG_BACKEND_PWRITE, scaled(PER_THREAD / 5), 0, 0, 0, NULL);
 }
 
 /* ---- the caller's commit (lead() in writer.c) ------------------------------ */
@@ -197,7 +206,7 @@ static void caller_commits(enum auditlog_backend be)
 
 	/* four threads, every other event synchronous: they race each other,
 	 * and the worker, for the role */
-	run_threads(be, scaled(20000), 2, &st);
+	run_threads(be, scaled(20000), 2, 0, 0, &st);
 	print_message("%s: %llu of %llu batches committed by their record_sync caller\n",
 		      auditlog_backend_name(be), (unsigned long long)st.caller_commits,
 		      (unsigned long long)st.batches);
@@ -206,49 +215,12 @@ static void caller_commits(enum auditlog_backend be)
 	 * a 300 us coalescing window: callers take the role from a sleeping and
 	 * from a coalescing worker, lose it to each other, and the worker wakes
 	 * (its window's end) while a caller holds it */
-	dir = tu_mkdtemp();
-	path = tu_path(dir, "audit.log");
-	struct auditlog_config *cfg = tu_config(path);
-	assert_int_equal(auditlog_config_set_backend(cfg, be), 0);
-	assert_int_equal(auditlog_config_set_async_coalesce_us(cfg, 300), 0);
-	assert_int_equal(auditlog_open(cfg, &log), 0);
-	auditlog_config_free(cfg);
-	struct prod p[NTHREADS];
-	pthread_t t[NTHREADS];
-	unsigned long per = 150;
-	for (unsigned i = 0; i < NTHREADS; i++) {
-		p[i] = (struct prod){.log = log, .id = i, .n = per, .sync_every = 3, .pause_us = 1000};
-		assert_int_equal(pthread_create(&t[i], NULL, producer, &p[i]), 0);
-	}
-	for (unsigned i = 0; i < NTHREADS; i++) {
-		pthread_join(t[i], NULL);
-		assert_int_equal(p[i].err, 0);
-	}
-	assert_int_equal(auditlog_flush(log), 0);
-	assert_int_equal(auditlog_get_stats(log, &st, sizeof(st)), 0);
-	assert_int_equal(st.events_written, NTHREADS * per);
-	assert_int_equal(st.events_failed, 0);
+	run_threads(be, 150, 3, 1000, 300, &st);
 	assert_true(st.caller_commits > 0);
-	assert_int_equal(auditlog_close(log), 0);
-	struct seen sn = {.n = per};
-	for (unsigned i = 0; i < NTHREADS; i++)
-		sn.bits[i] = calloc(per, 1);
-	assert_int_equal(tu_walk_file(path, &w, on_event, &sn), 0);
-	assert_int_equal(w.events, NTHREADS * per);
-	assert_int_equal(sn.dups + sn.bad, 0);
-	for (unsigned i = 0; i < NTHREADS; i++) {
-		for (unsigned long k = 0; k < per; k++)
-			if (!sn.bits[i][k])
-				fail_msg("event t%u-%lu missing", i, k);
-		free(sn.bits[i]);
-	}
 	print_message("%s, pausing: %llu of %llu batches committed by their record_sync caller, "
 		      "%llu coalesced\n",
 		      auditlog_backend_name(be), (unsigned long long)st.caller_commits,
 		      (unsigned long long)st.batches, (unsigned long long)st.coalesced_batches);
-	free(path);
-	tu_rmtree(dir);
-	free(dir);
 }
 
 static void test_caller_commits(void **state)
