@@ -259,8 +259,8 @@ struct auditlog {
 	int failover_err;        /* a batch failed: seal the file once nothing is in flight */
 	uint64_t failover_off;
 	bool rotate_pending;
-	bool leading;            /* a record_sync caller holds the worker's role (lead()) */
-	struct waiter *lead_waiter; /* and this is its waiter */
+	struct waiter *lead_waiter; /* a record_sync caller holding the worker's role
+				     * (lead()): its waiter; NULL otherwise */
 	uint64_t hold_since_ns;  /* coalescing: when the held batch began waiting (0: none) */
 	uint64_t hold_until_ns;  /* and when it stops waiting (monotonic) */
 	struct {

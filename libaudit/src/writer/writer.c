@@ -608,9 +608,10 @@ static void issue_io(struct auditlog *l, struct batch *b)
 	 * pipelines them. A record_sync caller holding the worker's role
 	 * (lead()) never touches the ring: its io-wq would be its own thread's.
 	 */
-	bool use_ring = l->uring && !l->leading &&
+	bool leading = l->lead_waiter != NULL;
+	bool use_ring = l->uring && !leading &&
 			((h && h->force_ring) || !(b->len <= INLINE_MAX && inflight_batches(l) == 1));
-	if (!use_ring && l->uring && !l->leading)
+	if (!use_ring && l->uring && !leading)
 		atomic_fetch_add(&l->st.inline_batches, 1);
 
 	if (use_ring) {
@@ -1448,6 +1449,14 @@ static void reclaim(struct auditlog *l)
  * as ever: the recovery logic stays the worker's. The role is handed back
  * as SLEEP_ANY: the worker still sleeps, its eventfd armed.
  */
+/* What only the worker finishes: I/O in flight or its completions, a failover,
+ * re-written records, a held batch, a rotation. */
+static bool worker_busy(struct auditlog *l)
+{
+	return inflight_batches(l) || l->fake_n || l->failover_err || l->requeue_len || l->held ||
+	       l->rotate_pending;
+}
+
 static void lead(struct auditlog *l, struct waiter *w)
 {
 	const struct al_io_hooks *h = l->cfg.has_hooks ? &l->cfg.hooks : NULL;
@@ -1457,11 +1466,9 @@ static void lead(struct auditlog *l, struct waiter *w)
 	(void)pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	if (h && h->before_lead)
 		h->before_lead(h->ctx);
-	if (inflight_batches(l) == 0 && !l->fake_n && !l->failover_err && !l->rotate_pending &&
-	    !l->held && !l->requeue_len && !atomic_load(&l->sealer_away) &&
-	    !atomic_load(&l->stopping) && !atomic_load(&l->error) && !(h && h->force_ring) &&
-	    !rotation_due(l)) {
-		l->leading = true;
+	bool busy = worker_busy(l);
+	if (!busy && !atomic_load(&l->sealer_away) && !atomic_load(&l->stopping) &&
+	    !atomic_load(&l->error) && !(h && h->force_ring) && !rotation_due(l)) {
 		l->lead_waiter = w;
 		if (!coalesce_hold(l) && fill_and_submit(l)) {
 			drain_fake(l);
@@ -1470,10 +1477,8 @@ static void lead(struct auditlog *l, struct waiter *w)
 		if (atomic_load_explicit(&w->done, memory_order_relaxed))
 			atomic_fetch_add(&l->st.caller_commits, 1);
 		l->lead_waiter = NULL;
-		l->leading = false;
+		busy = worker_busy(l);
 	}
-	bool busy = inflight_batches(l) || l->fake_n || l->failover_err || l->requeue_len ||
-		    l->held || l->rotate_pending;
 	uint64_t deq = l->deq_pos;
 	uint32_t old = atomic_exchange(&l->worker_sleeping, SLEEP_ANY);
 	if (old & SLEEP_CLAIM)
