@@ -108,7 +108,10 @@ static struct {
 	unsigned nring;
 	struct ring_fsync {
 		uint64_t ud, a, b, cmax; /* a == b: no linked write (or it completed) */
-		uint64_t wud;            /* the linked write's user_data */
+		uint64_t wud;            /* the linked write's user_data, if has_write */
+		bool has_write;          /* a linked write whose completion is not seen yet
+					  * (no sentinel in wud: every value is some
+					  * operation's, UINT64_MAX the worker's eventfd read) */
 		bool ignored;            /* turned into a NOP (the hole test) */
 	} ring[MAX_RING];
 	struct io_uring *uring;
@@ -116,6 +119,8 @@ static struct {
 	uint64_t cmax_submit;
 	struct range since_flush; /* pwrite: what was written since the last fdatasync */
 	unsigned nops_seen;
+	unsigned nuds;
+	uint64_t fsync_ud[16]; /* every user_data an FSYNC of the log was submitted with */
 } m;
 
 ssize_t __real_pwrite(int fd, const void *buf, size_t n, off_t off);
@@ -322,7 +327,7 @@ static void scan_cq(struct io_uring *ring)
 		for (unsigned i = 0; i < m.nring; i++) {
 			struct ring_fsync *f = &m.ring[i];
 			bool flush = f->ud == c->user_data;
-			if (f->wud == c->user_data) {
+			if (f->has_write && f->wud == c->user_data) {
 				/* The linked write posted: complete (a kernel without
 				 * CQE_SKIP_SUCCESS), or short or failed, and then its
 				 * FSYNC is cancelled. */
@@ -330,9 +335,9 @@ static void scan_cq(struct io_uring *ring)
 				if (c->res > 0)
 					write_done(m.fd, f->a, f->a + (uint64_t)c->res);
 				f->a = f->b;
-				f->wud = UINT64_MAX;
+				f->has_write = false;
 				if (c->res >= 0 && (uint64_t)c->res == want)
-					break;
+					goto next;
 			} else if (!flush) {
 				continue;
 			} else if (f->ignored) {
@@ -344,8 +349,15 @@ static void scan_cq(struct io_uring *ring)
 			}
 			memmove(f, f + 1, (m.nring - i - 1) * sizeof(*f));
 			m.nring--;
-			break;
+			goto next;
 		}
+		/* no entry: a flush that completed here means the model missed
+		 * (or dropped) its submission, and would miscount from now on (a
+		 * cancelled one's entry went with its failed write) */
+		for (unsigned i = 0; c->res >= 0 && i < m.nuds; i++)
+			if (m.fsync_ud[i] == c->user_data)
+				model_error("an FSYNC completion without its submission");
+	next:;
 	}
 }
 
@@ -365,6 +377,11 @@ static void ring_before(struct io_uring *ring)
 		if (s->opcode != IORING_OP_FSYNC || s->fd != m.fd)
 			continue;
 		flush = true;
+		unsigned u = 0;
+		while (u < m.nuds && m.fsync_ud[u] != s->user_data)
+			u++;
+		if (u == m.nuds && m.nuds < sizeof(m.fsync_ud) / sizeof(m.fsync_ud[0]))
+			m.fsync_ud[m.nuds++] = s->user_data;
 		const struct io_uring_sqe *w = &ring->sq.sqes[(p - 1) & ring->sq.ring_mask];
 		struct range batch = {0, 0};
 		if (p != ring->sq.sqe_head && w->opcode == IORING_OP_WRITE && (w->flags & IOSQE_IO_LINK))
@@ -374,7 +391,7 @@ static void ring_before(struct io_uring *ring)
 			io_uring_prep_nop(s);
 			s->user_data = ud;
 			if (m.nring < MAX_RING)
-				m.ring[m.nring++] = (struct ring_fsync){.ud = ud, .wud = UINT64_MAX, .ignored = true};
+				m.ring[m.nring++] = (struct ring_fsync){.ud = ud, .ignored = true};
 		}
 	}
 	/* a submit without an FSYNC (the worker arming its eventfd) flushes nothing */
@@ -400,12 +417,13 @@ static void ring_after(struct io_uring *ring)
 			continue;
 		}
 		struct ring_fsync *f = &m.ring[m.nring++];
-		*f = (struct ring_fsync){.ud = s->user_data, .wud = UINT64_MAX, .cmax = m.cmax_submit};
+		*f = (struct ring_fsync){.ud = s->user_data, .cmax = m.cmax_submit};
 		const struct io_uring_sqe *w = &ring->sq.sqes[ring->sq.array[(p - 1) & ring->sq.ring_mask]];
 		if (p != first && w->opcode == IORING_OP_WRITE && (w->flags & IOSQE_IO_LINK) && w->fd == m.fd) {
 			f->a = w->off;
 			f->b = w->off + w->len;
 			f->wud = w->user_data;
+			f->has_write = true;
 		}
 	}
 	scan_cq(ring);
