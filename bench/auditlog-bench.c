@@ -1586,6 +1586,9 @@ struct synclat {
 	 * p50 / in-process p50), and the seal requests' mean round trip */
 	bool sealer;
 	double s_p50_us, s_p99_us, s_ratio, s_vs_inproc, s_rtt_us, s_requests_per_record;
+	/* the share of samples whose caller committed its own batch (lead()),
+	 * in process and through the sealer */
+	double lead_share, s_lead_share;
 };
 
 /* One synchronous sample of arm a: 0 in-process (or the only log), 1 raw
@@ -1691,7 +1694,8 @@ static int phase_sync(const struct opts *o, const char *dir, const struct pool *
 				goto out;
 			}
 		}
-	struct auditlog_stats st0, st1;
+	struct auditlog_stats st0, st1, lst0, lst1;
+	auditlog_get_stats(log, &lst0, sizeof(lst0));
 	if (slog)
 		auditlog_get_stats(slog, &st0, sizeof(st0));
 	for (unsigned round = 0; round < SYNC_ROUNDS; round++) {
@@ -1722,8 +1726,11 @@ static int phase_sync(const struct opts *o, const char *dir, const struct pool *
 	s->raw_p50_us = (double)pct(lat[1], cnt[1], 0.50) / 1e3;
 	s->raw_p99_us = (double)pct(lat[1], cnt[1], 0.99) / 1e3;
 	s->ratio = s->p50_us / s->raw_p50_us;
+	auditlog_get_stats(log, &lst1, sizeof(lst1));
+	s->lead_share = (double)(lst1.caller_commits - lst0.caller_commits) / (double)cnt[0];
 	if (slog) {
 		auditlog_get_stats(slog, &st1, sizeof(st1));
+		s->s_lead_share = (double)(st1.caller_commits - st0.caller_commits) / (double)cnt[2];
 		s->s_p50_us = (double)pct(lat[2], cnt[2], 0.50) / 1e3;
 		s->s_p99_us = (double)pct(lat[2], cnt[2], 0.99) / 1e3;
 		s->s_ratio = s->s_p50_us / s->raw_p50_us;
@@ -2387,6 +2394,7 @@ static void print_table(const struct report *R)
 		printf("  pwrite+fdatasync   p50 %8.1f us   p99 %8.1f us   (one %zu-byte line)\n",
 		       sy->raw_p50_us, sy->raw_p99_us, sy->raw_line_len);
 		printf("  ratio              %.3f (record_sync p50 / raw p50)\n", sy->ratio);
+		printf("  caller's commits   %.3f of the samples\n", sy->lead_share);
 		if (sy->sealer) {
 			printf("  record_sync sealer p50 %8.1f us   p99 %8.1f us   (%s)\n", sy->s_p50_us,
 			       sy->s_p99_us, o->sealer_socket);
@@ -2395,6 +2403,8 @@ static void print_table(const struct report *R)
 			       sy->s_ratio, sy->s_vs_inproc);
 			printf("  seal round trip    %.1f us mean, %.2f requests per record\n",
 			       sy->s_rtt_us, sy->s_requests_per_record);
+			printf("  caller's commits   %.3f of the samples through the sealer\n",
+			       sy->s_lead_share);
 		}
 	}
 
@@ -2531,7 +2541,9 @@ static void print_json(const struct report *R)
 		jfix(&j, "raw_fsync_p50_us", sy->raw_p50_us, 1);
 		jfix(&j, "raw_fsync_p99_us", sy->raw_p99_us, 1);
 		jfix(&j, "sync_ratio", sy->ratio, 3);
+		jfix(&j, "sync_caller_commit_share", sy->lead_share, 3);
 		if (sy->sealer) {
+			jfix(&j, "sealer_caller_commit_share", sy->s_lead_share, 3);
 			jfix(&j, "sealer_sync_p50_us", sy->s_p50_us, 1);
 			jfix(&j, "sealer_sync_p99_us", sy->s_p99_us, 1);
 			jfix(&j, "sealer_sync_ratio", sy->s_ratio, 3);
