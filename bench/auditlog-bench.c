@@ -2187,8 +2187,11 @@ static int measure_parts(struct parts *P)
 		r = (int)tn;
 		goto out;
 	}
+	uint8_t pub[AL_ED25519_PUB_LEN]; /* held, as the writer's sealer holds it */
+	if ((r = al_ed25519_public(seed, pub)) < 0)
+		goto out;
 	TIMED(P_SIGN, PARTS_SIGN_N, {
-		n = al_note_sign(seed, origin, (size_t)on, text, (size_t)tn, note, sizeof(note));
+		n = al_note_sign(seed, pub, origin, (size_t)on, text, (size_t)tn, note, sizeof(note));
 		if (n < 0)
 			r = (int)n;
 		sink ^= note[0];

@@ -65,9 +65,12 @@ long al_checkpoint_text(const uint8_t *origin, size_t olen, uint64_t size,
 			size_t cap);
 
 /* text (ending in '\n') + "\n" + "— <name> <b64(key id || sig)>\n" into out.
- * Returns the note's length or -E2BIG / -EINVAL / -EIO. */
-long al_note_sign(const uint8_t seed[AL_ED25519_SEED_LEN], const uint8_t *name, size_t nlen,
-		  const uint8_t *text, size_t tlen, uint8_t *out, size_t cap);
+ * pub: the seed's public key when the caller holds it (the key id needs it;
+ * deriving it is a scalar multiplication, as costly as half the signature),
+ * or NULL to derive it here. Returns the note's length or -E2BIG / -EINVAL /
+ * -EIO. */
+long al_note_sign(const uint8_t seed[AL_ED25519_SEED_LEN], const uint8_t *pub, const uint8_t *name,
+		  size_t nlen, const uint8_t *text, size_t tlen, uint8_t *out, size_t cap);
 
 /* Open a signed note with one known key (name, pub): the note is split at
  * its last blank line; signature lines of other keys are ignored. Returns 0

@@ -120,6 +120,7 @@ struct inproc {
 	char *lock_name;              /* <name>.lock */
 	struct al_seal_clock clk;     /* the schedule, rebased on this boot at open */
 	struct secrets *sec;
+	uint8_t sign_pub[AL_ED25519_PUB_LEN]; /* sec->sign_seed's public key (not secret) */
 };
 
 static const struct al_sealer_ops inproc_ops;
@@ -344,7 +345,7 @@ static long ip_sign(struct al_sealer *s, const uint8_t *name, size_t nlen, const
 		    size_t tlen, uint8_t *out, size_t cap)
 {
 	struct inproc *p = (struct inproc *)s;
-	return al_note_sign(p->sec->sign_seed, name, nlen, text, tlen, out, cap);
+	return al_note_sign(p->sec->sign_seed, p->sign_pub, name, nlen, text, tlen, out, cap);
 }
 
 static int ip_check_tail(struct al_sealer *s, const uint8_t key_id[AL_SEAL_KID_LEN], uint32_t epoch)
@@ -439,8 +440,7 @@ int al_sealer_inproc_open(const char *state_path, const char *signing_key_path,
 	 * and OpenSSL's one-time set-up (its configuration file, the provider:
 	 * ~1.5 ms) is paid by the opener, not by the worker at the first
 	 * checkpoint, in front of whatever batch that is */
-	uint8_t pub[AL_ED25519_PUB_LEN];
-	r = al_ed25519_public(p->sec->sign_seed, pub);
+	r = al_ed25519_public(p->sec->sign_seed, p->sign_pub);
 	if (r < 0)
 		goto err;
 
