@@ -108,10 +108,9 @@ static struct {
 	unsigned nring;
 	struct ring_fsync {
 		uint64_t ud, a, b, cmax; /* a == b: no linked write (or it completed) */
-		uint64_t wud;            /* the linked write's user_data, if has_write */
-		bool has_write;          /* a linked write whose completion is not seen yet
-					  * (no sentinel in wud: every value is some
-					  * operation's, UINT64_MAX the worker's eventfd read) */
+		uint64_t wud;            /* the linked write's user_data, while a < b (no
+					  * sentinel: every value is some operation's,
+					  * UINT64_MAX the worker's eventfd read) */
 		bool ignored;            /* turned into a NOP (the hole test) */
 	} ring[MAX_RING];
 	struct io_uring *uring;
@@ -327,7 +326,7 @@ static void scan_cq(struct io_uring *ring)
 		for (unsigned i = 0; i < m.nring; i++) {
 			struct ring_fsync *f = &m.ring[i];
 			bool flush = f->ud == c->user_data;
-			if (f->has_write && f->wud == c->user_data) {
+			if (f->a < f->b && f->wud == c->user_data) {
 				/* The linked write posted: complete (a kernel without
 				 * CQE_SKIP_SUCCESS), or short or failed, and then its
 				 * FSYNC is cancelled. */
@@ -335,7 +334,6 @@ static void scan_cq(struct io_uring *ring)
 				if (c->res > 0)
 					write_done(m.fd, f->a, f->a + (uint64_t)c->res);
 				f->a = f->b;
-				f->has_write = false;
 				if (c->res >= 0 && (uint64_t)c->res == want)
 					goto next;
 			} else if (!flush) {
@@ -423,7 +421,6 @@ static void ring_after(struct io_uring *ring)
 			f->a = w->off;
 			f->b = w->off + w->len;
 			f->wud = w->user_data;
-			f->has_write = true;
 		}
 	}
 	scan_cq(ring);
