@@ -381,11 +381,6 @@ static void test_sumdb_note(void **state)
 	hex_eq(pub, 32, str(t, "public"), "note public key");
 	assert_int_equal(al_note_key_id((const uint8_t *)name, strlen(name), pub, kid), 0);
 	hex_eq(kid, 4, str(t, "key_id"), "note key id");
-	n = al_note_sign(seed, NULL, (const uint8_t *)name, strlen(name), text, tn, out, sizeof(out));
-	assert_int_equal(n, (long)sn);
-	assert_memory_equal(out, signed_, sn);
-	/* the same note with the public key held by the caller (the sealers) */
-	memset(out, 0, sizeof(out));
 	n = al_note_sign(seed, pub, (const uint8_t *)name, strlen(name), text, tn, out, sizeof(out));
 	assert_int_equal(n, (long)sn);
 	assert_memory_equal(out, signed_, sn);
@@ -610,7 +605,7 @@ static void check_checkpoint(json_t *rec, const struct members *x, const uint8_t
 				num(c, "last_seq"), head, first, text, sizeof(text));
 	assert_true(tn > 0);
 	hex_eq(text, (size_t)tn, str(c, "text_hex"), "checkpoint text");
-	nn = al_note_sign(seed, NULL, (const uint8_t *)origin, strlen(origin), text, (size_t)tn, note,
+	nn = al_note_sign(seed, pub, (const uint8_t *)origin, strlen(origin), text, (size_t)tn, note,
 			  sizeof(note));
 	assert_true(nn > 0);
 	hex_eq(note, (size_t)nn, str(c, "note_hex"), "checkpoint note");

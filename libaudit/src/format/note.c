@@ -143,7 +143,7 @@ long al_checkpoint_text(const uint8_t *origin, size_t olen, uint64_t size,
 long al_note_sign(const uint8_t seed[AL_ED25519_SEED_LEN], const uint8_t *pub, const uint8_t *name,
 		  size_t nlen, const uint8_t *text, size_t tlen, uint8_t *out, size_t cap)
 {
-	uint8_t derived[AL_ED25519_PUB_LEN], blob[AL_NOTE_KID_LEN + AL_ED25519_SIG_LEN];
+	uint8_t blob[AL_NOTE_KID_LEN + AL_ED25519_SIG_LEN];
 	size_t need;
 	int r;
 
@@ -155,13 +155,7 @@ long al_note_sign(const uint8_t seed[AL_ED25519_SEED_LEN], const uint8_t *pub, c
 	need = tlen + 1 + sizeof(EM_DASH_SP) + nlen + 1 + 92 + 1;
 	if (need > cap || need > (size_t)LONG_MAX)
 		return -E2BIG;
-	r = 0;
-	if (!pub) {
-		r = al_ed25519_public(seed, derived);
-		pub = derived;
-	}
-	if (r == 0)
-		r = al_ed25519_sign(seed, text, tlen, blob + AL_NOTE_KID_LEN);
+	r = al_ed25519_sign(seed, text, tlen, blob + AL_NOTE_KID_LEN);
 	if (r)
 		return r;
 	r = al_note_key_id(name, nlen, pub, blob);

@@ -65,10 +65,10 @@ long al_checkpoint_text(const uint8_t *origin, size_t olen, uint64_t size,
 			size_t cap);
 
 /* text (ending in '\n') + "\n" + "— <name> <b64(key id || sig)>\n" into out.
- * pub: the seed's public key when the caller holds it (the key id needs it;
- * deriving it is a scalar multiplication, as costly as half the signature),
- * or NULL to derive it here. Returns the note's length or -E2BIG / -EINVAL /
- * -EIO. */
+ * pub: the seed's public key (al_ed25519_public), which the key id needs;
+ * the caller derives it once (a scalar multiplication, as costly as half the
+ * signature), not at every note. Returns the note's length or -E2BIG /
+ * -EINVAL / -EIO. */
 long al_note_sign(const uint8_t seed[AL_ED25519_SEED_LEN], const uint8_t *pub, const uint8_t *name,
 		  size_t nlen, const uint8_t *text, size_t tlen, uint8_t *out, size_t cap);
 
