@@ -367,6 +367,63 @@ static void test_rfc6962_tree(void **state)
 	}
 }
 
+/* Two SHA-256 at once (the Merkle nodes' fast path) against one at a time,
+ * at every length it takes; al_merkle_range_append_n against appends one by
+ * one from every start up to 300 leaves, across its 64-leaf chunks. */
+static void test_merkle_append_n(void **state)
+{
+	enum { NL = 600 };
+	static struct al_merkle_range ref[NL + 1];
+	static uint8_t leaves[NL][32];
+	static const size_t ms[] = {0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 255, 256, 299};
+	uint8_t ma[128], mb[128], a[128], b[128], oa[32], ob[32], wa[32], wb[32];
+	int ni = al_sha256_ni_ok(); /* "fast" may only be its answer */
+
+	(void)state;
+	if (!ni)
+		print_message("this CPU has no SHA-NI: both arms run OpenSSL\n");
+	for (size_t i = 0; i < 128; i++)
+		ma[i] = (uint8_t)(i * 29 + 3), mb[i] = (uint8_t)(i * 71 + 11);
+	for (size_t na = 56; na <= 119; na++)
+		for (size_t nb = 56; nb <= 119; nb++)
+			for (int fast = 0; fast <= ni; fast++) {
+				memcpy(a, ma, sizeof(a));
+				memcpy(b, mb, sizeof(b));
+				al_sha256(ma, na, wa);
+				al_sha256(mb, nb, wb);
+				al_sha256_2blk_x2(a, na, b, nb, oa, ob, fast);
+				if (memcmp(oa, wa, 32) != 0 || memcmp(ob, wb, 32) != 0)
+					fail_msg("two at once differ at lengths %zu, %zu (fast %d)", na, nb, fast);
+			}
+	for (size_t i = 0; i < NL; i++)
+		al_sha256(&i, sizeof(i), leaves[i]);
+	al_merkle_range_init(&ref[0]);
+	for (size_t i = 0; i < NL; i++) {
+		ref[i + 1] = ref[i];
+		assert_int_equal(al_merkle_range_append(&ref[i + 1], leaves[i]), 0);
+	}
+	for (size_t s = 0; s <= 300; s++)
+		for (size_t j = 0; j < sizeof(ms) / sizeof(ms[0]); j++)
+			for (int fast = 0; fast <= ni; fast++) {
+				struct al_merkle_range r = ref[s];
+				size_t m = ms[j];
+
+				assert_int_equal(al_merkle_range_append_n(&r, (const uint8_t(*)[32])leaves[s], m, fast), 0);
+				if (r.size != ref[s + m].size || r.n != ref[s + m].n ||
+				    memcmp(r.h, ref[s + m].h, (size_t)r.n * 32) != 0)
+					fail_msg("append_n of %zu leaves onto %zu differs (fast %d)", m, s, fast);
+			}
+	/* the limit one at a time keeps: 2^53 - 1 leaves */
+	{
+		struct al_merkle_range r = ref[1], r0;
+
+		r.size = AL_MERKLE_MAX_SIZE - 3; /* its range no longer matches: size is what is checked */
+		r0 = r;
+		assert_int_equal(al_merkle_range_append_n(&r, (const uint8_t(*)[32])leaves, 3, ni), -EOVERFLOW);
+		assert_memory_equal(&r, &r0, sizeof(r));
+	}
+}
+
 static void test_sumdb_note(void **state)
 {
 	json_t *t = at("external.note");
@@ -1384,6 +1441,7 @@ int main(void)
 		cmocka_unit_test(test_rfc4231_hmac),
 		cmocka_unit_test(test_rfc8032_ed25519),
 		cmocka_unit_test(test_rfc6962_tree),
+		cmocka_unit_test(test_merkle_append_n),
 		cmocka_unit_test(test_sumdb_note),
 		cmocka_unit_test(test_records),
 		cmocka_unit_test(test_trees),

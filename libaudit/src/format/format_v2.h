@@ -16,6 +16,8 @@
 #include <stdint.h>
 
 #define al_sha256 auditlog__al_sha256
+#define al_sha256_2blk_x2 auditlog__al_sha256_2blk_x2
+#define al_sha256_ni_ok auditlog__al_sha256_ni_ok
 #define al_v2_body auditlog__al_v2_body
 #define al_v2_caller_check auditlog__al_v2_caller_check
 #define al_v2_caller_decode auditlog__al_v2_caller_decode
@@ -81,6 +83,19 @@ size_t al_v2_record_members(const struct al_record *r, struct al_v2_member m[AL_
 
 /* SHA-256 of n bytes (the fast path of chain.c's step). */
 void al_sha256(const void *p, size_t n, uint8_t out[AL_HASH_LEN]);
+
+/* True when this CPU runs the SHA-NI code below (CPUID: SHA, SSE4.1, SSSE3;
+ * false off x86-64). Ask once and keep the answer. */
+bool al_sha256_ni_ok(void);
+
+/* oa = SHA-256 of a's first na bytes, ob = that of b's first nb, each of
+ * 56..119 bytes (exactly two blocks once padded): computed together with
+ * SHA-NI when `fast` (which only al_sha256_ni_ok() may make true: without
+ * SHA-NI the instructions fault), one after the other with OpenSSL
+ * otherwise. a and b are 128-byte buffers: their tails are overwritten with
+ * the padding. The outputs may not alias a or b. */
+void al_sha256_2blk_x2(uint8_t a[128], size_t na, uint8_t b[128], size_t nb, uint8_t oa[AL_HASH_LEN],
+		       uint8_t ob[AL_HASH_LEN], bool fast);
 
 /* True when key matches section 14.1: the pattern, and no reserved name. */
 bool al_v2_caller_key_ok(const uint8_t *key, size_t n);

@@ -5,6 +5,7 @@
 #include "format_v2.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 void al_merkle_node(const uint8_t l[AL_HASH_LEN], const uint8_t r[AL_HASH_LEN],
@@ -38,6 +39,93 @@ int al_merkle_range_append(struct al_merkle_range *r, const uint8_t leaf[AL_HASH
 		s >>= 1;
 	}
 	r->size++;
+	return 0;
+}
+
+/* Hash np node pairs (l[i], r[i]) into o[i], two at a time. o[i] may not
+ * alias an input of a pair after i. */
+static void nodes(size_t np, const uint8_t *const *l, const uint8_t *const *r, uint8_t (*o)[AL_HASH_LEN],
+		  bool fast)
+{
+	size_t i = 0;
+
+	for (; i + 1 < np; i += 2) {
+		uint8_t a[128], b[128];
+
+		a[0] = b[0] = 0x01;
+		memcpy(a + 1, l[i], AL_HASH_LEN);
+		memcpy(a + 1 + AL_HASH_LEN, r[i], AL_HASH_LEN);
+		memcpy(b + 1, l[i + 1], AL_HASH_LEN);
+		memcpy(b + 1 + AL_HASH_LEN, r[i + 1], AL_HASH_LEN);
+		al_sha256_2blk_x2(a, 1 + 2 * AL_HASH_LEN, b, 1 + 2 * AL_HASH_LEN, o[i], o[i + 1], fast);
+	}
+	if (i < np)
+		al_merkle_node(l[i], r[i], o[i]);
+}
+
+#define CHUNK 64u
+
+/*
+ * Append m <= CHUNK leaves level by level: at level k the new nodes hold the
+ * indices [s >> k, ...); the first pairs with the range's subtree of height
+ * k when s has bit k (the range's smallest left), the others pair among
+ * themselves, and a last one without a right sibling stays a subtree of the
+ * new range. Every pair of one level is independent of the others, which is
+ * what lets nodes() hash them two at a time.
+ */
+static void append_chunk(struct al_merkle_range *r, const uint8_t (*leaf)[AL_HASH_LEN], size_t m, bool fast)
+{
+	uint8_t buf[2][CHUNK][AL_HASH_LEN];
+	uint8_t left[AL_MERKLE_RANGE_MAX + 1][AL_HASH_LEN]; /* leftovers, by level */
+	bool has_left[AL_MERKLE_RANGE_MAX + 1] = {false};
+	const uint8_t *pl[CHUNK], *pr[CHUNK];
+	const uint8_t (*cur)[AL_HASH_LEN] = leaf;
+	uint64_t a = r->size;
+	size_t c = m;
+	unsigned k = 0, top = 0;
+
+	for (; c > 0; k++, a >>= 1) {
+		uint8_t (*nxt)[AL_HASH_LEN] = buf[k & 1];
+		size_t i = 0, np = 0;
+
+		if (a & 1) { /* the range's smallest subtree is this node's left sibling */
+			pl[np] = r->h[--r->n];
+			pr[np++] = cur[0];
+			i = 1;
+		}
+		for (; i + 1 < c; i += 2) {
+			pl[np] = cur[i];
+			pr[np++] = cur[i + 1];
+		}
+		if (i < c) {
+			memcpy(left[k], cur[i], AL_HASH_LEN);
+			has_left[k] = true;
+			top = k;
+		}
+		/* nxt is the buffer cur is not (cur is leaf or the other one) */
+		nodes(np, pl, pr, nxt, fast);
+		cur = (const uint8_t (*)[AL_HASH_LEN])nxt;
+		c = np;
+	}
+	/* the range's untouched subtrees, then what was left, largest first */
+	for (unsigned j = top + 1; j-- > 0;)
+		if (has_left[j])
+			memcpy(r->h[r->n++], left[j], AL_HASH_LEN);
+	r->size += m;
+}
+
+int al_merkle_range_append_n(struct al_merkle_range *r, const uint8_t (*leaf)[AL_HASH_LEN], size_t m,
+			     bool fast)
+{
+	if (m > AL_MERKLE_MAX_SIZE - 1 - r->size)
+		return -EOVERFLOW;
+	while (m > 0) {
+		size_t c = m < CHUNK ? m : CHUNK;
+
+		append_chunk(r, leaf, c, fast);
+		leaf += c;
+		m -= c;
+	}
 	return 0;
 }
 

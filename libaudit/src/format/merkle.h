@@ -11,12 +11,14 @@
 #include "symbols.h"
 #include "format.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define al_merkle_node auditlog__al_merkle_node
 #define al_merkle_range_init auditlog__al_merkle_range_init
 #define al_merkle_range_append auditlog__al_merkle_range_append
+#define al_merkle_range_append_n auditlog__al_merkle_range_append_n
 #define al_merkle_range_root auditlog__al_merkle_range_root
 #define al_merkle_range_set auditlog__al_merkle_range_set
 #define al_merkle_verify_inclusion auditlog__al_merkle_verify_inclusion
@@ -43,6 +45,13 @@ void al_merkle_range_init(struct al_merkle_range *r);
 
 /* Append one leaf hash. -EOVERFLOW once the tree holds 2^53 leaves. */
 int al_merkle_range_append(struct al_merkle_range *r, const uint8_t leaf[AL_HASH_LEN]);
+
+/* Append m leaf hashes, as m al_merkle_range_append would, hashing the
+ * interior nodes of each level two at a time (with SHA-NI when `fast`, the
+ * answer of al_sha256_ni_ok()). -EOVERFLOW, r untouched, when the tree would
+ * pass 2^53 - 1 leaves (the limit one at a time keeps). */
+int al_merkle_range_append_n(struct al_merkle_range *r, const uint8_t (*leaf)[AL_HASH_LEN], size_t m,
+			     bool fast);
 
 /* The tree head of the range. -EINVAL for an empty range. */
 int al_merkle_range_root(const struct al_merkle_range *r, uint8_t out[AL_HASH_LEN]);

@@ -133,6 +133,8 @@ enum { V2T_NONE, V2T_ON, V2T_UNKNOWN }; /* tree: not started (v0/v1 so far), on,
 enum { K_BATCH, K_IDLE, K_OPEN, K_CLOSE };
 extern const char *const al_seal_kind_word[4];
 
+#define V2_PEND 64u /* leaves the tree holds back before appending them together */
+
 struct v2pos {
 	uint8_t tree_state;
 	uint64_t first_seq;           /* seq of leaf 0 (the chain's first v2 record) */
@@ -141,11 +143,18 @@ struct v2pos {
 	uint32_t seal_epoch;
 	uint64_t seal_seq;
 	uint8_t seal_key[AL_SEAL_KID_LEN];
+	/* leaves not yet in tree: al_v2_tree() appends them, two nodes hashed
+	 * at a time (al_merkle_range_append_n); read tree only through it */
+	unsigned npend;
+	uint8_t pend[V2_PEND][AL_HASH_LEN];
 	struct al_merkle_range tree;  /* last: copied up to tree.n */
 };
 
-/* dst = src, copying only the range's used hashes. */
+/* dst = src, copying only the used hashes (range and pending leaves). */
 void al_v2pos_copy(struct v2pos *dst, const struct v2pos *src);
+
+/* The tree with every leaf so far in it (fast: al_sha256_ni_ok()'s answer). */
+const struct al_merkle_range *al_v2_tree(struct v2pos *v, bool fast);
 
 /* ---- batches ------------------------------------------------------------ */
 
@@ -272,6 +281,7 @@ struct auditlog {
 
 	/* v2 (docs/format.md Part II): the seal step and what the chain holds */
 	struct al_sealer *sealer;
+	bool sha_ni;              /* al_sha256_ni_ok(), asked at open: the tree's fast path */
 	struct v2pos v2;          /* after the last record formatted */
 	struct v2pos v2_durable;  /* after the durable head */
 	struct al_sealer_now ep;  /* the last epoch reading */
@@ -350,7 +360,7 @@ long al_v2_seal_line(struct auditlog *l, int kind, uint8_t *out);
 int al_v2_batch_tail(struct auditlog *l, uint8_t *buf, size_t *len, uint64_t file_at, int kind,
 		     bool tree, bool ckpt, bool content, unsigned *ret_nrec);
 /* A v2 record (type, seq, hash) was appended: its Merkle leaf. */
-void al_v2_leaf(struct v2pos *v, uint8_t type, uint64_t seq, const uint8_t hash[AL_HASH_LEN]);
+void al_v2_leaf(struct v2pos *v, uint8_t type, uint64_t seq, const uint8_t hash[AL_HASH_LEN], bool fast);
 /* The tail scan's view: note a chained record p (prev_version: the version of
  * the record before it, or -1 when p is the window's anchor). */
 void al_v2_scan_note(struct v2pos *v, const struct al_parsed *p, int prev_version);

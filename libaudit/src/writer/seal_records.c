@@ -21,21 +21,38 @@ const char *const al_seal_kind_word[4] = {"batch", "idle", "open", "close"};
 
 void al_v2pos_copy(struct v2pos *dst, const struct v2pos *src)
 {
-	memcpy(dst, src, offsetof(struct v2pos, tree) + offsetof(struct al_merkle_range, h));
+	memcpy(dst, src, offsetof(struct v2pos, pend));
+	memcpy(dst->pend, src->pend, (size_t)src->npend * AL_HASH_LEN);
+	memcpy(&dst->tree, &src->tree, offsetof(struct al_merkle_range, h));
 	memcpy(dst->tree.h, src->tree.h, (size_t)src->tree.n * AL_HASH_LEN);
 }
 
-void al_v2_leaf(struct v2pos *v, uint8_t type, uint64_t seq, const uint8_t hash[AL_HASH_LEN])
+const struct al_merkle_range *al_v2_tree(struct v2pos *v, bool fast)
+{
+	if (v->npend > 0) {
+		/* -EOVERFLOW only past 2^53 leaves */
+		(void)al_merkle_range_append_n(&v->tree, (const uint8_t (*)[AL_HASH_LEN])v->pend, v->npend,
+					       fast);
+		v->npend = 0;
+	}
+	return &v->tree;
+}
+
+void al_v2_leaf(struct v2pos *v, uint8_t type, uint64_t seq, const uint8_t hash[AL_HASH_LEN], bool fast)
 {
 	(void)type;
 	if (v->tree_state == V2T_NONE) {
 		/* the chain's first v2 record: leaf 0 (docs/format.md 18) */
 		al_merkle_range_init(&v->tree);
+		v->npend = 0;
 		v->first_seq = seq;
 		v->tree_state = V2T_ON;
 	}
-	if (v->tree_state == V2T_ON)
-		(void)al_merkle_range_append(&v->tree, hash); /* -EOVERFLOW only past 2^53 */
+	if (v->tree_state == V2T_ON) {
+		if (v->npend == V2_PEND)
+			(void)al_v2_tree(v, fast);
+		memcpy(v->pend[v->npend++], hash, AL_HASH_LEN);
+	}
 }
 
 static int kind_index(const uint8_t *p, size_t n)
@@ -52,6 +69,7 @@ void al_v2_scan_note(struct v2pos *v, const struct al_parsed *p, int prev_versio
 
 	if (prev_version < 0) { /* the window's anchor: what came before is unknown */
 		v->has_seal = false;
+		v->npend = 0;
 		if (r->version < AL_V2)
 			v->tree_state = V2T_NONE;
 		else if (r->type == AL_T_HEADER && r->f[AL_F_SEQ].u == 0 &&
@@ -69,11 +87,12 @@ void al_v2_scan_note(struct v2pos *v, const struct al_parsed *p, int prev_versio
 		/* the parser checked 64 hex digits per set bit of size */
 		if (n <= AL_MERKLE_RANGE_MAX && al_unhex(rg->p, rg->n, h[0]) == 0 &&
 		    al_merkle_range_set(&v->tree, r->f[AL_F_SIZE].u, h[0], n) == 0) {
+			v->npend = 0; /* the record's range holds every leaf before it */
 			v->first_seq = r->f[AL_F_FIRST_SEQ].u;
 			v->tree_state = V2T_ON;
 		}
 	}
-	al_v2_leaf(v, r->type, r->f[AL_F_SEQ].u, p->hash);
+	al_v2_leaf(v, r->type, r->f[AL_F_SEQ].u, p->hash, false); /* a scan: no hurry */
 	if (r->type == AL_T_SEAL) {
 		int k = kind_index(r->f[AL_F_KIND].p, r->f[AL_F_KIND].n);
 		v->has_seal = true;
@@ -200,21 +219,22 @@ long al_v2_seal_line(struct auditlog *l, int kind, uint8_t *out)
 }
 
 /* The tree's compact range in hex (docs/format.md 18.3) into l->range_hex. */
-static size_t range_hex(struct auditlog *l)
+static size_t range_hex(struct auditlog *l, const struct al_merkle_range *t)
 {
-	for (unsigned i = 0; i < l->v2.tree.n; i++)
-		al_hex(l->v2.tree.h[i], AL_HASH_LEN, l->range_hex + 64 * i);
-	return (size_t)l->v2.tree.n * 64;
+	for (unsigned i = 0; i < t->n; i++)
+		al_hex(t->h[i], AL_HASH_LEN, l->range_hex + 64 * i);
+	return (size_t)t->n * 64;
 }
 
 static long tree_line(struct auditlog *l, bool signed_, uint8_t *out)
 {
 	struct al_record rec = {.type = signed_ ? AL_T_CHECKPOINT : AL_T_TREE};
 	struct v2pos *v = &l->v2;
-	size_t rn = range_hex(l);
+	const struct al_merkle_range *t = al_v2_tree(v, l->sha_ni);
+	size_t rn = range_hex(l, t);
 
 	rec.present = AL_BIT(AL_F_SIZE) | AL_BIT(AL_F_FIRST_SEQ) | AL_BIT(AL_F_RANGE);
-	rec.f[AL_F_SIZE].u = v->tree.size;
+	rec.f[AL_F_SIZE].u = t->size;
 	rec.f[AL_F_FIRST_SEQ].u = v->first_seq;
 	rec.f[AL_F_RANGE] = (struct al_val){(const uint8_t *)l->range_hex, rn, 0};
 	if (signed_) {
@@ -222,15 +242,15 @@ static long tree_line(struct auditlog *l, bool signed_, uint8_t *out)
 		long on, tn, nn;
 
 		/* the tree covers first_seq .. the tail (docs/format.md 20.1) */
-		if (v->tree.size != l->tail.seq + 1 - v->first_seq)
+		if (t->size != l->tail.seq + 1 - v->first_seq)
 			return -EINVAL;
 		al_hex(l->chain_id, 16, (char *)cid);
 		on = al_checkpoint_origin(l->sealer->host, l->sealer->host_len, cid, origin);
 		if (on < 0)
 			return on;
-		if (al_merkle_range_root(&v->tree, root) < 0)
+		if (al_merkle_range_root(t, root) < 0)
 			return -EINVAL;
-		tn = al_checkpoint_text(origin, (size_t)on, v->tree.size, root, l->tail.seq,
+		tn = al_checkpoint_text(origin, (size_t)on, t->size, root, l->tail.seq,
 					l->tail.hash, v->first_seq, text, sizeof(text));
 		if (tn < 0)
 			return tn;
@@ -294,7 +314,7 @@ int al_v2_batch_tail(struct auditlog *l, uint8_t *buf, size_t *len, uint64_t fil
 		k++;
 		l->clock_noted = (int64_t)(l->ep.wall - l->ep.expected);
 	}
-	if (l->v2.tree_state == V2T_ON && l->v2.tree.size > 0) {
+	if (l->v2.tree_state == V2T_ON && (l->v2.npend > 0 || l->v2.tree.size > 0)) {
 		l->tail_stage = 1; /* a failed signature leaves the clock line */
 		l->held_nrec = k;
 		if (!ckpt && content)

@@ -126,7 +126,7 @@ static void tail_advance(struct auditlog *l, uint8_t type, uint8_t version, uint
 	l->tail.version = version;
 	l->tail.empty = false;
 	if (l->sealer && version == AL_V2) /* every v2 record is a Merkle leaf */
-		al_v2_leaf(&l->v2, type, seq, hash);
+		al_v2_leaf(&l->v2, type, seq, hash, l->sha_ni);
 }
 
 static long append_common(struct auditlog *l, struct al_record *dec, uint64_t ts_ns, uint8_t *out)
@@ -1679,6 +1679,7 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 	if (!l)
 		return -ENOMEM;
 	l->fd = l->dirfd = l->efd = -1;
+	l->sha_ni = cfg->version == 2 && al_sha256_ni_ok(); /* only v2 builds a tree */
 	pthread_mutex_init(&l->head_lock, NULL);
 	l->cfg = *cfg;
 	l->cfg.path = strdup(cfg->path);
