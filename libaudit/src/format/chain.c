@@ -53,7 +53,8 @@ void al_sha256(const void *p, size_t n, uint8_t out[AL_HASH_LEN])
  * time through SHA256_Init/Update/Final on the test VM (docs/benchmarks.md,
  * "Merkle nodes two at a time"). Without SHA-NI (or off x86-64): OpenSSL,
  * one after the other. The CPU is asked once, by whoever holds the state
- * (the writer at open: a CPUID is a VM exit on a guest). The constants are FIPS 180-4's (4.2.2, 5.3.3).
+ * (the writer at open: a CPUID is a VM exit on a guest). The constants are
+ * FIPS 180-4's (4.2.2, 5.3.3).
  */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
@@ -138,6 +139,17 @@ SHANI_INLINE void state_out(__m128i s0, __m128i s1, uint8_t out[AL_HASH_LEN])
 	_mm_storeu_si128((__m128i *)(out + 16), _mm_shuffle_epi8(_mm_alignr_epi8(u, t, 8), be_mask()));
 }
 
+/* Pad the n-byte message at the start of b (56 <= n <= 119) to two blocks. */
+static void pad_2blk(uint8_t b[128], size_t n)
+{
+	uint64_t bits = (uint64_t)n * 8;
+
+	b[n] = 0x80;
+	memset(b + n + 1, 0, 128 - 8 - (n + 1));
+	for (int i = 0; i < 8; i++)
+		b[127 - i] = (uint8_t)(bits >> (8 * i));
+}
+
 static SHANI void sha256_2blk_x2_ni(const uint8_t a[128], const uint8_t b[128], uint8_t oa[AL_HASH_LEN],
 				    uint8_t ob[AL_HASH_LEN])
 {
@@ -166,17 +178,6 @@ bool al_sha256_ni_ok(void)
 	return false;
 }
 #endif
-
-/* Pad the n-byte message at the start of b (56 <= n <= 119) to two blocks. */
-static void pad_2blk(uint8_t b[128], size_t n)
-{
-	uint64_t bits = (uint64_t)n * 8;
-
-	b[n] = 0x80;
-	memset(b + n + 1, 0, 128 - 8 - (n + 1));
-	for (int i = 0; i < 8; i++)
-		b[127 - i] = (uint8_t)(bits >> (8 * i));
-}
 
 void al_sha256_2blk_x2(uint8_t a[128], size_t na, uint8_t b[128], size_t nb, uint8_t oa[AL_HASH_LEN],
 		       uint8_t ob[AL_HASH_LEN], bool fast)
