@@ -94,6 +94,15 @@ class Tail:
         return self.p.wait(timeout=30)
 
 
+def ino_of(path):
+    """The inode at path, None while there is no file: a rotation renames the
+    active file away before it creates the next one."""
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
+
+
 def wait_for(cond, secs, step=0.05):
     end = time.monotonic() + secs
     while time.monotonic() < end:
@@ -254,7 +263,7 @@ def main():
         t.kill(signal.SIGKILL)
         runs.append(t)
         st = read_state(state)
-        rotated_away = wait_for(lambda: os.stat(log).st_ino != int(st["ino"]), 20)
+        rotated_away = wait_for(lambda: ino_of(log) not in (None, int(st["ino"])), 20)
         if not rotated_away:
             fail("the file the state names was not rotated away while the tail was down")
         time.sleep(0.3)
