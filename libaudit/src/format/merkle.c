@@ -8,14 +8,22 @@
 #include <stdbool.h>
 #include <string.h>
 
-void al_merkle_node(const uint8_t l[AL_HASH_LEN], const uint8_t r[AL_HASH_LEN],
-		    uint8_t out[AL_HASH_LEN])
-{
-	uint8_t m[1 + 2 * AL_HASH_LEN];
+#define NODE_MSG_LEN (1 + 2 * AL_HASH_LEN)
 
+/* An interior node's message: 0x01 || l || r (RFC 6962 2.1). */
+static void node_msg(uint8_t m[NODE_MSG_LEN], const uint8_t l[AL_HASH_LEN], const uint8_t r[AL_HASH_LEN])
+{
 	m[0] = 0x01;
 	memcpy(m + 1, l, AL_HASH_LEN);
 	memcpy(m + 1 + AL_HASH_LEN, r, AL_HASH_LEN);
+}
+
+void al_merkle_node(const uint8_t l[AL_HASH_LEN], const uint8_t r[AL_HASH_LEN],
+		    uint8_t out[AL_HASH_LEN])
+{
+	uint8_t m[NODE_MSG_LEN];
+
+	node_msg(m, l, r);
 	al_sha256(m, sizeof(m), out);
 }
 
@@ -50,14 +58,11 @@ static void nodes(size_t np, const uint8_t *const *l, const uint8_t *const *r, u
 	size_t i = 0;
 
 	for (; i + 1 < np; i += 2) {
-		uint8_t a[128], b[128];
+		uint8_t a[128], b[128]; /* two blocks each, padded in place */
 
-		a[0] = b[0] = 0x01;
-		memcpy(a + 1, l[i], AL_HASH_LEN);
-		memcpy(a + 1 + AL_HASH_LEN, r[i], AL_HASH_LEN);
-		memcpy(b + 1, l[i + 1], AL_HASH_LEN);
-		memcpy(b + 1 + AL_HASH_LEN, r[i + 1], AL_HASH_LEN);
-		al_sha256_2blk_x2(a, 1 + 2 * AL_HASH_LEN, b, 1 + 2 * AL_HASH_LEN, o[i], o[i + 1], fast);
+		node_msg(a, l[i], r[i]);
+		node_msg(b, l[i + 1], r[i + 1]);
+		al_sha256_2blk_x2(a, NODE_MSG_LEN, b, NODE_MSG_LEN, o[i], o[i + 1], fast);
 	}
 	if (i < np)
 		al_merkle_node(l[i], r[i], o[i]);

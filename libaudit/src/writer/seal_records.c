@@ -314,7 +314,7 @@ int al_v2_batch_tail(struct auditlog *l, uint8_t *buf, size_t *len, uint64_t fil
 		k++;
 		l->clock_noted = (int64_t)(l->ep.wall - l->ep.expected);
 	}
-	if (l->v2.tree_state == V2T_ON && (l->v2.npend > 0 || l->v2.tree.size > 0)) {
+	if (l->v2.tree_state == V2T_ON && al_v2_tree(&l->v2, l->sha_ni)->size > 0) {
 		l->tail_stage = 1; /* a failed signature leaves the clock line */
 		l->held_nrec = k;
 		if (!ckpt && content)
