@@ -249,6 +249,7 @@ static void test_bad_config(void **state)
 		"audit_dir = relative/path\n",/* relative path: refused */
 		"just words\n",               /* no '=' */
 		"max_pin_failures = 3\n",     /* given twice (write_conf sets it) */
+		"keygen_ahead = maybe\n",     /* not a boolean */
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -1311,6 +1312,21 @@ static void test_secret_out_with_error_rv(void **state)
 	}
 }
 
+/* A session P-256 pair's CKA_EC_POINT into pt (its length returned). */
+static CK_ULONG ec_point_of_new_pair(CK_SESSION_HANDLE h, CK_BYTE *pt, CK_ULONG cap)
+{
+	static const CK_BYTE oid[] = { 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07 };
+	CK_MECHANISM m = { CKM_EC_KEY_PAIR_GEN, NULL, 0 };
+	CK_ATTRIBUTE pubt[] = { { CKA_EC_PARAMS, (CK_VOID_PTR)oid, sizeof(oid) } };
+	CK_ATTRIBUTE get = { CKA_EC_POINT, pt, cap };
+	CK_OBJECT_HANDLE pub, priv;
+
+	if (f->C_GenerateKeyPair(h, &m, pubt, 1, NULL, 0, &pub, &priv) != CKR_OK ||
+	    f->C_GetAttributeValue(h, pub, &get, 1) != CKR_OK)
+		return 0;
+	return get.ulValueLen;
+}
+
 /* An application that exits without C_Finalize: the destructor drains the
  * queue and says so in the last record. */
 static void test_exit_without_finalize(void **state)
@@ -1327,13 +1343,17 @@ static void test_exit_without_finalize(void **state)
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		CK_SESSION_HANDLE h;
-		CK_BYTE rnd[8];
+		CK_BYTE rnd[8], pt[80];
 		if (f->C_Initialize(NULL) != CKR_OK ||
 		    f->C_OpenSession(0, CKF_SERIAL_SESSION, NULL, NULL, &h) != CKR_OK)
 			_exit(1);
 		for (int i = 0; i < 100; i++)
 			if (f->C_GenerateRandom(h, rnd, sizeof(rnd)) != CKR_OK) /* queued records */
 				_exit(1);
+		/* an EC pair starts the helper that makes the next (keyahead.c):
+		 * it stops before OpenSSL's exit handler, so the exit is clean */
+		if (f->C_Login(h, CKU_USER, PIN(USER_PIN)) != CKR_OK || !ec_point_of_new_pair(h, pt, sizeof(pt)))
+			_exit(1);
 		exit(0); /* no C_Finalize */
 	}
 	assert_int_equal(waitpid(pid, &st, 0), pid);
@@ -1376,6 +1396,106 @@ static __attribute__((unused)) void test_fork_child(void **state)
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	assert_int_equal(f->C_GenerateRandom(h, rnd, sizeof(rnd)), CKR_OK);
+	fini();
+	assert_two_chains_verify();
+}
+
+/* Threads of this process named name (their /proc comm). */
+static int threads_named(const char *name)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		char p[300], comm[32] = "";
+		FILE *fp;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/proc/self/task/%s/comm", e->d_name);
+		if (!(fp = fopen(p, "r")))
+			continue; /* ended meanwhile */
+		if (fgets(comm, sizeof(comm), fp) && !strncmp(comm, name, strlen(name)) &&
+		    comm[strlen(name)] == '\n')
+			n++;
+		fclose(fp);
+	}
+	closedir(d);
+	return n;
+}
+
+/* keygen_ahead: the helper starts at the first EC pair, not before; off,
+ * no helper ever starts, and pairs are still made. */
+static void test_keygen_ahead_thread(void **state)
+{
+	CK_BYTE pt[80];
+	CK_SESSION_HANDLE h;
+
+	for (int on = 1; on >= 0; on--) {
+		write_conf(on ? NULL : "keygen_ahead = false\n");
+		init();
+		if (on)
+			init_token(0, "ahead");
+		h = open_rw(0);
+		assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+		assert_int_equal(threads_named("softtoken-keys"), 0);
+		for (int i = 0; i < 3; i++)
+			assert_int_equal(ec_point_of_new_pair(h, pt, sizeof(pt)), 67);
+		usleep(20 * 1000); /* a thread names itself once it runs */
+		assert_int_equal(threads_named("softtoken-keys"), on);
+		fini();
+		assert_int_equal(threads_named("softtoken-keys"), 0); /* joined at C_Finalize */
+	}
+	write_conf(NULL);
+	assert_audit_verifies();
+}
+
+/* The token makes an EC pair ahead (keyahead.c): a child forked while the
+ * parent holds one never gets it. The parent's next pair and the child's
+ * first are different keys. (Not in the TSan build, as test_fork_child.) */
+static __attribute__((unused)) void test_fork_keys_ahead(void **state)
+{
+	CK_BYTE first[80], mine[80], theirs[80];
+	CK_ULONG n0, n1, nc = 0;
+	CK_SESSION_HANDLE h;
+	int p[2], st;
+	pid_t pid;
+
+	init();
+	init_token(0, "ahead");
+	h = open_rw(0);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	n0 = ec_point_of_new_pair(h, first, sizeof(first));
+	assert_int_equal(n0, 67);
+	usleep(100 * 1000); /* the helper makes the next pair meanwhile */
+	assert_int_equal(pipe(p), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		CK_SESSION_HANDLE c;
+		CK_ULONG n;
+		if (f->C_Initialize(NULL) != CKR_OK ||
+		    f->C_OpenSession(0, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &c) != CKR_OK ||
+		    f->C_Login(c, CKU_USER, PIN(USER_PIN)) != CKR_OK)
+			_exit(1);
+		n = ec_point_of_new_pair(c, mine, sizeof(mine));
+		if (!n || write(p[1], &n, sizeof(n)) != sizeof(n) || write(p[1], mine, n) != (ssize_t)n)
+			_exit(1);
+		_exit(f->C_Finalize(NULL) == CKR_OK ? 0 : 1);
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &nc, sizeof(nc)), sizeof(nc));
+	assert_int_equal(nc, 67);
+	assert_int_equal(read(p[0], theirs, nc), (ssize_t)nc);
+	close(p[0]);
+	n1 = ec_point_of_new_pair(h, mine, sizeof(mine));
+	assert_int_equal(n1, 67);
+	assert_memory_not_equal(mine, theirs, n1);
+	assert_memory_not_equal(mine, first, n1);
+	assert_memory_not_equal(first, theirs, n1);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	fini();
 	assert_two_chains_verify();
 }
@@ -1512,8 +1632,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_secret_out_with_error_rv, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exit_without_finalize, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_processes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_keygen_ahead_thread, setup, teardown),
 #ifndef __SANITIZE_THREAD__
 		cmocka_unit_test_setup_teardown(test_fork_child, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fork_keys_ahead, setup, teardown),
 #endif
 		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 	};

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include <openssl/bn.h>
@@ -29,6 +30,7 @@
 #include <openssl/rand.h>
 #include <openssl/rsa.h>
 
+#include "engine_internal.h" /* tok_ahead_taken */
 #include "token.h"
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -2105,6 +2107,116 @@ static void test_threads(void **state)
 	tok_attrs_free(&priv);
 }
 
+/* ---- EC key pairs made ahead (keyahead.c) ------------------------------- */
+
+/* The point d x G, uncompressed, computed here with OpenSSL's EC_POINT_mul
+ * (not the path the token exports through). */
+static size_t ind_point_of(int nid, const struct tok_attr *d, uint8_t *out, size_t cap)
+{
+	EC_GROUP *g = EC_GROUP_new_by_curve_name(nid);
+	EC_POINT *p = EC_POINT_new(g);
+	BIGNUM *bn = BN_bin2bn(d->value, (int)d->len, NULL);
+	size_t n;
+
+	assert_true(g && p && bn);
+	assert_int_equal(EC_POINT_mul(g, p, bn, NULL, NULL, NULL), 1);
+	n = EC_POINT_point2oct(g, p, POINT_CONVERSION_UNCOMPRESSED, out, cap, NULL);
+	assert_true(n > 0);
+	BN_clear_free(bn);
+	EC_POINT_free(p);
+	EC_GROUP_free(g);
+	return n;
+}
+
+#define AHEAD_KEYS 24
+
+struct ahead_thr {
+	const uint8_t *oid;
+	size_t oid_len;
+	int nid;
+	uint8_t pt[AHEAD_KEYS][160];
+	size_t len[AHEAD_KEYS];
+};
+
+/* AHEAD_KEYS pairs, each checked: its CKA_VALUE times G is its CKA_EC_POINT. */
+static void *ahead_make(void *arg)
+{
+	struct ahead_thr *t = arg;
+
+	for (int i = 0; i < AHEAD_KEYS; i++) {
+		struct tok_attrs pub = { 0 }, priv = { 0 };
+		size_t inner, n;
+		const uint8_t *pt;
+		uint8_t mine[160];
+
+		ec_pair(CKM_EC_KEY_PAIR_GEN, t->oid, t->oid_len, &pub, &priv);
+		pt = der_inner(tok_attrs_get(&pub, CKA_EC_POINT), &inner);
+		n = ind_point_of(t->nid, tok_attrs_get(&priv, CKA_VALUE), mine, sizeof(mine));
+		assert_int_equal(n, inner);
+		assert_memory_equal(mine, pt, n);
+		memcpy(t->pt[i], pt, n);
+		t->len[i] = n;
+		tok_attrs_free(&pub);
+		tok_attrs_free(&priv);
+		if (i % 3 == 0) /* room for the helper: some pairs spares, some made at once */
+			usleep(2000);
+	}
+	return NULL;
+}
+
+static void test_ec_ahead(void **state)
+{
+	static struct ahead_thr t[4];
+	uint64_t before;
+	pthread_t th[4];
+
+	(void)state;
+	/* one thread, the CPUs left idle after each pair: the helper makes the
+	 * next, and the next call takes it (bounded wait: a slow sanitizer
+	 * build or a busy machine only makes it later) */
+	for (int c = 0; c < 2; c++) {
+		before = tok_ahead_taken();
+		for (int i = 0; i < 500 && tok_ahead_taken() == before; i++) {
+			struct tok_attrs pub = { 0 }, priv = { 0 };
+			ec_pair(CKM_EC_KEY_PAIR_GEN, c ? oid_p384 : oid_p256, c ? sizeof(oid_p384) : sizeof(oid_p256),
+				&pub, &priv);
+			tok_attrs_free(&pub);
+			tok_attrs_free(&priv);
+			usleep(10 * 1000);
+		}
+		assert_true(tok_ahead_taken() > before);
+	}
+	/* both curves, two threads each, at once: every pair is a valid key
+	 * (made ahead or not) and no two pairs are the same */
+	for (int i = 0; i < 4; i++) {
+		t[i] = (struct ahead_thr){ .oid = i & 1 ? oid_p384 : oid_p256,
+					   .oid_len = i & 1 ? sizeof(oid_p384) : sizeof(oid_p256),
+					   .nid = i & 1 ? NID_secp384r1 : NID_X9_62_prime256v1 };
+		assert_int_equal(pthread_create(&th[i], NULL, ahead_make, &t[i]), 0);
+	}
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	for (int a = 0; a < 4 * AHEAD_KEYS; a++)
+		for (int b = a + 1; b < 4 * AHEAD_KEYS; b++) {
+			struct ahead_thr *x = &t[a / AHEAD_KEYS], *y = &t[b / AHEAD_KEYS];
+			int i = a % AHEAD_KEYS, j = b % AHEAD_KEYS;
+			assert_false(x->len[i] == y->len[j] && !memcmp(x->pt[i], y->pt[j], x->len[i]));
+		}
+
+	/* keygen_ahead off: every pair made by its caller, none handed out */
+	tok_crypto_set_keygen_ahead(false);
+	before = tok_ahead_taken();
+	for (int i = 0; i < 4; i++) {
+		struct tok_attrs pub = { 0 }, priv = { 0 };
+		ec_pair(CKM_EC_KEY_PAIR_GEN, oid_p256, sizeof(oid_p256), &pub, &priv);
+		tok_attrs_free(&pub);
+		tok_attrs_free(&priv);
+		usleep(2000);
+	}
+	assert_int_equal(tok_ahead_taken(), before);
+	tok_crypto_set_keygen_ahead(true);
+}
+
 /* ---- the table ------------------------------------------------------------ */
 
 static void test_mech_table(void **state)
@@ -2179,6 +2291,7 @@ int main(void)
 		cmocka_unit_test(test_ecdh),
 		cmocka_unit_test(test_eddsa),
 		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_ec_ahead),
 		cmocka_unit_test(test_mech_table), /* last: every advertised mechanism ran */
 	};
 

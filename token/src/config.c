@@ -70,7 +70,7 @@ enum key {
 	K_AUDIT_VERIFY, K_AUDIT_FORMAT, K_AUDIT_QUEUE, K_AUDIT_ROTATE_BYTES, K_AUDIT_ROTATE_AGE,
 	K_AUDIT_ENOSPC, K_AUDIT_COALESCE, K_PBKDF2, K_MAX_PIN_FAILURES, K_SLOTS, K_AUDIT_BACKEND,
 	K_AUDIT_QUEUE_FULL, K_RSA_MIN_BITS, K_AUDIT_SEAL_STATE, K_AUDIT_SIGNING_KEY,
-	K_AUDIT_CKPT_RECORDS, K_AUDIT_CKPT_MS, K_AUDIT_SEALER_SOCKET, K__MAX
+	K_AUDIT_CKPT_RECORDS, K_AUDIT_CKPT_MS, K_AUDIT_SEALER_SOCKET, K_KEYGEN_AHEAD, K__MAX
 };
 
 static const char *const key_names[K__MAX] = {
@@ -97,6 +97,7 @@ static const char *const key_names[K__MAX] = {
 	[K_AUDIT_CKPT_RECORDS] = "audit_checkpoint_records",
 	[K_AUDIT_CKPT_MS] = "audit_checkpoint_ms",
 	[K_AUDIT_SEALER_SOCKET] = "audit_sealer_socket",
+	[K_KEYGEN_AHEAD] = "keygen_ahead",
 };
 
 /* An absolute path into *dst (relative ones would depend on the caller's cwd). */
@@ -198,6 +199,8 @@ static bool set_key(struct tok_config *c, enum key k, const char *v)
 		return true;
 	case K_RSA_MIN_BITS:
 		return parse_u64(v, 1024, 4096, &c->rsa_min_bits);
+	case K_KEYGEN_AHEAD:
+		return parse_bool(v, &c->keygen_ahead);
 	default:
 		return false;
 	}
@@ -227,6 +230,7 @@ static const char *const key_hint[K__MAX] = {
 	[K_AUDIT_SEALER_SOCKET] = "an absolute path",
 	[K_AUDIT_CKPT_RECORDS] = "records, 0..2147483647 (0 = by time only)",
 	[K_AUDIT_CKPT_MS] = "milliseconds, 0..4294967296 (0 = by count only)",
+	[K_KEYGEN_AHEAD] = "true or false",
 };
 
 CK_RV tok_config_load(struct tok_config *c, char *err, size_t errlen)
@@ -253,6 +257,8 @@ CK_RV tok_config_load(struct tok_config *c, char *err, size_t errlen)
 		.slots = 4,
 		.audit_backend = AUDITLOG_BACKEND_AUTO,
 		.rsa_min_bits = 2048,
+		/* one EC key pair per curve made ahead (docs/token.md) */
+		.keygen_ahead = true,
 	};
 	if (!path || !*path)
 		path = TOK_DEFAULT_CONF;

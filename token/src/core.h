@@ -44,6 +44,7 @@ struct tok_config {
 	enum auditlog_backend audit_backend; /* audit_backend */
 	bool audit_queue_eagain;             /* audit_queue_full = fail: AUDITLOG_FULL_EAGAIN */
 	uint64_t rsa_min_bits;               /* 1024..4096: generation, import, private-key use */
+	bool keygen_ahead;                   /* one EC key pair per curve made ahead (keyahead.c) */
 	/* format v2, in-process sealing: both required with audit_format_version = 2 */
 	char *audit_seal_state;  /* audit_seal_state: the sealing state file */
 	char *audit_signing_key; /* audit_signing_key: the checkpoint signing key file */

@@ -38,6 +38,7 @@ struct tok_algs {
 	 * context and group name spends half of a P-256 key generation in
 	 * EC_GROUP_new_by_curve_name_ex, docs/benchmarks.md) */
 	EVP_PKEY *ec_params[TOK_NCURVES];
+	bool keygen_ahead; /* tok_crypto_set_keygen_ahead (keyahead.c) */
 };
 extern struct tok_algs tok_algs;
 
@@ -47,6 +48,25 @@ extern struct tok_algs tok_algs;
 
 /* Builds tok_algs.ec_params (keys.c; tok_crypto_init). */
 bool tok_ec_params_load(void);
+
+/* A key pair of curve (enum tok_ec_curve) made from its parameters and
+ * exported (false: OpenSSL failed); the pair made ahead for the caller
+ * (keyahead.c), false when none is ready or keygen_ahead is off (either way
+ * the next is asked for; the caller cleanses *out); the helper joined and the
+ * spares cleansed (tok_crypto_fini); the parent's spares forgotten in a child
+ * of fork(). */
+#define TOK_EC_PT_MAX 140 /* an uncompressed P-384 point is 97 bytes */
+#define TOK_EC_SK_MAX 64
+struct tok_ec_pair {
+	uint8_t pt[TOK_EC_PT_MAX]; /* the public point, uncompressed octets */
+	size_t pt_len;
+	uint8_t sk[TOK_EC_SK_MAX]; /* the private scalar, the curve's length */
+};
+bool tok_ec_make(int curve, struct tok_ec_pair *out); /* keys.c */
+bool tok_ahead_take(int curve, struct tok_ec_pair *out);
+void tok_ahead_stop(void);
+void tok_ahead_atfork_child(void);
+uint64_t tok_ahead_taken(void); /* spares handed out by this process so far */
 
 /* The smallest RSA public key a signature is verified with (and imported). */
 #define TOK_RSA_VERIFY_MIN 1024

@@ -74,10 +74,12 @@ static const struct curve curve_p384 = { "secp384r1", TOK_P384, NID_secp384r1, o
 					 48 };
 static const struct curve curve_ed25519 = { NULL, -1, NID_ED25519, oid_ed25519, sizeof(oid_ed25519), 32 };
 
+static const struct curve *const curves[TOK_NCURVES] = { [TOK_P256] = &curve_p256,
+							 [TOK_P384] = &curve_p384 };
+
 bool tok_ec_params_load(void)
 {
-	static const struct curve *const cv[TOK_NCURVES] = { [TOK_P256] = &curve_p256,
-							     [TOK_P384] = &curve_p384 };
+	const struct curve *const *cv = curves;
 
 	for (int i = 0; i < TOK_NCURVES; i++) {
 		EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(tok_algs.lc, TOK_KEYMGMT("EC"), NULL);
@@ -780,13 +782,45 @@ static CK_RV set_common(struct tok_attrs *s, CK_KEY_TYPE kt, CK_MECHANISM_TYPE g
 
 /* Fill priv (and pub when not NULL) from pk of type kt on curve cv (EC,
  * Ed25519); params is the CKA_EC_PARAMS to write (NULL: the OID). */
+/* An EC key's public point (the uncompressed octets) and its private
+ * scalar, coordinate-length big-endian; sk holds TOK_EC_SK_MAX bytes. */
+static bool ec_export(EVP_PKEY *pk, const struct curve *cv, uint8_t pt[TOK_EC_PT_MAX], size_t *pt_len,
+		      uint8_t *sk)
+{
+	BIGNUM *bn = NULL;
+	bool ok = EVP_PKEY_get_octet_string_param(pk, OSSL_PKEY_PARAM_PUB_KEY, pt, TOK_EC_PT_MAX, pt_len) &&
+		  EVP_PKEY_get_bn_param(pk, OSSL_PKEY_PARAM_PRIV_KEY, &bn) &&
+		  BN_bn2binpad(bn, sk, (int)cv->len) >= 0;
+
+	BN_clear_free(bn);
+	return ok;
+}
+
+/* The attributes an EC or EdDSA key pair is made of: the curve, the point
+ * (DER OCTET STRING) in both, the private value in priv (pub may be NULL). */
+static CK_RV ec_attrs(const uint8_t *pv, size_t pv_len, const uint8_t *pt, size_t pt_len, const uint8_t *sk,
+		      size_t sk_len, struct tok_attrs *pub, struct tok_attrs *priv)
+{
+	uint8_t der[TOK_EC_PT_MAX + 4];
+	size_t dlen = der_octets(der, pt, pt_len);
+	CK_RV rv;
+
+	if (pub && ((rv = tok_attrs_set(pub, CKA_EC_PARAMS, pv, pv_len)) != CKR_OK ||
+		    (rv = tok_attrs_set(pub, CKA_EC_POINT, der, dlen)) != CKR_OK))
+		return rv;
+	if ((rv = tok_attrs_set(priv, CKA_EC_PARAMS, pv, pv_len)) == CKR_OK &&
+	    (rv = tok_attrs_set(priv, CKA_EC_POINT, der, dlen)) == CKR_OK)
+		rv = tok_attrs_set(priv, CKA_VALUE, sk, sk_len);
+	return rv;
+}
+
 static CK_RV attrs_of_pkey(EVP_PKEY *pk, CK_KEY_TYPE kt, const struct curve *cv, const struct tok_attr *params,
 			   struct tok_attrs *pub, struct tok_attrs *priv)
 {
 	const uint8_t *pv = params ? params->value : cv ? cv->oid : NULL;
 	size_t pv_len = params ? params->len : cv ? cv->oid_len : 0;
-	uint8_t buf[140], der[144], sk[64];
-	size_t len, dlen;
+	uint8_t buf[TOK_EC_PT_MAX], sk[TOK_EC_SK_MAX];
+	size_t len;
 	BIGNUM *bn = NULL;
 	CK_RV rv = CKR_OK;
 
@@ -806,12 +840,8 @@ static CK_RV attrs_of_pkey(EVP_PKEY *pk, CK_KEY_TYPE kt, const struct curve *cv,
 		return rv;
 	}
 	if (kt == CKK_EC) {
-		if (!EVP_PKEY_get_octet_string_param(pk, OSSL_PKEY_PARAM_PUB_KEY, buf, sizeof(buf), &len) ||
-		    !EVP_PKEY_get_bn_param(pk, OSSL_PKEY_PARAM_PRIV_KEY, &bn))
-			return tok_ossl_fail();
-		if (BN_bn2binpad(bn, sk, (int)cv->len) < 0)
+		if (!ec_export(pk, cv, buf, &len, sk))
 			rv = tok_ossl_fail();
-		BN_clear_free(bn);
 	} else {
 		size_t sl = 32;
 
@@ -820,18 +850,22 @@ static CK_RV attrs_of_pkey(EVP_PKEY *pk, CK_KEY_TYPE kt, const struct curve *cv,
 		    len != 32 || sl != 32)
 			rv = tok_ossl_fail();
 	}
-	if (rv == CKR_OK) {
-		dlen = der_octets(der, buf, len);
-		if (pub && ((rv = tok_attrs_set(pub, CKA_EC_PARAMS, pv, pv_len)) != CKR_OK ||
-			    (rv = tok_attrs_set(pub, CKA_EC_POINT, der, dlen)) != CKR_OK))
-			goto out;
-		if ((rv = tok_attrs_set(priv, CKA_EC_PARAMS, pv, pv_len)) == CKR_OK &&
-		    (rv = tok_attrs_set(priv, CKA_EC_POINT, der, dlen)) == CKR_OK)
-			rv = tok_attrs_set(priv, CKA_VALUE, sk, cv->len);
-	}
-out:
+	if (rv == CKR_OK)
+		rv = ec_attrs(pv, pv_len, buf, len, sk, cv->len, pub, priv);
 	OPENSSL_cleanse(sk, sizeof(sk));
 	return rv;
+}
+
+bool tok_ec_make(int curve, struct tok_ec_pair *out)
+{
+	EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_pkey(tok_algs.lc, tok_algs.ec_params[curve], NULL);
+	EVP_PKEY *pk = NULL;
+	bool ok = ctx && EVP_PKEY_keygen_init(ctx) > 0 && EVP_PKEY_generate(ctx, &pk) > 0 &&
+		  ec_export(pk, curves[curve], out->pt, &out->pt_len, out->sk);
+
+	EVP_PKEY_free(pk);
+	EVP_PKEY_CTX_free(ctx);
+	return ok;
 }
 
 /* ---- key generation ------------------------------------------------------- */
@@ -911,12 +945,18 @@ CK_RV tok_generate_key_pair(const CK_MECHANISM *mech, const struct tok_attrs *pu
 		params = either(pub_tmpl, priv_tmpl, CKA_EC_PARAMS);
 		if ((rv = curve_of(params, kt, &cv)) != CKR_OK)
 			return rv;
-		if (kt == CKK_EC) { /* from the curve's parameters: its group is ready */
-			ctx = EVP_PKEY_CTX_new_from_pkey(tok_algs.lc, tok_algs.ec_params[cv->idx], NULL);
-			if (!ctx || EVP_PKEY_keygen_init(ctx) <= 0) {
+		if (kt == CKK_EC) { /* made ahead, else from the curve's parameters now */
+			struct tok_ec_pair kp;
+
+			if (!tok_ahead_take(cv->idx, &kp) && !tok_ec_make(cv->idx, &kp))
 				rv = tok_ossl_fail();
-				goto out;
-			}
+			else
+				rv = ec_attrs(params ? params->value : cv->oid, params ? params->len : cv->oid_len,
+					      kp.pt, kp.pt_len, kp.sk, cv->len, pub_out, priv_out);
+			OPENSSL_cleanse(&kp, sizeof(kp));
+			if (rv != CKR_OK)
+				return rv;
+			goto common;
 		} else if ((rv = keygen(TOK_KEYMGMT("ED25519"), &ctx)) != CKR_OK) {
 			return rv;
 		}
@@ -967,6 +1007,7 @@ CK_RV tok_generate_key_pair(const CK_MECHANISM *mech, const struct tok_attrs *pu
 		goto out;
 	}
 	rv = attrs_of_pkey(pk, kt, cv, params, pub_out, priv_out);
+common:
 	if (rv == CKR_OK)
 		rv = set_common(pub_out, kt, mech->mechanism);
 	if (rv == CKR_OK)

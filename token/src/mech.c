@@ -188,6 +188,7 @@ CK_RV tok_crypto_init(void)
 	if (!libctx_open())
 		goto err;
 	tok_crypto_set_rsa_min_bits(TOK_RSA_MIN_DEFAULT); /* the module sets rsa_min_bits next */
+	tok_crypto_set_keygen_ahead(true);
 	for (int m = 0; m < TOK_AES_NMODES; m++)
 		for (int k = 0; k < 3; k++)
 			if (!(tok_algs.aes[m][k] = EVP_CIPHER_fetch(tok_algs.lc, aes_names[m][k], NULL)))
@@ -213,6 +214,7 @@ void tok_crypto_fini(void)
 	 * the process is gone. */
 	if (!tok_ossl_alive())
 		return;
+	tok_ahead_stop(); /* the helper uses ec_params */
 	for (int m = 0; m < TOK_AES_NMODES; m++)
 		for (int k = 0; k < 3; k++)
 			EVP_CIPHER_free(tok_algs.aes[m][k]);
@@ -311,6 +313,16 @@ static bool is_rsa_mech(CK_MECHANISM_TYPE t)
 	default:
 		return false;
 	}
+}
+
+void tok_crypto_set_keygen_ahead(bool on)
+{
+	tok_algs.keygen_ahead = on;
+}
+
+void tok_crypto_atfork_child(void)
+{
+	tok_ahead_atfork_child();
 }
 
 void tok_crypto_set_rsa_min_bits(unsigned bits)

@@ -165,6 +165,7 @@ static void free_tokens(void)
  * opens its own chain (the parent holds the lock of the one it writes). */
 static void tok_atfork_child(void)
 {
+	tok_crypto_atfork_child(); /* the keys made ahead are the parent's */
 	if (!tok_g.initialized)
 		return;
 	tok_g = (struct tok_module){
@@ -262,6 +263,7 @@ CK_RV C_Initialize(CK_VOID_PTR pInitArgs)
 		goto fail_cfg;
 	}
 	tok_crypto_set_rsa_min_bits((unsigned)tok_g.cfg.rsa_min_bits);
+	tok_crypto_set_keygen_ahead(tok_g.cfg.keygen_ahead);
 	{
 		int r = tok_store_mkdir(tok_g.cfg.token_dir);
 		if (r < 0) {

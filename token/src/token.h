@@ -88,6 +88,12 @@ void tok_crypto_fini(void);    /* release them (C_Finalize) */
  * of every RSA mechanism. Public keys down to 1024 bits are imported and
  * verify signatures. Call after tok_crypto_init, before any operation. */
 void tok_crypto_set_rsa_min_bits(unsigned bits);
+/* keygen_ahead (tok_crypto_init sets it on): one spare P-256 and P-384 key
+ * pair made ahead by a helper thread (keyahead.c, docs/token.md). Call after
+ * tok_crypto_init, before any operation. */
+void tok_crypto_set_keygen_ahead(bool on);
+/* A child of fork(): forget what the parent made ahead (its atfork handler). */
+void tok_crypto_atfork_child(void);
 void tok_key_cache_free(void *cache);
 
 struct tok_mech_info {

@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * EC key pairs made ahead (docs/token.md "Key pairs made ahead"): one spare
+ * P-256 and one P-384 key pair per process, made by a helper thread while
+ * the caller that took the last one waits for its record's fdatasync, so the
+ * next C_GenerateKeyPair of that curve does not wait for the curve
+ * arithmetic too (DESIGN.md's key generation figure, docs/benchmarks.md).
+ *
+ * What a spare is: a key pair EVP_PKEY_generate made from the curve's
+ * parameters in the token's library context and exported (tok_ec_make),
+ * exactly as the caller's thread would have; it is handed out once, then
+ * belongs to the caller. It lives in this process's memory only, like every
+ * session key, and is cleansed when taken, at C_Finalize and at exit.
+ *
+ * The rules that keep one key from ever being handed out twice:
+ *  - a spare is taken under the lock and the slot emptied in the same step;
+ *  - a child of fork() starts with no spare and no helper: tok_ahead_atfork_child()
+ *    wipes the parent's (the child's own C_Initialize follows), and
+ *    tok_ahead_take() compares the owner's pid too, for a clone() that ran
+ *    no fork handler;
+ *  - the helper runs at SCHED_IDLE: it never preempts a caller, and when the
+ *    CPUs are busy the slot stays empty and callers make their keys themselves.
+ *
+ * Where it runs: on the CPU of the caller that last took a spare (its
+ * affinity follows that caller's). Waking it there is a local wake-up, and
+ * it runs in the time that caller sleeps in its fdatasync; woken anywhere,
+ * the cross-CPU wake-up cost the caller more than the spare saved whenever
+ * this VM's disk was slow (docs/benchmarks.md "EC key pairs made ahead").
+ *
+ * The helper stops (joined) at tok_crypto_fini and in an atexit handler
+ * registered after OpenSSL's own, so it is never inside OpenSSL when
+ * OPENSSL_cleanup runs at a process exit without C_Finalize.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine_internal.h"
+
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct tok_ec_pair key[TOK_NCURVES]; /* the spare of each curve, when full[] */
+	bool full[TOK_NCURVES];
+	bool want[TOK_NCURVES]; /* taken since the helper last made one */
+	pid_t owner;            /* the process the spares and the helper are of */
+	bool running, stop, no_thread, atexit_set;
+	uint64_t taken; /* spares handed out (tests, docs/benchmarks.md) */
+	pid_t tid;      /* the helper's thread id, once it runs (0: not yet) */
+	int cpu;        /* the CPU its affinity was last set to, -1: none */
+	pthread_t th;
+} ka = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .cpu = -1 };
+
+/* Caller holds ka.mu: no helper (any more) in this process. */
+static void no_helper_locked(void)
+{
+	ka.running = false;
+	ka.tid = 0;
+	ka.cpu = -1;
+}
+
+/* Sets the helper's affinity to the CPU the caller runs on (ka.mu held). */
+static void follow_caller_locked(void)
+{
+	int cpu = sched_getcpu();
+	cpu_set_t set;
+
+	if (!ka.tid || cpu < 0 || cpu == ka.cpu)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	/* refused (a cpuset without that CPU, a seccomp filter): it runs anywhere */
+	(void)sched_setaffinity(ka.tid, sizeof(set), &set);
+	ka.cpu = cpu;
+}
+
+/* Caller holds ka.mu. */
+static void drop_locked(int c)
+{
+	OPENSSL_cleanse(&ka.key[c], sizeof(ka.key[c]));
+	ka.full[c] = false;
+}
+
+static int wanted_locked(void)
+{
+	for (int c = 0; c < TOK_NCURVES; c++)
+		if (ka.want[c] && !ka.full[c])
+			return c;
+	return -1;
+}
+
+static void *helper(void *arg)
+{
+	const struct sched_param sp = { 0 };
+
+	(void)arg;
+	(void)pthread_setname_np(pthread_self(), "softtoken-keys");
+	/* runs only on a CPU nothing else wants; failure leaves it SCHED_OTHER */
+	(void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+	pthread_mutex_lock(&ka.mu);
+	ka.tid = gettid();
+	for (;;) {
+		int c;
+
+		while (!ka.stop && (c = wanted_locked()) < 0)
+			pthread_cond_wait(&ka.cv, &ka.mu);
+		if (ka.stop)
+			break;
+		ka.want[c] = false;
+		pthread_mutex_unlock(&ka.mu);
+		struct tok_ec_pair kp;
+		bool ok = tok_ec_make(c, &kp); /* failed: the next caller makes its own */
+		pthread_mutex_lock(&ka.mu);
+		if (ok && !ka.stop && !ka.full[c]) {
+			ka.key[c] = kp;
+			ka.full[c] = true;
+		}
+		OPENSSL_cleanse(&kp, sizeof(kp));
+	}
+	pthread_mutex_unlock(&ka.mu);
+	return NULL;
+}
+
+static void stop_helper(void)
+{
+	bool join;
+
+	pthread_mutex_lock(&ka.mu);
+	join = ka.running && ka.owner == getpid();
+	ka.stop = true;
+	pthread_cond_broadcast(&ka.cv);
+	pthread_mutex_unlock(&ka.mu);
+	if (join)
+		(void)pthread_join(ka.th, NULL);
+	pthread_mutex_lock(&ka.mu);
+	for (int c = 0; c < TOK_NCURVES; c++) {
+		drop_locked(c);
+		ka.want[c] = false;
+	}
+	no_helper_locked();
+	pthread_mutex_unlock(&ka.mu);
+}
+
+/* Process exit: before OPENSSL_cleanup (registered earlier, so run later);
+ * or dlclose() of the module, which runs what was registered with its
+ * __dso_handle. That is what atexit() does in a shared object, and it is
+ * called by its name here because a sanitizer's atexit() drops the handle
+ * (ThreadSanitizer's then calls into the unloaded module at exit). */
+extern void *__dso_handle;
+int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
+
+static void at_exit(void *arg)
+{
+	(void)arg;
+	stop_helper(); /* ka.stop stays set: no helper starts again */
+}
+
+/* Caller holds ka.mu. */
+static void start_locked(void)
+{
+	sigset_t all, old;
+
+	if (ka.running || ka.stop || ka.no_thread)
+		return;
+	if (!ka.atexit_set) {
+		if (__cxa_atexit(at_exit, NULL, &__dso_handle) != 0) {
+			ka.no_thread = true;
+			return;
+		}
+		ka.atexit_set = true;
+	}
+	/* the helper takes no signal of the application's */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	ka.running = pthread_create(&ka.th, NULL, helper, NULL) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/* no thread (RLIMIT_NPROC, a seccomp filter): the callers make every key */
+	ka.no_thread = !ka.running;
+}
+
+bool tok_ahead_take(int curve, struct tok_ec_pair *out)
+{
+	pid_t me = getpid();
+	bool got;
+
+	if (!tok_algs.keygen_ahead)
+		return false;
+	pthread_mutex_lock(&ka.mu);
+	if (ka.owner != me) { /* first use, or a clone() that ran no fork handler */
+		for (int c = 0; c < TOK_NCURVES; c++) {
+			drop_locked(c); /* the parent's: never handed out here */
+			ka.want[c] = false;
+		}
+		no_helper_locked();
+		ka.owner = me;
+	}
+	got = ka.full[curve];
+	if (got) {
+		*out = ka.key[curve];
+		drop_locked(curve);
+		ka.taken++;
+	}
+	ka.want[curve] = true;
+	start_locked();
+	if (ka.running) {
+		follow_caller_locked();
+		pthread_cond_signal(&ka.cv);
+	}
+	pthread_mutex_unlock(&ka.mu);
+	return got;
+}
+
+void tok_ahead_stop(void)
+{
+	stop_helper();
+	pthread_mutex_lock(&ka.mu);
+	ka.stop = false; /* a later C_Initialize may start it again */
+	pthread_mutex_unlock(&ka.mu);
+}
+
+void tok_ahead_atfork_child(void)
+{
+	/* The parent's helper does not exist here and its lock may have been
+	 * held at the fork: start over, the parent's spares wiped. */
+	bool atexit_set = ka.atexit_set;
+
+	OPENSSL_cleanse(&ka, sizeof(ka));
+	ka = (__typeof__(ka)){ .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+			       .cpu = -1, .atexit_set = atexit_set };
+}
+
+uint64_t tok_ahead_taken(void)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&ka.mu);
+	n = ka.taken;
+	pthread_mutex_unlock(&ka.mu);
+	return n;
+}
