@@ -780,8 +780,6 @@ static CK_RV set_common(struct tok_attrs *s, CK_KEY_TYPE kt, CK_MECHANISM_TYPE g
 	return rv;
 }
 
-/* Fill priv (and pub when not NULL) from pk of type kt on curve cv (EC,
- * Ed25519); params is the CKA_EC_PARAMS to write (NULL: the OID). */
 /* An EC key's public point (the uncompressed octets) and its private
  * scalar, coordinate-length big-endian; sk holds TOK_EC_SK_MAX bytes. */
 static bool ec_export(EVP_PKEY *pk, const struct curve *cv, uint8_t pt[TOK_EC_PT_MAX], size_t *pt_len,
@@ -814,6 +812,8 @@ static CK_RV ec_attrs(const uint8_t *pv, size_t pv_len, const uint8_t *pt, size_
 	return rv;
 }
 
+/* Fill priv (and pub when not NULL) from pk of type kt on curve cv (RSA, EC,
+ * Ed25519); params is the CKA_EC_PARAMS to write (NULL: the OID). */
 static CK_RV attrs_of_pkey(EVP_PKEY *pk, CK_KEY_TYPE kt, const struct curve *cv, const struct tok_attr *params,
 			   struct tok_attrs *pub, struct tok_attrs *priv)
 {
