@@ -2650,9 +2650,12 @@ static void print_table(FILE *f, const struct report *P)
 	for (size_t i = 0; i < R->nres; i++) {
 		const struct result *r = &R->res[i];
 		if (r->target_eval && isfinite(r->kg_allowed)) {
-			fprintf(f, "  %-18s p50 %.1f us, allowed %.1f us (raw p50 + 1.1 x fdatasync "
+			/* a second module of ours (--module twice) is named */
+			bool other = strcmp(r->a->name, "softtoken") != 0;
+			fprintf(f, "  %-18s%s%s%s p50 %.1f us, allowed %.1f us (raw p50 + 1.1 x fdatasync "
 				   "p50 %.1f us)",
-				r->c.op->name, r->p50, r->kg_allowed, kg_fsync_p50(r, e));
+				r->c.op->name, other ? " (" : "", other ? r->a->name : "", other ? ")" : "",
+				r->p50, r->kg_allowed, kg_fsync_p50(r, e));
 			if (isfinite(r->durable_p50))
 				fprintf(f, "; raw then one write+fdatasync: p50 %.1f us", r->durable_p50);
 			fputc('\n', f);
