@@ -21,11 +21,11 @@
  *  - the helper runs at SCHED_IDLE: it never preempts a caller, and when the
  *    CPUs are busy the slot stays empty and callers make their keys themselves.
  *
- * Where it runs: on the CPU of the caller that last took a spare (its
- * affinity follows that caller's). Waking it there is a local wake-up, and
- * it runs in the time that caller sleeps in its fdatasync; woken anywhere,
- * the cross-CPU wake-up cost the caller more than the spare saved whenever
- * this VM's disk was slow (docs/benchmarks.md "EC key pairs made ahead").
+ * Where it runs: anywhere the scheduler puts it, normally a CPU other than the
+ * caller's. Pinning it to the caller's CPU (so its wake-up is local and it runs
+ * only while that caller sleeps) was measured too and lost whenever the
+ * fdatasync was short: a pair no longer fitted in the caller's sleep
+ * (docs/benchmarks.md "EC key pairs made ahead").
  *
  * The helper stops (joined) at tok_crypto_fini and in an atexit handler
  * registered after OpenSSL's own, so it is never inside OpenSSL when
@@ -50,33 +50,8 @@ static struct {
 	pid_t owner;            /* the process the spares and the helper are of */
 	bool running, stop, no_thread, atexit_set;
 	uint64_t taken; /* spares handed out (tests, docs/benchmarks.md) */
-	pid_t tid;      /* the helper's thread id, once it runs (0: not yet) */
-	int cpu;        /* the CPU its affinity was last set to, -1: none */
 	pthread_t th;
-} ka = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .cpu = -1 };
-
-/* Caller holds ka.mu: no helper (any more) in this process. */
-static void no_helper_locked(void)
-{
-	ka.running = false;
-	ka.tid = 0;
-	ka.cpu = -1;
-}
-
-/* Sets the helper's affinity to the CPU the caller runs on (ka.mu held). */
-static void follow_caller_locked(void)
-{
-	int cpu = sched_getcpu();
-	cpu_set_t set;
-
-	if (!ka.tid || cpu < 0 || cpu == ka.cpu)
-		return;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	/* refused (a cpuset without that CPU, a seccomp filter): it runs anywhere */
-	(void)sched_setaffinity(ka.tid, sizeof(set), &set);
-	ka.cpu = cpu;
-}
+} ka = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
 
 /* Caller holds ka.mu. */
 static void drop_locked(int c)
@@ -102,7 +77,6 @@ static void *helper(void *arg)
 	/* runs only on a CPU nothing else wants; failure leaves it SCHED_OTHER */
 	(void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
 	pthread_mutex_lock(&ka.mu);
-	ka.tid = gettid();
 	for (;;) {
 		int c;
 
@@ -141,7 +115,7 @@ static void stop_helper(void)
 		drop_locked(c);
 		ka.want[c] = false;
 	}
-	no_helper_locked();
+	ka.running = false;
 	pthread_mutex_unlock(&ka.mu);
 }
 
@@ -195,7 +169,7 @@ bool tok_ahead_take(int curve, struct tok_ec_pair *out)
 			drop_locked(c); /* the parent's: never handed out here */
 			ka.want[c] = false;
 		}
-		no_helper_locked();
+		ka.running = false;
 		ka.owner = me;
 	}
 	got = ka.full[curve];
@@ -206,10 +180,8 @@ bool tok_ahead_take(int curve, struct tok_ec_pair *out)
 	}
 	ka.want[curve] = true;
 	start_locked();
-	if (ka.running) {
-		follow_caller_locked();
+	if (ka.running)
 		pthread_cond_signal(&ka.cv);
-	}
 	pthread_mutex_unlock(&ka.mu);
 	return got;
 }
@@ -230,7 +202,7 @@ void tok_ahead_atfork_child(void)
 
 	OPENSSL_cleanse(&ka, sizeof(ka));
 	ka = (__typeof__(ka)){ .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
-			       .cpu = -1, .atexit_set = atexit_set };
+			       .atexit_set = atexit_set };
 }
 
 uint64_t tok_ahead_taken(void)
