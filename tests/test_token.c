@@ -1199,8 +1199,15 @@ static void test_store_checks(void **state)
 static void test_text_fields_every_byte(void **state)
 {
 	char prev[8] = "";
+	/* Every byte in the debug and ASan builds. Under TSan, 512 initialisations
+	 * of one thread's token are 70 s of CI and find no race that 32 don't. */
+#ifdef __SANITIZE_THREAD__
+	const int step = 17; /* 0, 17, .., 255: both ends and 14 between */
+#else
+	const int step = 1;
+#endif
 
-	for (int c = 0; c < 256; c++) {
+	for (int c = 0; c < 256; c += step) {
 		CK_UTF8CHAR lab[32];
 		CK_TOKEN_INFO ti;
 		CK_SESSION_HANDLE h;
