@@ -593,7 +593,19 @@ def crash_case(ka, ALL):
     p.stdout.close()
     with open(path, "rb") as f:
         whole = f.read()
-    check(whole.endswith(b"\n"), "kill -9 left whole lines (%d bytes): a batch is one write" % len(whole))
+    # A batch is one write, and kill -9 loses no byte of a write that returned;
+    # but Linux may end a write in progress at a page boundary when SIGKILL
+    # arrives (generic_perform_write checks for a fatal signal at each page):
+    # the tail is then torn as a power loss tears it (CI under TSan,
+    # 2026-12-02: 98304 bytes), and the reopen below must recover it.
+    cut = not whole.endswith(b"\n")
+    check(not cut or len(whole) % 4096 == 0,
+          "kill -9 left whole lines, or a write ended at a page boundary (%d bytes)" % len(whole))
+    if cut:
+        print("  crash: the kernel ended the last write at a page (%d bytes): torn as by a power loss"
+              % len(whole))
+        crash_reopen(d, path, ka, ALL)
+        return
     recs = parse(d)
     # as killed: the library reopens it, its open seal names the last batch seal
     dk = copy_dir(d, os.path.join(TMP, "crash-as-killed"))
@@ -616,6 +628,11 @@ def crash_case(ka, ALL):
         with open(path, "ab") as f:
             f.write(b'{"@timestamp":"2026-12-01T1')
     print("  crash: killed after %d records, %d after the last seal" % (len(recs), torn))
+    crash_reopen(d, path, ka, ALL)
+
+
+def crash_reopen(d, path, ka, ALL):
+    """the log's tail torn: the library recovers it at open, and it verifies"""
     rc, err = writer(d, ka, 10, rotate=0, pause_ms=10)
     check(rc == 0, "reopened after the crash (%s)" % err.strip())
     types = [json.loads(ln)["type"] for ln in open(path, "rb").read().splitlines() if ln.startswith(b'{"@t')
