@@ -60,6 +60,16 @@ static void drop_locked(int c)
 	ka.full[c] = false;
 }
 
+/* Caller holds ka.mu: no spare, none asked for, no helper running. */
+static void forget_locked(void)
+{
+	for (int c = 0; c < TOK_NCURVES; c++) {
+		drop_locked(c);
+		ka.want[c] = false;
+	}
+	ka.running = false;
+}
+
 static int wanted_locked(void)
 {
 	for (int c = 0; c < TOK_NCURVES; c++)
@@ -111,11 +121,7 @@ static void stop_helper(void)
 	if (join)
 		(void)pthread_join(ka.th, NULL);
 	pthread_mutex_lock(&ka.mu);
-	for (int c = 0; c < TOK_NCURVES; c++) {
-		drop_locked(c);
-		ka.want[c] = false;
-	}
-	ka.running = false;
+	forget_locked();
 	pthread_mutex_unlock(&ka.mu);
 }
 
@@ -165,11 +171,7 @@ bool tok_ahead_take(int curve, struct tok_ec_pair *out)
 		return false;
 	pthread_mutex_lock(&ka.mu);
 	if (ka.owner != me) { /* first use, or a clone() that ran no fork handler */
-		for (int c = 0; c < TOK_NCURVES; c++) {
-			drop_locked(c); /* the parent's: never handed out here */
-			ka.want[c] = false;
-		}
-		ka.running = false;
+		forget_locked(); /* the parent's spares: never handed out here */
 		ka.owner = me;
 	}
 	got = ka.full[curve];
