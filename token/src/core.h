@@ -118,6 +118,8 @@ struct tok_token {
 	struct tok_object **objs;
 	size_t nobjs; /* slots used (some NULL) */
 	size_t cap;
+	size_t free_lo; /* no empty slot below this index: creation stays O(1)
+			 * however many objects a session holds */
 };
 
 /* ---- sessions ------------------------------------------------------------- */

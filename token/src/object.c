@@ -68,7 +68,7 @@ CK_RV tok_obj_publish(struct tok_token *t, struct tok_attrs *attrs, CK_SESSION_H
 		}
 	}
 	pthread_rwlock_wrlock(&t->olock);
-	for (i = 0; i < t->nobjs; i++)
+	for (i = t->free_lo; i < t->nobjs; i++)
 		if (!t->objs[i])
 			break;
 	if (i == t->nobjs) {
@@ -93,6 +93,7 @@ CK_RV tok_obj_publish(struct tok_token *t, struct tok_attrs *attrs, CK_SESSION_H
 	/* Handles are not reused while the module is loaded. */
 	o->handle = (CK_OBJECT_HANDLE)((atomic_fetch_add(&tok_g.object_gen, 1) + 1) << IDX_BITS | (i + 1));
 	t->objs[i] = o;
+	t->free_lo = i + 1;
 	pthread_rwlock_unlock(&t->olock);
 	if (ret)
 		*ret = o;
@@ -106,6 +107,8 @@ static void unpublish_locked(struct tok_token *t, size_t i)
 	struct tok_object *o = t->objs[i];
 
 	t->objs[i] = NULL;
+	if (i < t->free_lo)
+		t->free_lo = i;
 	atomic_store(&o->destroyed, true);
 	tok_obj_put(o);
 }
@@ -177,6 +180,7 @@ void tok_obj_drop_all(struct tok_token *t)
 		if (t->objs[i])
 			unpublish_locked(t, i);
 	t->nobjs = 0;
+	t->free_lo = 0;
 	pthread_rwlock_unlock(&t->olock);
 }
 
