@@ -842,6 +842,63 @@ static void test_aes_gcm(void **state)
 	obj_free(k);
 }
 
+/* ---- attribute sets --------------------------------------------------------- */
+
+/* Short values live in their entries (token.h): they must survive the array
+ * growing, an entry deleted before them, being replaced by a long value and
+ * back, and being set from a value of the same set. */
+static void test_attrs(void **state)
+{
+	struct tok_attrs s = { 0 }, c = { 0 };
+	uint8_t big[40];
+	CK_ULONG v;
+
+	(void)state;
+	memset(big, 0xa5, sizeof(big));
+	for (CK_ULONG i = 0; i < 100; i++) /* grows 16 -> 32 -> 64 -> 128 */
+		assert_int_equal(tok_attrs_set_ulong(&s, 0x80000000UL + i, i * 3), CKR_OK);
+	assert_int_equal(tok_attrs_set(&s, CKA_LABEL, big, 8), CKR_OK);  /* inline, at the edge */
+	assert_int_equal(tok_attrs_set(&s, CKA_VALUE, big, 9), CKR_OK);  /* heap */
+	assert_int_equal(tok_attrs_set(&s, CKA_ID, NULL, 0), CKR_OK);    /* empty */
+	assert_null(tok_attrs_get(&s, CKA_ID)->value);
+	for (CK_ULONG i = 0; i < 100; i += 7)
+		tok_attrs_del(&s, 0x80000000UL + i); /* the last entry moves into the gap */
+	tok_attrs_del(&s, CKA_ID);
+	tok_attrs_del(&s, 0x12345); /* absent: nothing changes */
+	for (CK_ULONG i = 0; i < 100; i++) {
+		bool gone = i % 7 == 0;
+		assert_int_equal(tok_attrs_ulong(&s, 0x80000000UL + i, &v), !gone);
+		if (!gone)
+			assert_int_equal(v, i * 3);
+	}
+	assert_memory_equal(tok_attrs_get(&s, CKA_LABEL)->value, big, 8);
+	assert_ptr_equal(tok_attrs_get(&s, CKA_LABEL)->value, tok_attrs_get(&s, CKA_LABEL)->inl);
+	assert_memory_equal(tok_attrs_get(&s, CKA_VALUE)->value, big, 9);
+	/* long -> short -> long in place, and a value taken from the set itself */
+	assert_int_equal(tok_attrs_set(&s, CKA_VALUE, "abc", 3), CKR_OK);
+	assert_int_equal(tok_attrs_get(&s, CKA_VALUE)->len, 3);
+	assert_memory_equal(tok_attrs_get(&s, CKA_VALUE)->value, "abc", 3);
+	assert_int_equal(tok_attrs_set(&s, CKA_VALUE, big, sizeof(big)), CKR_OK);
+	assert_memory_equal(tok_attrs_get(&s, CKA_VALUE)->value, big, sizeof(big));
+	assert_int_equal(tok_attrs_set(&s, CKA_LABEL, tok_attrs_get(&s, CKA_LABEL)->value, 4), CKR_OK);
+	assert_memory_equal(tok_attrs_get(&s, CKA_LABEL)->value, big, 4);
+	for (CK_ULONG i = 0; i < 16; i++)
+		assert_int_equal(tok_attrs_set_ulong(&c, i + 1, i + 100), CKR_OK);
+	assert_int_equal(c.n, c.cap); /* the next entry moves the array it is read from */
+	assert_int_equal(tok_attrs_set(&c, CKA_SUBJECT, tok_attrs_get(&c, 1)->value, sizeof(CK_ULONG)), CKR_OK);
+	assert_true(tok_attrs_ulong(&c, CKA_SUBJECT, &v) && v == 100);
+	assert_true(tok_attrs_ulong(&c, 16, &v) && v == 115);
+	tok_attrs_free(&c);
+	/* a copy is independent of its source */
+	assert_int_equal(tok_attrs_copy(&c, &s), CKR_OK);
+	assert_int_equal(c.n, s.n);
+	tok_attrs_free(&s);
+	assert_true(tok_attrs_ulong(&c, 0x80000000UL + 99, &v) && v == 297);
+	assert_memory_equal(tok_attrs_get(&c, CKA_VALUE)->value, big, sizeof(big));
+	tok_attrs_free(&c);
+	assert_int_equal(c.n, 0);
+}
+
 /* ---- secret key generation and checks ------------------------------------- */
 
 static void test_secret_keys(void **state)
@@ -2281,6 +2338,7 @@ int main(void)
 		cmocka_unit_test(test_hmac),
 		cmocka_unit_test(test_aes_block),
 		cmocka_unit_test(test_aes_gcm),
+		cmocka_unit_test(test_attrs),
 		cmocka_unit_test(test_secret_keys),
 		cmocka_unit_test(test_wrap_vectors),
 		cmocka_unit_test(test_ec),

@@ -7,14 +7,28 @@
 
 #include "token.h"
 
+static bool attr_inline(CK_ULONG len)
+{
+	return len && len <= TOK_ATTR_INLINE;
+}
+
 static void attr_clear(struct tok_attr *a)
 {
 	if (a->value) {
 		OPENSSL_cleanse(a->value, a->len);
-		free(a->value);
+		if (a->value != a->inl)
+			free(a->value);
 	}
 	a->value = NULL;
 	a->len = 0;
+}
+
+/* An entry moved to e (a grown array, a deleted entry's place) points at
+ * its own inline value again. */
+static void attr_moved(struct tok_attr *e)
+{
+	if (attr_inline(e->len))
+		e->value = e->inl;
 }
 
 void tok_attrs_free(struct tok_attrs *s)
@@ -36,35 +50,69 @@ const struct tok_attr *tok_attrs_get(const struct tok_attrs *s, CK_ATTRIBUTE_TYP
 	return NULL;
 }
 
+/* Room for one more entry. Not realloc: the old array holds inline values
+ * (a short secret among them, perhaps), and is cleansed before it is freed. */
+static CK_RV attrs_grow(struct tok_attrs *s)
+{
+	size_t cap = s->cap ? s->cap * 2 : 16;
+	struct tok_attr *a;
+
+	if (s->n < s->cap)
+		return CKR_OK;
+	if (!(a = malloc(cap * sizeof(*a))))
+		return CKR_HOST_MEMORY;
+	if (s->n) {
+		memcpy(a, s->a, s->n * sizeof(*a));
+		for (size_t i = 0; i < s->n; i++)
+			attr_moved(&a[i]);
+		OPENSSL_cleanse(s->a, s->n * sizeof(*a));
+	}
+	free(s->a);
+	s->a = a;
+	s->cap = cap;
+	return CKR_OK;
+}
+
 CK_RV tok_attrs_set(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, const void *value, CK_ULONG len)
 {
+	struct tok_attr *e = NULL;
+	uint8_t small[TOK_ATTR_INLINE];
 	uint8_t *copy = NULL;
+	CK_RV rv;
 
-	if (len) {
-		copy = malloc(len);
-		if (!copy)
+	/* The value is copied before the set changes: it may be one of the
+	 * set's own. */
+	if (attr_inline(len)) {
+		memcpy(small, value, len);
+	} else if (len) {
+		if (!(copy = malloc(len)))
 			return CKR_HOST_MEMORY;
 		memcpy(copy, value, len);
 	}
-	for (size_t i = 0; i < s->n; i++) {
-		if (s->a[i].type == t) {
-			attr_clear(&s->a[i]);
-			s->a[i].value = copy;
-			s->a[i].len = len;
-			return CKR_OK;
-		}
-	}
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 16;
-		struct tok_attr *a = realloc(s->a, cap * sizeof(*a));
-		if (!a) {
+	for (size_t i = 0; i < s->n && !e; i++)
+		if (s->a[i].type == t)
+			e = &s->a[i];
+	if (e) {
+		attr_clear(e);
+	} else {
+		if ((rv = attrs_grow(s)) != CKR_OK) {
 			free(copy);
-			return CKR_HOST_MEMORY;
+			OPENSSL_cleanse(small, sizeof(small));
+			return rv;
 		}
-		s->a = a;
-		s->cap = cap;
+		e = &s->a[s->n++];
+		e->type = t;
 	}
-	s->a[s->n++] = (struct tok_attr){ .type = t, .len = len, .value = copy };
+	e->len = len;
+	if (copy) {
+		e->value = copy;
+	} else if (len) {
+		memcpy(e->inl, small, len);
+		e->value = e->inl;
+		OPENSSL_cleanse(small, sizeof(small));
+	} else {
+		e->value = NULL;
+	}
 	return CKR_OK;
 }
 
@@ -86,6 +134,8 @@ void tok_attrs_del(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t)
 		if (s->a[i].type == t) {
 			attr_clear(&s->a[i]);
 			s->a[i] = s->a[--s->n];
+			attr_moved(&s->a[i]);
+			OPENSSL_cleanse(&s->a[s->n], sizeof(s->a[s->n]));
 			return;
 		}
 	}

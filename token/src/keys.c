@@ -1248,7 +1248,7 @@ out:
 static CK_RV ecdh_z(struct tok_object *base, const struct curve *cv, const uint8_t *pub, size_t pub_len,
 		    uint8_t *z, size_t *z_len)
 {
-	struct tok_attr pa = { CKA_EC_POINT, pub_len, (uint8_t *)pub };
+	struct tok_attr pa = { .type = CKA_EC_POINT, .len = pub_len, .value = (uint8_t *)pub };
 	struct tok_keycache *c;
 	uint8_t pt[133];
 	const uint8_t *p;

@@ -26,13 +26,20 @@
 #include <p11-kit/pkcs11.h>
 
 /* ---- attribute sets -------------------------------------------------------
- * An object is its attribute set. Values are owned copies; secret values are
- * cleansed when replaced or freed.
+ * An object is its attribute set. Values are owned copies; every value is
+ * cleansed when replaced or freed. A value of at most TOK_ATTR_INLINE bytes
+ * (each CK_BBOOL and CK_ULONG: most of a key's 30-odd attributes) lives in
+ * its entry, not in a heap block of its own, so that building an object
+ * costs a few allocations rather than one per attribute. Such a value moves
+ * with the set's array: a value pointer is valid until the set is next
+ * changed, as an entry pointer always was.
  */
+#define TOK_ATTR_INLINE 8
 struct tok_attr {
 	CK_ATTRIBUTE_TYPE type;
 	CK_ULONG len;
-	uint8_t *value; /* NULL when len == 0 */
+	uint8_t *value; /* NULL when len == 0; inl when len <= TOK_ATTR_INLINE */
+	uint8_t inl[TOK_ATTR_INLINE];
 };
 
 struct tok_attrs {
