@@ -1511,6 +1511,63 @@ static __attribute__((unused)) void test_fork_keys_ahead(void **state)
 	assert_two_chains_verify();
 }
 
+/* A new extractable AES-256 key's value (true) from session h. */
+static bool aes_value_of_new_key(CK_SESSION_HANDLE h, CK_BYTE v[32])
+{
+	CK_MECHANISM m = { CKM_AES_KEY_GEN, NULL, 0 };
+	CK_ULONG len = 32;
+	CK_BBOOL no = CK_FALSE, yes = CK_TRUE;
+	CK_ATTRIBUTE t[] = { { CKA_VALUE_LEN, &len, sizeof(len) },
+			     { CKA_SENSITIVE, &no, sizeof(no) },
+			     { CKA_EXTRACTABLE, &yes, sizeof(yes) } };
+	CK_ATTRIBUTE get = { CKA_VALUE, v, 32 };
+	CK_OBJECT_HANDLE k;
+
+	return f->C_GenerateKey(h, &m, t, 3, &k) == CKR_OK &&
+	       f->C_GetAttributeValue(h, k, &get, 1) == CKR_OK && get.ulValueLen == 32;
+}
+
+/* Secret key bytes are drawn ahead (keyahead.c): the bytes of the parent's
+ * next keys are in its memory when it forks. The child wipes them: its keys
+ * and the parent's next ones differ (without the wipe the child's first key
+ * would be the parent's next). (Not in the TSan build, as test_fork_child.) */
+static __attribute__((unused)) void test_fork_secret_ahead(void **state)
+{
+	CK_BYTE first[32], mine[32], theirs[32];
+	CK_SESSION_HANDLE h;
+	int p[2], st;
+	pid_t pid;
+
+	init();
+	init_token(0, "secret");
+	h = open_rw(0);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	assert_true(aes_value_of_new_key(h, first)); /* the pool is full now */
+	assert_int_equal(pipe(p), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		CK_SESSION_HANDLE c;
+		if (f->C_Initialize(NULL) != CKR_OK ||
+		    f->C_OpenSession(0, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &c) != CKR_OK ||
+		    f->C_Login(c, CKU_USER, PIN(USER_PIN)) != CKR_OK || !aes_value_of_new_key(c, mine) ||
+		    write(p[1], mine, sizeof(mine)) != (ssize_t)sizeof(mine))
+			_exit(1);
+		_exit(f->C_Finalize(NULL) == CKR_OK ? 0 : 1);
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], theirs, sizeof(theirs)), (ssize_t)sizeof(theirs));
+	close(p[0]);
+	assert_true(aes_value_of_new_key(h, mine));
+	assert_memory_not_equal(mine, theirs, sizeof(mine));
+	assert_memory_not_equal(mine, first, sizeof(mine));
+	assert_memory_not_equal(first, theirs, sizeof(mine));
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	fini();
+	assert_two_chains_verify();
+}
+
 /* Two processes at once: each writes its own chain; the directory verifies. */
 static void test_two_processes(void **state)
 {
@@ -1647,6 +1704,7 @@ int main(int argc, char **argv)
 #ifndef __SANITIZE_THREAD__
 		cmocka_unit_test_setup_teardown(test_fork_child, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_keys_ahead, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fork_secret_ahead, setup, teardown),
 #endif
 		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 	};

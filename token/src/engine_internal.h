@@ -67,6 +67,10 @@ bool tok_ahead_take(int curve, struct tok_ec_pair *out);
 void tok_ahead_stop(void);
 void tok_ahead_atfork_child(void);
 uint64_t tok_ahead_taken(void); /* spares handed out by this process so far */
+/* len bytes of secret key from the pool drawn ahead of the private DRBG
+ * (keyahead.c); false when keygen_ahead is off, len is over 64 or the DRBG
+ * failed: the caller then draws them itself. */
+bool tok_ahead_secret(uint8_t *out, size_t len);
 
 /* The smallest RSA public key a signature is verified with (and imported). */
 #define TOK_RSA_VERIFY_MIN 1024

