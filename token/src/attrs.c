@@ -31,6 +31,23 @@ static void attr_moved(struct tok_attr *e)
 		e->value = e->inl;
 }
 
+static void type_bit(CK_ATTRIBUTE_TYPE t, unsigned *w, uint64_t *bit)
+{
+	uint32_t h = (uint32_t)t * 0x9e3779b1u ^ (uint32_t)((uint64_t)t >> 32);
+
+	*w = h >> 31;
+	*bit = (uint64_t)1 << (h >> 25 & 63);
+}
+
+static bool maybe_has(const struct tok_attrs *s, CK_ATTRIBUTE_TYPE t)
+{
+	unsigned w;
+	uint64_t bit;
+
+	type_bit(t, &w, &bit);
+	return s->seen[w] & bit;
+}
+
 void tok_attrs_free(struct tok_attrs *s)
 {
 	if (!s)
@@ -40,10 +57,13 @@ void tok_attrs_free(struct tok_attrs *s)
 	free(s->a);
 	s->a = NULL;
 	s->n = s->cap = 0;
+	s->seen[0] = s->seen[1] = 0;
 }
 
 const struct tok_attr *tok_attrs_get(const struct tok_attrs *s, CK_ATTRIBUTE_TYPE t)
 {
+	if (!maybe_has(s, t))
+		return NULL;
 	for (size_t i = 0; i < s->n; i++)
 		if (s->a[i].type == t)
 			return &s->a[i];
@@ -89,12 +109,12 @@ CK_RV tok_attrs_set(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, const void *value,
 			return CKR_HOST_MEMORY;
 		memcpy(copy, value, len);
 	}
-	for (size_t i = 0; i < s->n && !e; i++)
-		if (s->a[i].type == t)
-			e = &s->a[i];
+	e = (struct tok_attr *)tok_attrs_get(s, t);
 	if (e) {
 		attr_clear(e);
 	} else {
+		unsigned w;
+		uint64_t bit;
 		if ((rv = attrs_grow(s)) != CKR_OK) {
 			free(copy);
 			OPENSSL_cleanse(small, sizeof(small));
@@ -102,6 +122,8 @@ CK_RV tok_attrs_set(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, const void *value,
 		}
 		e = &s->a[s->n++];
 		e->type = t;
+		type_bit(t, &w, &bit);
+		s->seen[w] |= bit;
 	}
 	e->len = len;
 	if (copy) {

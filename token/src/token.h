@@ -45,6 +45,10 @@ struct tok_attr {
 struct tok_attrs {
 	size_t n, cap;
 	struct tok_attr *a;
+	/* A bit per hash of each type ever set since the set was last empty:
+	 * a clear bit means absent without a scan (most of the look-ups that
+	 * complete a new object's defaults are of absent types). */
+	uint64_t seen[2];
 };
 
 void tok_attrs_free(struct tok_attrs *s); /* cleanses every value */
