@@ -1334,6 +1334,22 @@ static CK_ULONG ec_point_of_new_pair(CK_SESSION_HANDLE h, CK_BYTE *pt, CK_ULONG 
 	return get.ulValueLen;
 }
 
+/* A new extractable AES-256 key's value (true) from session h. */
+static bool aes_value_of_new_key(CK_SESSION_HANDLE h, CK_BYTE v[32])
+{
+	CK_MECHANISM m = { CKM_AES_KEY_GEN, NULL, 0 };
+	CK_ULONG len = 32;
+	CK_BBOOL no = CK_FALSE, yes = CK_TRUE;
+	CK_ATTRIBUTE t[] = { { CKA_VALUE_LEN, &len, sizeof(len) },
+			     { CKA_SENSITIVE, &no, sizeof(no) },
+			     { CKA_EXTRACTABLE, &yes, sizeof(yes) } };
+	CK_ATTRIBUTE get = { CKA_VALUE, v, 32 };
+	CK_OBJECT_HANDLE k;
+
+	return f->C_GenerateKey(h, &m, t, 3, &k) == CKR_OK &&
+	       f->C_GetAttributeValue(h, k, &get, 1) == CKR_OK && get.ulValueLen == 32;
+}
+
 /* An application that exits without C_Finalize: the destructor drains the
  * queue and says so in the last record. */
 static void test_exit_without_finalize(void **state)
@@ -1436,7 +1452,7 @@ static int threads_named(const char *name)
  * no helper ever starts, and pairs are still made. */
 static void test_keygen_ahead_thread(void **state)
 {
-	CK_BYTE pt[80];
+	CK_BYTE pt[80], k1[32], k2[32];
 	CK_SESSION_HANDLE h;
 
 	for (int on = 1; on >= 0; on--) {
@@ -1449,6 +1465,9 @@ static void test_keygen_ahead_thread(void **state)
 		assert_int_equal(threads_named("softtoken-keys"), 0);
 		for (int i = 0; i < 3; i++)
 			assert_int_equal(ec_point_of_new_pair(h, pt, sizeof(pt)), 67);
+		/* secret keys, from the pool drawn ahead or each for itself */
+		assert_true(aes_value_of_new_key(h, k1) && aes_value_of_new_key(h, k2));
+		assert_memory_not_equal(k1, k2, sizeof(k1));
 		/* a thread names itself once it runs, and this one runs at
 		 * SCHED_IDLE: on a busy machine that can take a while */
 		usleep(20 * 1000);
@@ -1509,22 +1528,6 @@ static __attribute__((unused)) void test_fork_keys_ahead(void **state)
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	fini();
 	assert_two_chains_verify();
-}
-
-/* A new extractable AES-256 key's value (true) from session h. */
-static bool aes_value_of_new_key(CK_SESSION_HANDLE h, CK_BYTE v[32])
-{
-	CK_MECHANISM m = { CKM_AES_KEY_GEN, NULL, 0 };
-	CK_ULONG len = 32;
-	CK_BBOOL no = CK_FALSE, yes = CK_TRUE;
-	CK_ATTRIBUTE t[] = { { CKA_VALUE_LEN, &len, sizeof(len) },
-			     { CKA_SENSITIVE, &no, sizeof(no) },
-			     { CKA_EXTRACTABLE, &yes, sizeof(yes) } };
-	CK_ATTRIBUTE get = { CKA_VALUE, v, 32 };
-	CK_OBJECT_HANDLE k;
-
-	return f->C_GenerateKey(h, &m, t, 3, &k) == CKR_OK &&
-	       f->C_GetAttributeValue(h, k, &get, 1) == CKR_OK && get.ulValueLen == 32;
 }
 
 /* Secret key bytes are drawn ahead (keyahead.c): the bytes of the parent's
