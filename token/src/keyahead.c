@@ -37,8 +37,9 @@
  * cold cache (docs/benchmarks.md "AES key generation"). One call now draws
  * SB_SIZE bytes; each key takes the next len bytes, which are cleansed from
  * the pool as they are taken. The same rules as for the spares: taken under a
- * lock, wiped in a child of fork() and on a pid change, at C_Finalize and at
- * exit; off with keygen_ahead.
+ * lock, gone in any child (the page is MADV_WIPEONFORK; else wiped by the fork
+ * handler and on a pid change), wiped at C_Finalize and at exit; off with
+ * keygen_ahead.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -46,6 +47,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -67,11 +69,20 @@ static struct {
 
 #define SB_SIZE 2048 /* 64 AES-256 keys */
 #define SB_MAX 64    /* a longer secret comes from the DRBG directly */
+/* The pool is a page of its own: MADV_WIPEONFORK makes it read as zeros
+ * (left == 0) in any child, fork handler or not, and MADV_DONTDUMP keeps it
+ * out of core dumps. Where the kernel has no MADV_WIPEONFORK (before 4.14)
+ * the owner's pid is compared instead, a getpid() a key. */
+struct sb_page {
+	size_t left; /* bytes not yet taken: the last left of buf */
+	pid_t owner; /* without wipe_on_fork: the process that filled buf */
+	uint8_t buf[SB_SIZE];
+};
 static struct {
 	pthread_mutex_t mu;
-	pid_t owner;
-	size_t left; /* bytes not yet taken: the last left of buf */
-	uint8_t buf[SB_SIZE];
+	struct sb_page *p; /* mapped at the first use */
+	size_t map_len;
+	bool wipe_on_fork, no_page, atexit_set;
 } sb = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 /* Caller holds ka.mu. */
@@ -154,19 +165,53 @@ static void stop_helper(void)
 extern void *__dso_handle;
 int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
 
-static void secret_wipe(void)
+/* Caller holds sb.mu. */
+static void secret_wipe_locked(void)
 {
+	if (sb.p)
+		OPENSSL_cleanse(sb.p, sizeof(*sb.p));
+}
+
+/* Process exit or dlclose(): nobody calls in any more. */
+static void secret_at_exit(void *arg)
+{
+	(void)arg;
 	pthread_mutex_lock(&sb.mu);
-	OPENSSL_cleanse(sb.buf, sizeof(sb.buf));
-	sb.left = 0;
+	secret_wipe_locked();
+	if (sb.p)
+		munmap(sb.p, sb.map_len);
+	sb.p = NULL;
+	sb.no_page = true;
 	pthread_mutex_unlock(&sb.mu);
+}
+
+/* Caller holds sb.mu: the page, mapped (false: no memory, or at exit). */
+static bool secret_page_locked(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	void *m;
+
+	if (sb.p || sb.no_page)
+		return sb.p != NULL;
+	if (!sb.atexit_set) {
+		if (__cxa_atexit(secret_at_exit, NULL, &__dso_handle) != 0)
+			return false;
+		sb.atexit_set = true;
+	}
+	sb.map_len = ((sizeof(struct sb_page) + (size_t)pg - 1) / (size_t)pg) * (size_t)pg;
+	m = mmap(NULL, sb.map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return false;
+	sb.wipe_on_fork = madvise(m, sb.map_len, MADV_WIPEONFORK) == 0;
+	(void)madvise(m, sb.map_len, MADV_DONTDUMP);
+	sb.p = m;
+	return true;
 }
 
 static void at_exit(void *arg)
 {
 	(void)arg;
 	stop_helper(); /* ka.stop stays set: no helper starts again */
-	secret_wipe();
 }
 
 /* Caller holds ka.mu. */
@@ -220,32 +265,37 @@ bool tok_ahead_take(int curve, struct tok_ec_pair *out)
 
 bool tok_ahead_secret(uint8_t *out, size_t len)
 {
-	pid_t me = getpid();
+	struct sb_page *p;
 	bool ok = true;
 
 	if (!tok_algs.keygen_ahead || !len || len > SB_MAX)
 		return false;
 	pthread_mutex_lock(&sb.mu);
-	if (sb.owner != me) { /* first use, or a clone() that ran no fork handler */
-		OPENSSL_cleanse(sb.buf, sizeof(sb.buf));
-		sb.left = 0;
-		sb.owner = me;
+	if (!secret_page_locked()) {
+		pthread_mutex_unlock(&sb.mu);
+		return false;
 	}
-	if (sb.left < len) {
-		OPENSSL_cleanse(sb.buf, sizeof(sb.buf));
-		sb.left = 0;
+	p = sb.p;
+	if (!sb.wipe_on_fork && p->owner != getpid()) {
+		/* first use, or a clone() that ran no fork handler */
+		OPENSSL_cleanse(p, sizeof(*p));
+		p->owner = getpid();
+	}
+	if (p->left < len) {
 		EVP_RAND_CTX *r = RAND_get0_private(tok_algs.lc);
-		ok = r && EVP_RAND_generate(r, sb.buf, sizeof(sb.buf), 0, 0, NULL, 0) == 1;
+		OPENSSL_cleanse(p->buf, sizeof(p->buf));
+		p->left = 0;
+		ok = r && EVP_RAND_generate(r, p->buf, sizeof(p->buf), 0, 0, NULL, 0) == 1;
 		if (ok)
-			sb.left = sizeof(sb.buf);
+			p->left = sizeof(p->buf);
 		else
-			OPENSSL_cleanse(sb.buf, sizeof(sb.buf));
+			OPENSSL_cleanse(p->buf, sizeof(p->buf));
 	}
 	if (ok) {
-		uint8_t *p = sb.buf + sizeof(sb.buf) - sb.left;
-		memcpy(out, p, len);
-		OPENSSL_cleanse(p, len);
-		sb.left -= len;
+		uint8_t *b = p->buf + sizeof(p->buf) - p->left;
+		memcpy(out, b, len);
+		OPENSSL_cleanse(b, len);
+		p->left -= len;
 	}
 	pthread_mutex_unlock(&sb.mu);
 	return ok; /* false: the caller asks the DRBG itself, and reports its error */
@@ -254,7 +304,9 @@ bool tok_ahead_secret(uint8_t *out, size_t len)
 void tok_ahead_stop(void)
 {
 	stop_helper();
-	secret_wipe();
+	pthread_mutex_lock(&sb.mu);
+	secret_wipe_locked();
+	pthread_mutex_unlock(&sb.mu);
 	pthread_mutex_lock(&ka.mu);
 	ka.stop = false; /* a later C_Initialize may start it again */
 	pthread_mutex_unlock(&ka.mu);
@@ -269,9 +321,10 @@ void tok_ahead_atfork_child(void)
 	OPENSSL_cleanse(&ka, sizeof(ka));
 	ka = (__typeof__(ka)){ .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
 			       .atexit_set = atexit_set };
-	/* The parent's secret bytes are the parent's next keys. */
-	OPENSSL_cleanse(&sb, sizeof(sb));
-	sb = (__typeof__(sb)){ .mu = PTHREAD_MUTEX_INITIALIZER };
+	/* The parent's secret bytes are the parent's next keys (with
+	 * MADV_WIPEONFORK the kernel has zeroed them already). */
+	sb.mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	secret_wipe_locked();
 }
 
 uint64_t tok_ahead_taken(void)
