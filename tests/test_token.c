@@ -1334,8 +1334,9 @@ static CK_ULONG ec_point_of_new_pair(CK_SESSION_HANDLE h, CK_BYTE *pt, CK_ULONG 
 	return get.ulValueLen;
 }
 
-/* A new extractable AES-256 key's value (true) from session h. */
-static bool aes_value_of_new_key(CK_SESSION_HANDLE h, CK_BYTE v[32])
+/* A new extractable AES-256 key's value into v, its length (0: failed),
+ * from session h. */
+static CK_ULONG aes_value_of_new_key(CK_SESSION_HANDLE h, CK_BYTE *v, CK_ULONG cap)
 {
 	CK_MECHANISM m = { CKM_AES_KEY_GEN, NULL, 0 };
 	CK_ULONG len = 32;
@@ -1343,11 +1344,12 @@ static bool aes_value_of_new_key(CK_SESSION_HANDLE h, CK_BYTE v[32])
 	CK_ATTRIBUTE t[] = { { CKA_VALUE_LEN, &len, sizeof(len) },
 			     { CKA_SENSITIVE, &no, sizeof(no) },
 			     { CKA_EXTRACTABLE, &yes, sizeof(yes) } };
-	CK_ATTRIBUTE get = { CKA_VALUE, v, 32 };
+	CK_ATTRIBUTE get = { CKA_VALUE, v, cap };
 	CK_OBJECT_HANDLE k;
 
-	return f->C_GenerateKey(h, &m, t, 3, &k) == CKR_OK &&
-	       f->C_GetAttributeValue(h, k, &get, 1) == CKR_OK && get.ulValueLen == 32;
+	if (f->C_GenerateKey(h, &m, t, 3, &k) != CKR_OK || f->C_GetAttributeValue(h, k, &get, 1) != CKR_OK)
+		return 0;
+	return get.ulValueLen;
 }
 
 /* An application that exits without C_Finalize: the destructor drains the
@@ -1466,7 +1468,8 @@ static void test_keygen_ahead_thread(void **state)
 		for (int i = 0; i < 3; i++)
 			assert_int_equal(ec_point_of_new_pair(h, pt, sizeof(pt)), 67);
 		/* secret keys, from the pool drawn ahead or each for itself */
-		assert_true(aes_value_of_new_key(h, k1) && aes_value_of_new_key(h, k2));
+		assert_int_equal(aes_value_of_new_key(h, k1, sizeof(k1)), 32);
+		assert_int_equal(aes_value_of_new_key(h, k2, sizeof(k2)), 32);
 		assert_memory_not_equal(k1, k2, sizeof(k1));
 		/* a thread names itself once it runs, and this one runs at
 		 * SCHED_IDLE: on a busy machine that can take a while */
@@ -1481,24 +1484,26 @@ static void test_keygen_ahead_thread(void **state)
 	assert_audit_verifies();
 }
 
-/* The token makes an EC pair ahead (keyahead.c): a child forked while the
- * parent holds one never gets it. The parent's next pair and the child's
- * first are different keys. (Not in the TSan build, as test_fork_child.) */
-static __attribute__((unused)) void test_fork_keys_ahead(void **state)
+/* What a key made ahead must never be: a child forked while the parent holds
+ * one (made by make, of want bytes; settle: ms for the helper to make it)
+ * never gets it. The parent's next key and the child's first are different.
+ * (Not in the TSan build, as test_fork_child.) */
+static __attribute__((unused)) void fork_keys_differ(const char *label,
+						     CK_ULONG (*make)(CK_SESSION_HANDLE, CK_BYTE *, CK_ULONG),
+						     CK_ULONG want, unsigned settle)
 {
 	CK_BYTE first[80], mine[80], theirs[80];
-	CK_ULONG n0, n1, nc = 0;
+	CK_ULONG nc = 0;
 	CK_SESSION_HANDLE h;
 	int p[2], st;
 	pid_t pid;
 
 	init();
-	init_token(0, "ahead");
+	init_token(0, label);
 	h = open_rw(0);
 	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
-	n0 = ec_point_of_new_pair(h, first, sizeof(first));
-	assert_int_equal(n0, 67);
-	usleep(100 * 1000); /* the helper makes the next pair meanwhile */
+	assert_int_equal(make(h, first, sizeof(first)), want);
+	usleep(settle * 1000);
 	assert_int_equal(pipe(p), 0);
 	pid = fork();
 	assert_true(pid >= 0);
@@ -1509,66 +1514,38 @@ static __attribute__((unused)) void test_fork_keys_ahead(void **state)
 		    f->C_OpenSession(0, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &c) != CKR_OK ||
 		    f->C_Login(c, CKU_USER, PIN(USER_PIN)) != CKR_OK)
 			_exit(1);
-		n = ec_point_of_new_pair(c, mine, sizeof(mine));
+		n = make(c, mine, sizeof(mine));
 		if (!n || write(p[1], &n, sizeof(n)) != sizeof(n) || write(p[1], mine, n) != (ssize_t)n)
 			_exit(1);
 		_exit(f->C_Finalize(NULL) == CKR_OK ? 0 : 1);
 	}
 	close(p[1]);
 	assert_int_equal(read(p[0], &nc, sizeof(nc)), sizeof(nc));
-	assert_int_equal(nc, 67);
+	assert_int_equal(nc, want);
 	assert_int_equal(read(p[0], theirs, nc), (ssize_t)nc);
 	close(p[0]);
-	n1 = ec_point_of_new_pair(h, mine, sizeof(mine));
-	assert_int_equal(n1, 67);
-	assert_memory_not_equal(mine, theirs, n1);
-	assert_memory_not_equal(mine, first, n1);
-	assert_memory_not_equal(first, theirs, n1);
+	assert_int_equal(make(h, mine, sizeof(mine)), want);
+	assert_memory_not_equal(mine, theirs, want);
+	assert_memory_not_equal(mine, first, want);
+	assert_memory_not_equal(first, theirs, want);
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	fini();
 	assert_two_chains_verify();
 }
 
-/* Secret key bytes are drawn ahead (keyahead.c): the bytes of the parent's
- * next keys are in its memory when it forks. The child wipes them: its keys
- * and the parent's next ones differ (without the wipe the child's first key
- * would be the parent's next). (Not in the TSan build, as test_fork_child.) */
+/* The EC pair made ahead by the helper (keyahead.c). */
+static __attribute__((unused)) void test_fork_keys_ahead(void **state)
+{
+	fork_keys_differ("ahead", ec_point_of_new_pair, 67, 100);
+}
+
+/* Secret key bytes drawn ahead (keyahead.c): the parent's next keys' bytes
+ * are in its memory when it forks; without the wipe the child's first key
+ * would be the parent's next. */
 static __attribute__((unused)) void test_fork_secret_ahead(void **state)
 {
-	CK_BYTE first[32], mine[32], theirs[32];
-	CK_SESSION_HANDLE h;
-	int p[2], st;
-	pid_t pid;
-
-	init();
-	init_token(0, "secret");
-	h = open_rw(0);
-	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
-	assert_true(aes_value_of_new_key(h, first)); /* the pool is full now */
-	assert_int_equal(pipe(p), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		CK_SESSION_HANDLE c;
-		if (f->C_Initialize(NULL) != CKR_OK ||
-		    f->C_OpenSession(0, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &c) != CKR_OK ||
-		    f->C_Login(c, CKU_USER, PIN(USER_PIN)) != CKR_OK || !aes_value_of_new_key(c, mine) ||
-		    write(p[1], mine, sizeof(mine)) != (ssize_t)sizeof(mine))
-			_exit(1);
-		_exit(f->C_Finalize(NULL) == CKR_OK ? 0 : 1);
-	}
-	close(p[1]);
-	assert_int_equal(read(p[0], theirs, sizeof(theirs)), (ssize_t)sizeof(theirs));
-	close(p[0]);
-	assert_true(aes_value_of_new_key(h, mine));
-	assert_memory_not_equal(mine, theirs, sizeof(mine));
-	assert_memory_not_equal(mine, first, sizeof(mine));
-	assert_memory_not_equal(first, theirs, sizeof(mine));
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	fini();
-	assert_two_chains_verify();
+	fork_keys_differ("secret", aes_value_of_new_key, 32, 0);
 }
 
 /* Two processes at once: each writes its own chain; the directory verifies. */
