@@ -1657,6 +1657,64 @@ static void test_threads(void **state)
 	assert_audit_verifies();
 }
 
+/* Threads making secret keys at once, in their own sessions: they share the
+ * bytes drawn ahead (keyahead.c), which are refilled under them several times
+ * (64 keys a fill); every key is different, and each has its record. */
+#define KG_THREADS 4
+#define KG_KEYS 48
+struct keymaker {
+	CK_BYTE v[KG_KEYS][32];
+	CK_RV rv;
+};
+
+static void *make_keys(void *arg)
+{
+	struct keymaker *m = arg;
+	CK_SESSION_HANDLE h;
+
+	m->rv = f->C_OpenSession(0, CKF_SERIAL_SESSION, NULL, NULL, &h);
+	for (int i = 0; m->rv == CKR_OK && i < KG_KEYS; i++)
+		if (aes_value_of_new_key(h, m->v[i], sizeof(m->v[i])) != 32)
+			m->rv = CKR_GENERAL_ERROR;
+	if (m->rv == CKR_OK)
+		m->rv = f->C_CloseSession(h);
+	return NULL;
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+	return memcmp(a, b, 32);
+}
+
+static void test_threads_keygen(void **state)
+{
+	static struct keymaker m[KG_THREADS];
+	static struct rec r[1000];
+	static CK_BYTE all[KG_THREADS * KG_KEYS][32];
+	pthread_t th[KG_THREADS];
+	CK_SESSION_HANDLE h;
+	size_t n;
+
+	init();
+	init_token(0, "keygen");
+	h = open_rw(0);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	for (int i = 0; i < KG_THREADS; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, make_keys, &m[i]), 0);
+	for (int i = 0; i < KG_THREADS; i++) {
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+		assert_int_equal(m[i].rv, CKR_OK);
+		memcpy(all[i * KG_KEYS], m[i].v, sizeof(m[i].v));
+	}
+	qsort(all, KG_THREADS * KG_KEYS, 32, cmp_key);
+	for (int i = 1; i < KG_THREADS * KG_KEYS; i++)
+		assert_memory_not_equal(all[i - 1], all[i], 32);
+	fini();
+	n = read_events(r, 1000);
+	assert_int_equal(count_rec(r, n, "C_GenerateKey"), KG_THREADS * KG_KEYS);
+	assert_audit_verifies();
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -1687,6 +1745,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_fork_secret_ahead, setup, teardown),
 #endif
 		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_threads_keygen, setup, teardown),
 	};
 
 	module_path = argc > 1 ? argv[1] : getenv("SOFTTOKEN_MODULE");
