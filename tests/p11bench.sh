@@ -176,6 +176,19 @@ for r in d["results"]:
         sys.exit(f"json: {r['operation']}: allowed {allowed} is not raw p50 + 1.1 x {fs}")
     if r["target"]["pass"] != (float(r["p50_us"]) <= allowed + 0.001):
         sys.exit(f"json: {r['operation']}: verdict {r['target']} against p50 {r['p50_us']}")
+    # each call's record is committed by the caller: its own fdatasync, seen
+    # through p11-bench's exported wrapper, and the call's time beyond it
+    n_own = r.get("own_fdatasync_calls")
+    if not isinstance(n_own, int) or not 0 < n_own <= r["iterations"]:
+        sys.exit(f"json: {r['operation']}: own_fdatasync_calls {n_own} of {r['iterations']}")
+    own, beyond = r.get("own_fdatasync_p50_us", 0), r.get("beyond_own_fdatasync_p50_us", 0)
+    if not (own > 0 and 0 < beyond < float(r["p50_us"])):
+        sys.exit(f"json: {r['operation']}: own fdatasync p50 {own}, beyond it {beyond}")
+for r in d["results"]:
+    # the trail off: no record, so no fdatasync of its own in any call
+    if r["arm"] == "softtoken-noaudit" and r["operation"].startswith("keygen-"):
+        if r.get("own_fdatasync_calls") != 0 or "beyond_own_fdatasync_p50_us" in r:
+            sys.exit(f"json: {r['operation']} with the trail off made fdatasyncs: {r}")
 
 with open(cpath, newline="") as f:
     rows = list(csv.DictReader(f))
