@@ -104,6 +104,19 @@ static CK_SESSION_HANDLE open_rw(CK_SLOT_ID slot)
 	return h;
 }
 
+/* The module initialized, slot 0's token made (label), and a RW session of
+ * its logged-in user. */
+static CK_SESSION_HANDLE user_session(const char *label)
+{
+	CK_SESSION_HANDLE h;
+
+	init();
+	init_token(0, label);
+	h = open_rw(0);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	return h;
+}
+
 /* ---- the audit log, read independently (jansson, not our parser) ---------- */
 
 struct rec {
@@ -1498,10 +1511,7 @@ static __attribute__((unused)) void fork_keys_differ(const char *label,
 	int p[2], st;
 	pid_t pid;
 
-	init();
-	init_token(0, label);
-	h = open_rw(0);
-	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	h = user_session(label);
 	assert_int_equal(make(h, first, sizeof(first)), want);
 	usleep(settle * 1000);
 	assert_int_equal(pipe(p), 0);
@@ -1692,13 +1702,9 @@ static void test_threads_keygen(void **state)
 	static struct rec r[1000];
 	static CK_BYTE all[KG_THREADS * KG_KEYS][32];
 	pthread_t th[KG_THREADS];
-	CK_SESSION_HANDLE h;
 	size_t n;
 
-	init();
-	init_token(0, "keygen");
-	h = open_rw(0);
-	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	(void)user_session("keygen"); /* the login is the token's: every session has it */
 	for (int i = 0; i < KG_THREADS; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, make_keys, &m[i]), 0);
 	for (int i = 0; i < KG_THREADS; i++) {
