@@ -1428,8 +1428,11 @@ static void reclaim(struct auditlog *l)
 			s = atomic_load_explicit(&l->worker_sleeping, memory_order_acquire);
 			continue;
 		}
+		/* acquire on failure too: the value read decides the next turn, and
+		 * a 0 written by lead()'s hand-back makes this thread the holder
+		 * (the loop's first test), which must see that caller's state */
 		if (atomic_compare_exchange_weak_explicit(&l->worker_sleeping, &s, 0,
-							  memory_order_acquire, memory_order_relaxed))
+							  memory_order_acquire, memory_order_acquire))
 			return;
 	}
 }
