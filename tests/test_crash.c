@@ -872,9 +872,7 @@ static long check_acked(const char *dir, const char *path, uint64_t nack,
 static void test_sigkill(void **state)
 {
 	uint64_t seed0 = test_seed(0x9e3779b97f4a7c15ull), seed = seed0;
-	const char *sc = getenv("AUDITLOG_TEST_SCALE");
-	unsigned long scale = sc ? strtoul(sc, NULL, 10) : 1;
-	unsigned logs = scale > 1 ? 1 : 5;
+	unsigned logs = tu_test_scale() > 1 ? 1 : 5;
 	struct checked ck;
 	unsigned acked = 0;
 	char *dir = NULL, *path = NULL;

@@ -905,8 +905,7 @@ static unsigned flip_line(struct fx *fx, unsigned fi, size_t k)
 		lines_free(pl);
 	}
 	/* sanitizer builds (AUDITLOG_TEST_SCALE=n): every bit of every n-th byte */
-	const char *sc = getenv("AUDITLOG_TEST_SCALE");
-	size_t step = sc ? strtoul(sc, NULL, 10) : 1;
+	size_t step = tu_test_scale();
 	int fd = open(fx->files[fi], O_WRONLY | O_CLOEXEC);
 	assert_true(fd >= 0);
 	memcpy(buf, l->buf, l->size);
@@ -973,9 +972,7 @@ static void test_bit_flips(void **state)
 	print_message("%u single-bit flips, each found once at its line\n", flips);
 	{
 		/* sanitizer builds flip every bit of every n-th byte only */
-		const char *sc = getenv("AUDITLOG_TEST_SCALE");
-		unsigned long scale = sc ? strtoul(sc, NULL, 10) : 1;
-		assert_true(flips * (scale ? scale : 1) > 10000u);
+		assert_true(flips * tu_test_scale() > 10000u);
 	}
 }
 

@@ -88,9 +88,7 @@ static void on_event(void *ctx, const struct al_parsed *p)
 static unsigned long scaled(unsigned long n)
 {
 	/* sanitizer builds run the same test on fewer events (AUDITLOG_TEST_SCALE=10) */
-	const char *s = getenv("AUDITLOG_TEST_SCALE");
-	unsigned long div = s ? strtoul(s, NULL, 10) : 1;
-	return div > 1 ? n / div : n;
+	return n / tu_test_scale();
 }
 
 /* NTHREADS producers of per_thread events each (see struct prod for

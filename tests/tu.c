@@ -21,6 +21,14 @@
 #include "sealkey.h"
 #include "sealer.h"
 
+unsigned long tu_test_scale(void)
+{
+	const char *s = getenv("AUDITLOG_TEST_SCALE");
+	unsigned long n = s ? strtoul(s, NULL, 10) : 1;
+
+	return n ? n : 1;
+}
+
 char *tu_mkdtemp(void)
 {
 	const char *base = getenv("TMPDIR");

@@ -17,6 +17,9 @@
 
 /* mkdtemp under $TMPDIR or /var/tmp (a real disk: fdatasync must mean something). */
 char *tu_mkdtemp(void);
+/* AUDITLOG_TEST_SCALE (the sanitizer test presets, CMakePresets.json): how
+ * many times less work a long test does there; 1 when unset. */
+unsigned long tu_test_scale(void);
 /* rm -r of a directory made by tu_mkdtemp. */
 void tu_rmtree(const char *dir);
 /* Whole file into memory (NUL-terminated); NULL on error. */
