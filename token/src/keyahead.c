@@ -286,10 +286,12 @@ bool tok_ahead_secret(uint8_t *out, size_t len)
 		OPENSSL_cleanse(p->buf, sizeof(p->buf));
 		p->left = 0;
 		ok = r && EVP_RAND_generate(r, p->buf, sizeof(p->buf), 0, 0, NULL, 0) == 1;
-		if (ok)
+		if (ok) {
 			p->left = sizeof(p->buf);
-		else
+		} else {
 			OPENSSL_cleanse(p->buf, sizeof(p->buf));
+			(void)tok_ossl_fail(); /* no stale error if the caller's own draw works */
+		}
 	}
 	if (ok) {
 		uint8_t *b = p->buf + sizeof(p->buf) - p->left;
