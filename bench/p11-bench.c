@@ -199,6 +199,7 @@ struct opts {
 	bool keep, no_raw, no_audit_off;
 	const char *audit_sync;
 	long long audit_coalesce_us; /* -1: the token's default */
+	const char *keygen_ahead;    /* NULL: the token's default */
 	unsigned pbkdf2;
 };
 
@@ -402,6 +403,8 @@ static void usage(FILE *f)
 	      "  --audit-sync P       our token's audit_sync policy (default sensitive)\n"
 	      "  --audit-coalesce-us N  our token's audit_async_coalesce_us (default: the\n"
 	      "                       token's own default)\n"
+	      "  --keygen-ahead on|off  our token's keygen_ahead (default: the token's own,\n"
+	      "                       on)\n"
 	      "  --pbkdf2-iterations N  our token's PIN key derivation (default 1000, its\n"
 	      "                       minimum; login is not timed)\n"
 	      "  -h, --help           this text\n"
@@ -445,7 +448,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	enum {
 		OPT_MODULE = 256, OPT_ITER, OPT_WARM, OPT_THREADS, OPT_SIZES, OPT_ONLY, OPT_FORMAT,
 		OPT_OUTPUT, OPT_COMPARE, OPT_THRESHOLD, OPT_INPUT, OPT_DIR, OPT_KEEP, OPT_NORAW,
-		OPT_NOOFF, OPT_SYNC, OPT_PBKDF2, OPT_COALESCE
+		OPT_NOOFF, OPT_SYNC, OPT_PBKDF2, OPT_COALESCE, OPT_AHEAD
 	};
 	static const struct option lo[] = {
 		{"module", required_argument, NULL, OPT_MODULE},
@@ -466,6 +469,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{"audit-sync", required_argument, NULL, OPT_SYNC},
 		{"audit-coalesce-us", required_argument, NULL, OPT_COALESCE},
 		{"pbkdf2-iterations", required_argument, NULL, OPT_PBKDF2},
+		{"keygen-ahead", required_argument, NULL, OPT_AHEAD},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -568,6 +572,11 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case OPT_COALESCE:
 			o->audit_coalesce_us = (long long)arg_u64("--audit-coalesce-us", optarg, 0,
 								  1000000, false);
+			break;
+		case OPT_AHEAD:
+			if (strcmp(optarg, "on") && strcmp(optarg, "off"))
+				bad_arg("--keygen-ahead: '%s' is not on or off", optarg);
+			o->keygen_ahead = optarg;
 			break;
 		case OPT_PBKDF2:
 			o->pbkdf2 = (unsigned)arg_u64("--pbkdf2-iterations", optarg, 1000, 100000000,
@@ -1265,6 +1274,11 @@ static int arm_write_config(struct arm *a, const struct opts *o)
 			size_t n = strlen(text);
 			snprintf(text + n, sizeof(text) - n, "audit_async_coalesce_us = %lld\n",
 				 o->audit_coalesce_us);
+		}
+		if (o->keygen_ahead) {
+			size_t n = strlen(text);
+			snprintf(text + n, sizeof(text) - n, "keygen_ahead = %s\n",
+				 strcmp(o->keygen_ahead, "on") ? "false" : "true");
 		}
 	}
 	int r = write_file(a->conf, text);
@@ -2423,6 +2437,8 @@ static void print_json(FILE *f, const struct report *P)
 	jstr(&j, "audit_sync", o->audit_sync);
 	if (o->audit_coalesce_us >= 0)
 		ju64(&j, "audit_async_coalesce_us", (uint64_t)o->audit_coalesce_us);
+	if (o->keygen_ahead)
+		jstr(&j, "keygen_ahead", o->keygen_ahead);
 	ju64(&j, "pbkdf2_iterations", o->pbkdf2);
 	jfix(&j, "process_wall_s", e->process_wall_s, 3);
 	if (e->ours_absent[0]) {
