@@ -2243,6 +2243,28 @@ static void test_ec_ahead(void **state)
 		}
 		assert_true(tok_ahead_taken() > before);
 	}
+	/* a stack's depth of pairs back to back: one of them asks the helper
+	 * to fill it up (it is woken once every few pairs, not for each one),
+	 * and it does (bounded wait, as above); then as many back to back are
+	 * all spares */
+	for (int c = 0; c < 2; c++) {
+		int curve = c ? TOK_P384 : TOK_P256;
+		for (int round = 0; round < 2; round++) {
+			before = tok_ahead_taken();
+			for (int i = 0; i < TOK_AHEAD_DEPTH; i++) {
+				struct tok_attrs pub = { 0 }, priv = { 0 };
+				ec_pair(CKM_EC_KEY_PAIR_GEN, c ? oid_p384 : oid_p256,
+					c ? sizeof(oid_p384) : sizeof(oid_p256), &pub, &priv);
+				tok_attrs_free(&pub);
+				tok_attrs_free(&priv);
+			}
+			if (round)
+				assert_int_equal(tok_ahead_taken() - before, TOK_AHEAD_DEPTH);
+			for (int i = 0; i < 500 && tok_ahead_ready(curve) < TOK_AHEAD_DEPTH; i++)
+				usleep(10 * 1000);
+			assert_int_equal(tok_ahead_ready(curve), TOK_AHEAD_DEPTH);
+		}
+	}
 	/* both curves, two threads each, at once: every pair is a valid key
 	 * (made ahead or not) and no two pairs are the same */
 	for (int i = 0; i < 4; i++) {

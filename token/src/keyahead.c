@@ -1,25 +1,29 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * EC key pairs made ahead (docs/token.md "Key pairs made ahead"): one spare
- * P-256 and one P-384 key pair per process, made by a helper thread while
- * the caller that took the last one waits for its record's fdatasync, so the
- * next C_GenerateKeyPair of that curve does not wait for the curve
+ * EC key pairs made ahead (docs/token.md "Key pairs made ahead"): up to
+ * KA_DEPTH spare P-256 and P-384 key pairs per process, made by a helper
+ * thread while the callers that took them wait for their records' fdatasync,
+ * so a C_GenerateKeyPair of those curves does not wait for the curve
  * arithmetic too (DESIGN.md's key generation figure, docs/benchmarks.md).
+ * The helper is woken when a take leaves KA_LOW or fewer, and then fills the
+ * curve's stack up again: one wake-up every few pairs, not one a pair.
  *
  * What a spare is: a key pair EVP_PKEY_generate made from the curve's
  * parameters in the token's library context and exported (tok_ec_make),
  * exactly as the caller's thread would have; it is handed out once, then
  * belongs to the caller. It lives in this process's memory only, like every
- * session key, and is cleansed when taken, at C_Finalize and at exit.
+ * session key, and is cleansed when taken, at C_Finalize and at exit. Pairs
+ * made but never taken are CPU time spent for nothing: at most KA_DEPTH per
+ * curve a process used.
  *
  * The rules that keep one key from ever being handed out twice:
- *  - a spare is taken under the lock and the slot emptied in the same step;
+ *  - a spare is taken under the lock and its slot cleansed in the same step;
  *  - a child of fork() starts with no spare and no helper: tok_ahead_atfork_child()
  *    wipes the parent's (the child's own C_Initialize follows), and
  *    tok_ahead_take() compares the owner's pid too, for a clone() that ran
  *    no fork handler;
  *  - the helper runs at SCHED_IDLE: it never preempts a caller, and when the
- *    CPUs are busy the slot stays empty and callers make their keys themselves.
+ *    CPUs are busy the stack stays empty and callers make their keys themselves.
  *
  * Where it runs: anywhere the scheduler puts it, normally a CPU other than the
  * caller's. Pinning it to the caller's CPU (so its wake-up is local and it runs
@@ -55,12 +59,21 @@
 
 #include "engine_internal.h"
 
+/* Spares per curve, and how few are left when a take wakes the helper: it is
+ * woken once every KA_DEPTH - KA_LOW pairs, not for every pair. A wake-up of a
+ * sleeping thread on another CPU cost the caller 15 µs at the median on the
+ * 2-vCPU VM of docs/benchmarks.md ("EC key pairs made ahead, eight at a
+ * time"): a third of what a P-256 key generation spends beyond its fdatasync. */
+#define KA_DEPTH TOK_AHEAD_DEPTH
+#define KA_LOW 4
+
 static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct tok_ec_pair key[TOK_NCURVES]; /* the spare of each curve, when full[] */
-	bool full[TOK_NCURVES];
-	bool want[TOK_NCURVES]; /* taken since the helper last made one */
+	struct tok_ec_pair key[TOK_NCURVES][KA_DEPTH]; /* key[c][0 .. n[c] - 1] */
+	unsigned n[TOK_NCURVES];
+	bool fill[TOK_NCURVES]; /* the helper makes pairs of c until it holds KA_DEPTH */
+	bool waiting;           /* the helper sleeps on cv */
 	pid_t owner;            /* the process the spares and the helper are of */
 	bool running, stop, no_thread, atexit_set;
 	uint64_t taken; /* spares handed out (tests, docs/benchmarks.md) */
@@ -85,19 +98,13 @@ static struct {
 	bool wipe_on_fork, no_page, atexit_set;
 } sb = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
-/* Caller holds ka.mu. */
-static void drop_locked(int c)
-{
-	OPENSSL_cleanse(&ka.key[c], sizeof(ka.key[c]));
-	ka.full[c] = false;
-}
-
 /* Caller holds ka.mu: no spare, none asked for, no helper running. */
 static void forget_locked(void)
 {
+	OPENSSL_cleanse(ka.key, sizeof(ka.key));
 	for (int c = 0; c < TOK_NCURVES; c++) {
-		drop_locked(c);
-		ka.want[c] = false;
+		ka.n[c] = 0;
+		ka.fill[c] = false;
 	}
 	ka.running = false;
 }
@@ -105,7 +112,7 @@ static void forget_locked(void)
 static int wanted_locked(void)
 {
 	for (int c = 0; c < TOK_NCURVES; c++)
-		if (ka.want[c] && !ka.full[c])
+		if (ka.fill[c] && ka.n[c] < KA_DEPTH)
 			return c;
 	return -1;
 }
@@ -122,19 +129,21 @@ static void *helper(void *arg)
 	for (;;) {
 		int c;
 
-		while (!ka.stop && (c = wanted_locked()) < 0)
+		while (!ka.stop && (c = wanted_locked()) < 0) {
+			ka.waiting = true;
 			pthread_cond_wait(&ka.cv, &ka.mu);
+			ka.waiting = false;
+		}
 		if (ka.stop)
 			break;
-		ka.want[c] = false;
 		pthread_mutex_unlock(&ka.mu);
 		struct tok_ec_pair kp;
 		bool ok = tok_ec_make(c, &kp); /* failed: the next caller makes its own */
 		pthread_mutex_lock(&ka.mu);
-		if (ok && !ka.stop && !ka.full[c]) {
-			ka.key[c] = kp;
-			ka.full[c] = true;
-		}
+		if (ok && !ka.stop && ka.fill[c] && ka.n[c] < KA_DEPTH)
+			ka.key[c][ka.n[c]++] = kp;
+		if (!ok || ka.n[c] >= KA_DEPTH) /* full, or asked again at the next take */
+			ka.fill[c] = false;
 		OPENSSL_cleanse(&kp, sizeof(kp));
 	}
 	pthread_mutex_unlock(&ka.mu);
@@ -249,16 +258,19 @@ bool tok_ahead_take(int curve, struct tok_ec_pair *out)
 		forget_locked(); /* the parent's spares: never handed out here */
 		ka.owner = me;
 	}
-	got = ka.full[curve];
+	got = ka.n[curve] > 0;
 	if (got) {
-		*out = ka.key[curve];
-		drop_locked(curve);
+		struct tok_ec_pair *k = &ka.key[curve][--ka.n[curve]];
+		*out = *k;
+		OPENSSL_cleanse(k, sizeof(*k));
 		ka.taken++;
 	}
-	ka.want[curve] = true;
-	start_locked();
-	if (ka.running)
-		pthread_cond_signal(&ka.cv);
+	if (ka.n[curve] <= KA_LOW && !ka.fill[curve]) {
+		ka.fill[curve] = true;
+		start_locked();
+		if (ka.running && ka.waiting) /* else it looks again before it sleeps */
+			pthread_cond_signal(&ka.cv);
+	}
 	pthread_mutex_unlock(&ka.mu);
 	return got;
 }
@@ -335,6 +347,16 @@ uint64_t tok_ahead_taken(void)
 
 	pthread_mutex_lock(&ka.mu);
 	n = ka.taken;
+	pthread_mutex_unlock(&ka.mu);
+	return n;
+}
+
+unsigned tok_ahead_ready(int curve)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&ka.mu);
+	n = ka.owner == getpid() ? ka.n[curve] : 0;
 	pthread_mutex_unlock(&ka.mu);
 	return n;
 }
