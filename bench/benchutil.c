@@ -158,9 +158,13 @@ uint64_t arg_u64(const char *opt, const char *val, uint64_t lo, uint64_t hi, boo
 	return v;
 }
 
+/* k NULL: an array's element, as jopen's */
 void jkey(struct jw *j, const char *k)
 {
-	fprintf(j->f, "%s\"%s\":", j->first ? "" : ",", k);
+	if (!j->first)
+		fputc(',', j->f);
+	if (k)
+		fprintf(j->f, "\"%s\":", k);
 	j->first = false;
 }
 

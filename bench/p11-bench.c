@@ -199,7 +199,8 @@ struct opts {
 	bool keep, no_raw, no_audit_off;
 	const char *audit_sync;
 	long long audit_coalesce_us; /* -1: the token's default */
-	const char *keygen_ahead;    /* NULL: the token's default */
+	const char *token_opt[MAX_LIST]; /* --token-option KEY=VALUE, in order */
+	unsigned ntoken_opt;
 	unsigned pbkdf2;
 };
 
@@ -403,8 +404,8 @@ static void usage(FILE *f)
 	      "  --audit-sync P       our token's audit_sync policy (default sensitive)\n"
 	      "  --audit-coalesce-us N  our token's audit_async_coalesce_us (default: the\n"
 	      "                       token's own default)\n"
-	      "  --keygen-ahead on|off  our token's keygen_ahead (default: the token's own,\n"
-	      "                       on)\n"
+	      "  --token-option KEY=VALUE  one more line of our token's softtoken.conf\n"
+	      "                       (repeatable, up to 8; the token checks it)\n"
 	      "  --pbkdf2-iterations N  our token's PIN key derivation (default 1000, its\n"
 	      "                       minimum; login is not timed)\n"
 	      "  -h, --help           this text\n"
@@ -448,7 +449,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	enum {
 		OPT_MODULE = 256, OPT_ITER, OPT_WARM, OPT_THREADS, OPT_SIZES, OPT_ONLY, OPT_FORMAT,
 		OPT_OUTPUT, OPT_COMPARE, OPT_THRESHOLD, OPT_INPUT, OPT_DIR, OPT_KEEP, OPT_NORAW,
-		OPT_NOOFF, OPT_SYNC, OPT_PBKDF2, OPT_COALESCE, OPT_AHEAD
+		OPT_NOOFF, OPT_SYNC, OPT_PBKDF2, OPT_COALESCE, OPT_TOKOPT
 	};
 	static const struct option lo[] = {
 		{"module", required_argument, NULL, OPT_MODULE},
@@ -469,7 +470,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{"audit-sync", required_argument, NULL, OPT_SYNC},
 		{"audit-coalesce-us", required_argument, NULL, OPT_COALESCE},
 		{"pbkdf2-iterations", required_argument, NULL, OPT_PBKDF2},
-		{"keygen-ahead", required_argument, NULL, OPT_AHEAD},
+		{"token-option", required_argument, NULL, OPT_TOKOPT},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -573,11 +574,18 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			o->audit_coalesce_us = (long long)arg_u64("--audit-coalesce-us", optarg, 0,
 								  1000000, false);
 			break;
-		case OPT_AHEAD:
-			if (strcmp(optarg, "on") && strcmp(optarg, "off"))
-				bad_arg("--keygen-ahead: '%s' is not on or off", optarg);
-			o->keygen_ahead = optarg;
+		case OPT_TOKOPT: {
+			const char *eq = strchr(optarg, '=');
+			size_t k = eq ? (size_t)(eq - optarg) : 0;
+			if (!k || strspn(optarg, "abcdefghijklmnopqrstuvwxyz0123456789_") != k ||
+			    strpbrk(optarg, "\n\r#"))
+				bad_arg("--token-option: '%s' is not KEY=VALUE (a key of a-z, 0-9 "
+					"and _, no newline or #)", optarg);
+			if (o->ntoken_opt == MAX_LIST)
+				bad_arg("--token-option: more than %u", MAX_LIST);
+			o->token_opt[o->ntoken_opt++] = optarg;
 			break;
+		}
 		case OPT_PBKDF2:
 			o->pbkdf2 = (unsigned)arg_u64("--pbkdf2-iterations", optarg, 1000, 100000000,
 						      false);
@@ -1275,10 +1283,12 @@ static int arm_write_config(struct arm *a, const struct opts *o)
 			snprintf(text + n, sizeof(text) - n, "audit_async_coalesce_us = %lld\n",
 				 o->audit_coalesce_us);
 		}
-		if (o->keygen_ahead) {
+		for (unsigned i = 0; i < o->ntoken_opt; i++) {
+			const char *v = o->token_opt[i], *eq = strchr(v, '=');
 			size_t n = strlen(text);
-			snprintf(text + n, sizeof(text) - n, "keygen_ahead = %s\n",
-				 strcmp(o->keygen_ahead, "on") ? "false" : "true");
+			if (snprintf(text + n, sizeof(text) - n, "%.*s = %s\n", (int)(eq - v), v,
+				     eq + 1) >= (int)(sizeof(text) - n))
+				return arm_fail(a, "--token-option: the configuration is too long");
 		}
 	}
 	int r = write_file(a->conf, text);
@@ -2437,8 +2447,12 @@ static void print_json(FILE *f, const struct report *P)
 	jstr(&j, "audit_sync", o->audit_sync);
 	if (o->audit_coalesce_us >= 0)
 		ju64(&j, "audit_async_coalesce_us", (uint64_t)o->audit_coalesce_us);
-	if (o->keygen_ahead)
-		jstr(&j, "keygen_ahead", o->keygen_ahead);
+	if (o->ntoken_opt) {
+		jopen(&j, "token_options", '[');
+		for (unsigned i = 0; i < o->ntoken_opt; i++)
+			jstr(&j, NULL, o->token_opt[i]);
+		jclose(&j, ']');
+	}
 	ju64(&j, "pbkdf2_iterations", o->pbkdf2);
 	jfix(&j, "process_wall_s", e->process_wall_s, 3);
 	if (e->ours_absent[0]) {

@@ -76,18 +76,21 @@ run 2 --module /nonexistent/libsofthsm2.so
 run 2 --module /etc/hostname
 run 2 --input "$tmp/x.json"
 run 2 surplus-argument
-run 2 --keygen-ahead maybe
+run 2 --token-option keygen_ahead
+run 2 --token-option "=false"
+run 2 --token-option "keygen_ahead=false
+audit_enabled=false"
 
-# --- --keygen-ahead reaches our token's configuration --------------------------
+# --- --token-option reaches our token's configuration --------------------------
 if [ -n "$OURS" ]; then
 	run 0 --module "$OURS" "${short[@]}" --only keygen-ec-p256 --no-raw --no-audit-off \
-		--keygen-ahead off --keep --format json --output "$tmp/k.json"
+		--token-option keygen_ahead=false --keep --format json --output "$tmp/k.json"
 	kept=$(sed -n 's/^p11-bench: files kept in //p' "$tmp/err")
 	[ -d "$kept" ] || fail "--keep did not name its directory"
 	grep -qx "keygen_ahead = false" "$kept/softtoken/softtoken.conf" ||
-		fail "--keygen-ahead off is not in our token's configuration"
-	"$PY" -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["metadata"].get("keygen_ahead") != "off")' \
-		"$tmp/k.json" || fail "the JSON's metadata lacks keygen_ahead"
+		fail "--token-option is not in our token's configuration"
+	"$PY" -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["metadata"].get("token_options") != ["keygen_ahead=false"])' \
+		"$tmp/k.json" || fail "the JSON's metadata lacks token_options"
 	rm -rf "$kept"
 fi
 
