@@ -2221,6 +2221,17 @@ static void *ahead_make(void *arg)
 	return NULL;
 }
 
+/* A pair of P-256 (c 0) or P-384 (c 1), made and freed. */
+static void ec_pair_dropped(int c)
+{
+	struct tok_attrs pub = { 0 }, priv = { 0 };
+
+	ec_pair(CKM_EC_KEY_PAIR_GEN, c ? oid_p384 : oid_p256, c ? sizeof(oid_p384) : sizeof(oid_p256), &pub,
+		&priv);
+	tok_attrs_free(&pub);
+	tok_attrs_free(&priv);
+}
+
 static void test_ec_ahead(void **state)
 {
 	static struct ahead_thr t[4];
@@ -2234,36 +2245,28 @@ static void test_ec_ahead(void **state)
 	for (int c = 0; c < 2; c++) {
 		before = tok_ahead_taken();
 		for (int i = 0; i < 500 && tok_ahead_taken() == before; i++) {
-			struct tok_attrs pub = { 0 }, priv = { 0 };
-			ec_pair(CKM_EC_KEY_PAIR_GEN, c ? oid_p384 : oid_p256, c ? sizeof(oid_p384) : sizeof(oid_p256),
-				&pub, &priv);
-			tok_attrs_free(&pub);
-			tok_attrs_free(&priv);
+			ec_pair_dropped(c);
 			usleep(10 * 1000);
 		}
 		assert_true(tok_ahead_taken() > before);
 	}
-	/* a stack's depth of pairs back to back: one of them asks the helper
-	 * to fill it up (it is woken once every few pairs, not for each one),
-	 * and it does (bounded wait, as above); then as many back to back are
-	 * all spares */
+	/* A full stack serves its depth of pairs back to back. To get one:
+	 * pairs until a take leaves half or fewer (that take, or one before it,
+	 * asked the helper to fill the stack up, and it goes on until it is
+	 * full: it is woken once every few pairs, not for each one), then the
+	 * bounded wait, as above. */
 	for (int c = 0; c < 2; c++) {
 		int curve = c ? TOK_P384 : TOK_P256;
-		for (int round = 0; round < 2; round++) {
-			before = tok_ahead_taken();
-			for (int i = 0; i < TOK_AHEAD_DEPTH; i++) {
-				struct tok_attrs pub = { 0 }, priv = { 0 };
-				ec_pair(CKM_EC_KEY_PAIR_GEN, c ? oid_p384 : oid_p256,
-					c ? sizeof(oid_p384) : sizeof(oid_p256), &pub, &priv);
-				tok_attrs_free(&pub);
-				tok_attrs_free(&priv);
-			}
-			if (round)
-				assert_int_equal(tok_ahead_taken() - before, TOK_AHEAD_DEPTH);
-			for (int i = 0; i < 500 && tok_ahead_ready(curve) < TOK_AHEAD_DEPTH; i++)
-				usleep(10 * 1000);
-			assert_int_equal(tok_ahead_ready(curve), TOK_AHEAD_DEPTH);
-		}
+		for (int i = 0; i < 100 && tok_ahead_ready(curve) > TOK_AHEAD_DEPTH / 2; i++)
+			ec_pair_dropped(c);
+		assert_true(tok_ahead_ready(curve) <= TOK_AHEAD_DEPTH / 2);
+		for (int i = 0; i < 500 && tok_ahead_ready(curve) < TOK_AHEAD_DEPTH; i++)
+			usleep(10 * 1000);
+		assert_int_equal(tok_ahead_ready(curve), TOK_AHEAD_DEPTH);
+		before = tok_ahead_taken();
+		for (int i = 0; i < TOK_AHEAD_DEPTH; i++)
+			ec_pair_dropped(c);
+		assert_int_equal(tok_ahead_taken() - before, TOK_AHEAD_DEPTH);
 	}
 	/* both curves, two threads each, at once: every pair is a valid key
 	 * (made ahead or not) and no two pairs are the same */

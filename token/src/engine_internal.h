@@ -67,7 +67,8 @@ bool tok_ahead_take(int curve, struct tok_ec_pair *out);
 void tok_ahead_stop(void);
 void tok_ahead_atfork_child(void);
 uint64_t tok_ahead_taken(void); /* spares handed out by this process so far */
-#define TOK_AHEAD_DEPTH 8         /* spares kept per curve (keyahead.c KA_DEPTH) */
+#define TOK_AHEAD_DEPTH 8 /* spares kept per curve; a take that leaves half or fewer
+			   * asks for the stack to be filled up (keyahead.c) */
 unsigned tok_ahead_ready(int curve); /* spares of curve ready now (tests) */
 /* len bytes of secret key from the pool drawn ahead of the private DRBG
  * (keyahead.c); false when keygen_ahead is off, len is over 64 or the DRBG

@@ -65,7 +65,7 @@
  * 2-vCPU VM of docs/benchmarks.md ("EC key pairs made ahead, eight at a
  * time"): a third of what a P-256 key generation spends beyond its fdatasync. */
 #define KA_DEPTH TOK_AHEAD_DEPTH
-#define KA_LOW 4
+#define KA_LOW (TOK_AHEAD_DEPTH / 2)
 
 static struct {
 	pthread_mutex_t mu;
