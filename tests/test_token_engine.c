@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -2299,6 +2300,64 @@ static void test_ec_ahead(void **state)
 	tok_crypto_set_keygen_ahead(true);
 }
 
+/* A P-256 pair's point (uncompressed, 65 bytes) into out. */
+static void p256_point(uint8_t out[65])
+{
+	struct tok_attrs pub = { 0 }, priv = { 0 };
+	size_t n;
+	const uint8_t *pt;
+
+	ec_pair(CKM_EC_KEY_PAIR_GEN, oid_p256, sizeof(oid_p256), &pub, &priv);
+	pt = der_inner(tok_attrs_get(&pub, CKA_EC_POINT), &n);
+	assert_int_equal(n, 65);
+	memcpy(out, pt, n);
+	tok_attrs_free(&pub);
+	tok_attrs_free(&priv);
+}
+
+/* A child that ran no fork handler (this program registers none; the module
+ * registers tok_ahead_atfork_child at C_Initialize, which the engine tests
+ * never call) while the parent held a full stack of spares: the owner's pid
+ * check alone must keep it from every one of them. The child takes none and
+ * its key is none of the parent's next eight. (Not in the TSan build, as
+ * test_token's fork tests.) */
+static __attribute__((unused)) void test_ec_ahead_no_fork_handler(void **state)
+{
+	uint8_t theirs[65], mine[65];
+	int p[2], st;
+	uint64_t before;
+	pid_t pid;
+
+	(void)state;
+	for (int i = 0; i < 100 && tok_ahead_ready(TOK_P256) > TOK_AHEAD_DEPTH / 2; i++)
+		ec_pair_dropped(0);
+	for (int i = 0; i < 500 && tok_ahead_ready(TOK_P256) < TOK_AHEAD_DEPTH; i++)
+		usleep(10 * 1000);
+	assert_int_equal(tok_ahead_ready(TOK_P256), TOK_AHEAD_DEPTH);
+	usleep(20 * 1000); /* the helper back asleep, its lock free */
+	assert_int_equal(pipe(p), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		uint64_t n = tok_ahead_taken();
+		p256_point(mine);
+		if (tok_ahead_taken() != n || write(p[1], mine, sizeof(mine)) != sizeof(mine))
+			_exit(1);
+		_exit(0);
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], theirs, sizeof(theirs)), sizeof(theirs));
+	close(p[0]);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	before = tok_ahead_taken();
+	for (int i = 0; i < TOK_AHEAD_DEPTH; i++) {
+		p256_point(mine);
+		assert_memory_not_equal(mine, theirs, sizeof(mine));
+	}
+	assert_int_equal(tok_ahead_taken() - before, TOK_AHEAD_DEPTH); /* the parent's, all there */
+}
+
 /* ---- the table ------------------------------------------------------------ */
 
 static void test_mech_table(void **state)
@@ -2375,6 +2434,9 @@ int main(void)
 		cmocka_unit_test(test_eddsa),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_ec_ahead),
+#ifndef __SANITIZE_THREAD__
+		cmocka_unit_test(test_ec_ahead_no_fork_handler),
+#endif
 		cmocka_unit_test(test_mech_table), /* last: every advertised mechanism ran */
 	};
 
