@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# bench/targets on one tiny run (auditlog-bench v1 and v2, p11-bench): it
+# keeps the JSON files it judged, prints a row for every figure, and judges
+# again from them (--input); a figure made to fail there is NOT MET and named,
+# and bad arguments exit 2. Timings are never asserted.
+#
+#   targets.sh BUILD_DIR
+#
+# Exit 77 (skip) when SoftHSMv2 or /usr/bin/python3 is missing (p11-bench
+# measures it), or when the scratch directory is in memory (the benches refuse
+# tmpfs).
+set -euo pipefail
+
+BUILD=${1:?usage: targets.sh BUILD_DIR}
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+T="$SRC/bench/targets"
+PY=/usr/bin/python3
+[ -x "$PY" ] || { echo "SKIP: $PY is missing"; exit 77; }
+[ -e /usr/lib/softhsm/libsofthsm2.so ] || { echo "SKIP: SoftHSMv2 is not installed"; exit 77; }
+
+tmp=$(mktemp -d "${TMPDIR:-/var/tmp}/targets-test.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+if [ "$(stat -f -c %T "$tmp")" = tmpfs ]; then
+	echo "SKIP: $tmp is on tmpfs (the benches refuse it)"
+	exit 77
+fi
+
+# --- bad arguments: exit 2 ---------------------------------------------------
+for bad in "--runs 0" "--runs 21" "--input $tmp --out $tmp" "--no-such-option"; do
+	rc=0
+	# shellcheck disable=SC2086
+	"$T" $bad >/dev/null 2>&1 || rc=$?
+	[ "$rc" -eq 2 ] || fail "bench/targets $bad exited $rc, not 2"
+done
+rc=0
+"$T" --input "$tmp" >/dev/null 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || fail "--input of an empty directory exited $rc, not 2"
+
+# --- one tiny run -------------------------------------------------------------
+"$T" --runs 1 --build "$BUILD" --out "$tmp/out" \
+	--auditlog-bench-args "--dir $tmp --events 20000 --sync-samples 20 --enqueue-samples 1000 --token-records 20 --token-gap-us 50" \
+	--p11-bench-args "--dir $tmp --iterations 3 --warmup 1 --threads 1,2 --data-sizes 256 --only keygen-ec-p256,ecdsa-p256-sign" \
+	>"$tmp/a.txt" 2>"$tmp/a.err" || { cat "$tmp/a.err" >&2; fail "the run failed"; }
+for f in v1-1.json v2-1.json p11-1.json host-1.json keys/sealing-state; do
+	[ -e "$tmp/out/$f" ] || fail "the run left no $f"
+done
+for row in "worker CPU ns/event <= 500 (v1)" "worker CPU ns/event <= 350 (v2)" \
+	"enqueue p50 ns <= 100 (v1)" "record_sync / raw write+fdatasync <= 1.2 (v2)" \
+	"v2 / v1 sustained >= 0.9 when both disk-bound" "p11 keygen-ec-p256 x1 (raw+1.1 fdatasync)" \
+	"p11 ecdsa-p256-sign 32B x2"; do
+	grep -qF "$row" "$tmp/a.txt" || { cat "$tmp/a.txt"; fail "no row '$row'"; }
+done
+grep -q "targets met in all 1 runs" "$tmp/a.txt" || fail "no summary line"
+grep -q "steal" "$tmp/a.txt" || fail "no host line"
+
+# --- judged again from the files; one figure made to fail --------------------
+"$T" --input "$tmp/out" >"$tmp/b.txt"
+diff <(grep -v "^  run" "$tmp/a.txt") <(grep -v "^  run" "$tmp/b.txt") >/dev/null ||
+	fail "--input judged the same files differently"
+"$PY" - "$tmp/out/v1-1.json" <<'PYEOF'
+import json, sys
+p = sys.argv[1]
+d = json.load(open(p))
+d["targets"]["worker_cpu_ns_per_event"].update(value=999.0, **{"pass": False})
+json.dump(d, open(p, "w"))
+PYEOF
+"$T" --input "$tmp/out" >"$tmp/c.txt"
+grep -E "^worker CPU ns/event <= 500 \(v1\) .*999.0 FAIL +NOT MET$" "$tmp/c.txt" >/dev/null ||
+	{ cat "$tmp/c.txt"; fail "a failing figure is not NOT MET"; }
+grep -q "not met: .*worker CPU ns/event <= 500 (v1)" "$tmp/c.txt" || fail "the summary does not name it"
+echo "PASS"
