@@ -2317,10 +2317,12 @@ static void p256_point(uint8_t out[65])
 
 /* A child that ran no fork handler (this program registers none; the module
  * registers tok_ahead_atfork_child at C_Initialize, which the engine tests
- * never call) while the parent held a full stack of spares: the owner's pid
- * check alone must keep it from every one of them. The child takes none and
- * its key is none of the parent's next eight. (Not in the TSan build, as
- * test_token's fork tests.) */
+ * never call) while the parent held a full stack of spares: the spares' page
+ * (MADV_WIPEONFORK: zeros in the child, counts included) and the owner's pid
+ * check each keep it from every one of them. The child takes none and its
+ * key is none of the parent's next eight. It fails with both taken away, not
+ * with either one (checked by hand). (Not in the TSan build, as test_token's
+ * fork tests.) */
 static __attribute__((unused)) void test_ec_ahead_no_fork_handler(void **state)
 {
 	uint8_t theirs[65], mine[65];

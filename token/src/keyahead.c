@@ -18,10 +18,12 @@
  *
  * The rules that keep one key from ever being handed out twice:
  *  - a spare is taken under the lock and its slot cleansed in the same step;
- *  - a child of fork() starts with no spare and no helper: tok_ahead_atfork_child()
- *    wipes the parent's (the child's own C_Initialize follows), and
- *    tok_ahead_take() compares the owner's pid too, for a clone() that ran
- *    no fork handler;
+ *  - a child of fork() starts with no spare and no helper: the spares' page
+ *    is MADV_WIPEONFORK (zeros in the child), tok_ahead_atfork_child() wipes
+ *    it too (the child's own C_Initialize follows), and tok_ahead_take()
+ *    compares the owner's pid, for a clone() that ran no fork handler on a
+ *    kernel without MADV_WIPEONFORK;
+ *  - the page is MADV_DONTDUMP: no spare is in a core dump;
  *  - the helper runs at SCHED_IDLE: it never preempts a caller, and when the
  *    CPUs are busy the stack stays empty and callers make their keys themselves.
  *
@@ -67,11 +69,20 @@
 #define KA_DEPTH TOK_AHEAD_DEPTH
 #define KA_LOW (TOK_AHEAD_DEPTH / 2)
 
+/* The spares are on pages of their own, as the secret bytes below are:
+ * MADV_WIPEONFORK (zeros in any child, fork handler or not) and MADV_DONTDUMP
+ * (never in a core dump). */
+struct ka_page {
+	struct tok_ec_pair key[TOK_NCURVES][KA_DEPTH]; /* key[c][0 .. n[c] - 1] */
+	unsigned n[TOK_NCURVES]; /* here too: a wiped page holds no spare */
+};
+
 static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct tok_ec_pair key[TOK_NCURVES][KA_DEPTH]; /* key[c][0 .. n[c] - 1] */
-	unsigned n[TOK_NCURVES];
+	struct ka_page *page; /* the spares, mapped at the first take */
+	size_t map_len;
+	bool no_page; /* no memory for it, or the process exits: no spares */
 	bool fill[TOK_NCURVES]; /* the helper makes pairs of c until it holds KA_DEPTH */
 	bool waiting;           /* the helper sleeps on cv */
 	pid_t owner;            /* the process the spares and the helper are of */
@@ -98,21 +109,37 @@ static struct {
 	bool wipe_on_fork, no_page, atexit_set;
 } sb = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
+/* A private mapping of at least len bytes for key material: read as zeros in
+ * any child (*wipe_on_fork, where the kernel has MADV_WIPEONFORK: 4.14 on),
+ * left out of core dumps. NULL: no memory. */
+static void *key_map(size_t len, size_t *map_len, bool *wipe_on_fork)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	void *m;
+
+	*map_len = (len + pg - 1) / pg * pg;
+	m = mmap(NULL, *map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+	*wipe_on_fork = madvise(m, *map_len, MADV_WIPEONFORK) == 0;
+	(void)madvise(m, *map_len, MADV_DONTDUMP);
+	return m;
+}
+
 /* Caller holds ka.mu: no spare, none asked for, no helper running. */
 static void forget_locked(void)
 {
-	OPENSSL_cleanse(ka.key, sizeof(ka.key));
-	for (int c = 0; c < TOK_NCURVES; c++) {
-		ka.n[c] = 0;
+	if (ka.page)
+		OPENSSL_cleanse(ka.page, sizeof(*ka.page)); /* the counts too */
+	for (int c = 0; c < TOK_NCURVES; c++)
 		ka.fill[c] = false;
-	}
 	ka.running = false;
 }
 
 static int wanted_locked(void)
 {
 	for (int c = 0; c < TOK_NCURVES; c++)
-		if (ka.fill[c] && ka.n[c] < KA_DEPTH)
+		if (ka.fill[c] && ka.page->n[c] < KA_DEPTH) /* fill: there is a page */
 			return c;
 	return -1;
 }
@@ -140,9 +167,9 @@ static void *helper(void *arg)
 		struct tok_ec_pair kp;
 		bool ok = tok_ec_make(c, &kp); /* failed: the next caller makes its own */
 		pthread_mutex_lock(&ka.mu);
-		if (ok && !ka.stop && ka.fill[c] && ka.n[c] < KA_DEPTH)
-			ka.key[c][ka.n[c]++] = kp;
-		if (!ok || ka.n[c] >= KA_DEPTH) /* full, or asked again at the next take */
+		if (ok && !ka.stop && ka.fill[c] && ka.page->n[c] < KA_DEPTH)
+			ka.page->key[c][ka.page->n[c]++] = kp;
+		if (!ok || ka.page->n[c] >= KA_DEPTH) /* full, or asked again at the next take */
 			ka.fill[c] = false;
 		OPENSSL_cleanse(&kp, sizeof(kp));
 	}
@@ -197,9 +224,6 @@ static void secret_at_exit(void *arg)
 /* Caller holds sb.mu: the page, mapped (false: no memory, or at exit). */
 static bool secret_page_locked(void)
 {
-	long pg = sysconf(_SC_PAGESIZE);
-	void *m;
-
 	if (sb.p || sb.no_page)
 		return sb.p != NULL;
 	if (!sb.atexit_set) {
@@ -207,20 +231,20 @@ static bool secret_page_locked(void)
 			return false;
 		sb.atexit_set = true;
 	}
-	sb.map_len = ((sizeof(struct sb_page) + (size_t)pg - 1) / (size_t)pg) * (size_t)pg;
-	m = mmap(NULL, sb.map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (m == MAP_FAILED)
-		return false;
-	sb.wipe_on_fork = madvise(m, sb.map_len, MADV_WIPEONFORK) == 0;
-	(void)madvise(m, sb.map_len, MADV_DONTDUMP);
-	sb.p = m;
-	return true;
+	sb.p = key_map(sizeof(*sb.p), &sb.map_len, &sb.wipe_on_fork);
+	return sb.p != NULL;
 }
 
 static void at_exit(void *arg)
 {
 	(void)arg;
 	stop_helper(); /* ka.stop stays set: no helper starts again */
+	pthread_mutex_lock(&ka.mu);
+	if (ka.page) /* cleansed by stop_helper */
+		munmap(ka.page, ka.map_len);
+	ka.page = NULL;
+	ka.no_page = true;
+	pthread_mutex_unlock(&ka.mu);
 }
 
 /* Caller holds ka.mu. */
@@ -258,14 +282,23 @@ bool tok_ahead_take(int curve, struct tok_ec_pair *out)
 		forget_locked(); /* the parent's spares: never handed out here */
 		ka.owner = me;
 	}
-	got = ka.n[curve] > 0;
+	if (!ka.page && !ka.no_page) {
+		bool wof;
+		ka.page = key_map(sizeof(*ka.page), &ka.map_len, &wof);
+		ka.no_page = !ka.page; /* no memory: the callers make every pair */
+	}
+	if (!ka.page) {
+		pthread_mutex_unlock(&ka.mu);
+		return false;
+	}
+	got = ka.page->n[curve] > 0;
 	if (got) {
-		struct tok_ec_pair *k = &ka.key[curve][--ka.n[curve]];
+		struct tok_ec_pair *k = &ka.page->key[curve][--ka.page->n[curve]];
 		*out = *k;
 		OPENSSL_cleanse(k, sizeof(*k));
 		ka.taken++;
 	}
-	if (ka.n[curve] <= KA_LOW && !ka.fill[curve]) {
+	if (ka.page->n[curve] <= KA_LOW && !ka.fill[curve]) {
 		ka.fill[curve] = true;
 		start_locked();
 		if (ka.running && ka.waiting) /* else it looks again before it sleeps */
@@ -330,10 +363,15 @@ void tok_ahead_atfork_child(void)
 {
 	/* The parent's helper does not exist here and its lock may have been
 	 * held at the fork: start over, the parent's spares wiped. */
-	bool atexit_set = ka.atexit_set;
+	bool atexit_set = ka.atexit_set, no_page = ka.no_page;
+	struct ka_page *page = ka.page; /* zeros here already with MADV_WIPEONFORK */
+	size_t map_len = ka.map_len;
 
+	if (page)
+		OPENSSL_cleanse(page, sizeof(*page));
 	OPENSSL_cleanse(&ka, sizeof(ka));
 	ka = (__typeof__(ka)){ .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+			       .page = page, .map_len = map_len, .no_page = no_page,
 			       .atexit_set = atexit_set };
 	/* The parent's secret bytes are the parent's next keys (with
 	 * MADV_WIPEONFORK the kernel has zeroed them already). */
@@ -356,7 +394,7 @@ unsigned tok_ahead_ready(int curve)
 	unsigned n;
 
 	pthread_mutex_lock(&ka.mu);
-	n = ka.owner == getpid() ? ka.n[curve] : 0;
+	n = ka.owner == getpid() && ka.page ? ka.page->n[curve] : 0;
 	pthread_mutex_unlock(&ka.mu);
 	return n;
 }
