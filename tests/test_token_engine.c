@@ -2222,15 +2222,40 @@ static void *ahead_make(void *arg)
 	return NULL;
 }
 
-/* A pair of P-256 (c 0) or P-384 (c 1), made and freed. */
-static void ec_pair_dropped(int c)
+/* A pair of P-256 (c 0) or P-384 (c 1), made and freed; its point
+ * (uncompressed) into pt when pt is not NULL. Returns the point's length. */
+static size_t ec_pair_point(int c, uint8_t pt[TOK_EC_PT_MAX])
 {
 	struct tok_attrs pub = { 0 }, priv = { 0 };
+	size_t n;
+	const uint8_t *p;
 
 	ec_pair(CKM_EC_KEY_PAIR_GEN, c ? oid_p384 : oid_p256, c ? sizeof(oid_p384) : sizeof(oid_p256), &pub,
 		&priv);
+	p = der_inner(tok_attrs_get(&pub, CKA_EC_POINT), &n);
+	assert_true(n <= TOK_EC_PT_MAX);
+	if (pt)
+		memcpy(pt, p, n);
 	tok_attrs_free(&pub);
 	tok_attrs_free(&priv);
+	return n;
+}
+
+/* The helper's stack of curve c (0 P-256, 1 P-384) full: pairs until a take
+ * leaves half or fewer (that take, or one before it, asked the helper to fill
+ * the stack up, and it goes on until it is full: it is woken once every few
+ * pairs, not for each one), then a bounded wait (a slow sanitizer build or a
+ * busy machine only makes it later). */
+static void ec_stack_full(int c)
+{
+	int curve = c ? TOK_P384 : TOK_P256;
+
+	for (int i = 0; i < 100 && tok_ahead_ready(curve) > TOK_AHEAD_DEPTH / 2; i++)
+		(void)ec_pair_point(c, NULL);
+	assert_true(tok_ahead_ready(curve) <= TOK_AHEAD_DEPTH / 2);
+	for (int i = 0; i < 500 && tok_ahead_ready(curve) < TOK_AHEAD_DEPTH; i++)
+		usleep(10 * 1000);
+	assert_int_equal(tok_ahead_ready(curve), TOK_AHEAD_DEPTH);
 }
 
 static void test_ec_ahead(void **state)
@@ -2246,27 +2271,17 @@ static void test_ec_ahead(void **state)
 	for (int c = 0; c < 2; c++) {
 		before = tok_ahead_taken();
 		for (int i = 0; i < 500 && tok_ahead_taken() == before; i++) {
-			ec_pair_dropped(c);
+			(void)ec_pair_point(c, NULL);
 			usleep(10 * 1000);
 		}
 		assert_true(tok_ahead_taken() > before);
 	}
-	/* A full stack serves its depth of pairs back to back. To get one:
-	 * pairs until a take leaves half or fewer (that take, or one before it,
-	 * asked the helper to fill the stack up, and it goes on until it is
-	 * full: it is woken once every few pairs, not for each one), then the
-	 * bounded wait, as above. */
+	/* a full stack serves its depth of pairs back to back */
 	for (int c = 0; c < 2; c++) {
-		int curve = c ? TOK_P384 : TOK_P256;
-		for (int i = 0; i < 100 && tok_ahead_ready(curve) > TOK_AHEAD_DEPTH / 2; i++)
-			ec_pair_dropped(c);
-		assert_true(tok_ahead_ready(curve) <= TOK_AHEAD_DEPTH / 2);
-		for (int i = 0; i < 500 && tok_ahead_ready(curve) < TOK_AHEAD_DEPTH; i++)
-			usleep(10 * 1000);
-		assert_int_equal(tok_ahead_ready(curve), TOK_AHEAD_DEPTH);
+		ec_stack_full(c);
 		before = tok_ahead_taken();
 		for (int i = 0; i < TOK_AHEAD_DEPTH; i++)
-			ec_pair_dropped(c);
+			(void)ec_pair_point(c, NULL);
 		assert_int_equal(tok_ahead_taken() - before, TOK_AHEAD_DEPTH);
 	}
 	/* both curves, two threads each, at once: every pair is a valid key
@@ -2300,21 +2315,6 @@ static void test_ec_ahead(void **state)
 	tok_crypto_set_keygen_ahead(true);
 }
 
-/* A P-256 pair's point (uncompressed, 65 bytes) into out. */
-static void p256_point(uint8_t out[65])
-{
-	struct tok_attrs pub = { 0 }, priv = { 0 };
-	size_t n;
-	const uint8_t *pt;
-
-	ec_pair(CKM_EC_KEY_PAIR_GEN, oid_p256, sizeof(oid_p256), &pub, &priv);
-	pt = der_inner(tok_attrs_get(&pub, CKA_EC_POINT), &n);
-	assert_int_equal(n, 65);
-	memcpy(out, pt, n);
-	tok_attrs_free(&pub);
-	tok_attrs_free(&priv);
-}
-
 /* A child that ran no fork handler (this program registers none; the module
  * registers tok_ahead_atfork_child at C_Initialize, which the engine tests
  * never call) while the parent held a full stack of spares: the spares' page
@@ -2325,37 +2325,33 @@ static void p256_point(uint8_t out[65])
  * fork tests.) */
 static __attribute__((unused)) void test_ec_ahead_no_fork_handler(void **state)
 {
-	uint8_t theirs[65], mine[65];
+	uint8_t theirs[TOK_EC_PT_MAX], mine[TOK_EC_PT_MAX];
 	int p[2], st;
 	uint64_t before;
 	pid_t pid;
 
 	(void)state;
-	for (int i = 0; i < 100 && tok_ahead_ready(TOK_P256) > TOK_AHEAD_DEPTH / 2; i++)
-		ec_pair_dropped(0);
-	for (int i = 0; i < 500 && tok_ahead_ready(TOK_P256) < TOK_AHEAD_DEPTH; i++)
-		usleep(10 * 1000);
-	assert_int_equal(tok_ahead_ready(TOK_P256), TOK_AHEAD_DEPTH);
+	ec_stack_full(0);
 	usleep(20 * 1000); /* the helper back asleep, its lock free */
 	assert_int_equal(pipe(p), 0);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		uint64_t n = tok_ahead_taken();
-		p256_point(mine);
-		if (tok_ahead_taken() != n || write(p[1], mine, sizeof(mine)) != sizeof(mine))
+		if (ec_pair_point(0, mine) != 65 || tok_ahead_taken() != n ||
+		    write(p[1], mine, 65) != 65)
 			_exit(1);
 		_exit(0);
 	}
 	close(p[1]);
-	assert_int_equal(read(p[0], theirs, sizeof(theirs)), sizeof(theirs));
+	assert_int_equal(read(p[0], theirs, 65), 65);
 	close(p[0]);
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	before = tok_ahead_taken();
 	for (int i = 0; i < TOK_AHEAD_DEPTH; i++) {
-		p256_point(mine);
-		assert_memory_not_equal(mine, theirs, sizeof(mine));
+		assert_int_equal(ec_pair_point(0, mine), 65);
+		assert_memory_not_equal(mine, theirs, 65);
 	}
 	assert_int_equal(tok_ahead_taken() - before, TOK_AHEAD_DEPTH); /* the parent's, all there */
 }
