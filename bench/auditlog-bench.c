@@ -2158,7 +2158,7 @@ static int measure_parts(struct parts *P)
 		goto out;
 	TIMED(P_DIGEST, PARTS_N, if ((n = al_v2_record_digest(&d[0], body, dig[0])) < 0) r = (int)n);
 	long mn = 0;
-	TIMED(P_MEMBERS, PARTS_N, if ((mn = al_emit_members(&d[0], members)) < 0) r = (int)mn);
+	TIMED(P_MEMBERS, PARTS_N, if ((mn = al_emit_members(&d[0], members, NULL, NULL)) < 0) r = (int)mn);
 	TIMED(P_EMIT, PARTS_N, {
 		if ((n = al_emit_framed(AL_T_EVENT, i, ts, members, (size_t)mn, dig[0], prev, line,
 					&eo)) < 0)

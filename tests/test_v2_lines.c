@@ -263,7 +263,7 @@ static void test_vector_lines(void **state)
 		assert_int_equal(al_v2_record_digest(&b.r, body, h), (long)bn);
 		assert_memory_equal(body, vbody, bn);
 		assert_memory_equal(h, digest, 32);
-		l = al_emit_members(&b.r, members);
+		l = al_emit_members(&b.r, members, NULL, NULL);
 		if (b.r.type == AL_T_HEADER) {
 			assert_int_equal(l, -EINVAL); /* its pad depends on seq */
 		} else {

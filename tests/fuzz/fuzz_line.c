@@ -4,9 +4,9 @@
  *  1. any bytes given to the strict parser: it never crashes; when it accepts a
  *     line, re-emitting the parsed record reproduces the line byte for byte up
  *     to the hash, and the emitter's hash equals al_check_hash's;
- *     (v2 too: every record type; for a non-header, the writer's split,
- *     al_emit_members then al_emit_framed with al_v2_record_digest's D_n,
- *     gives the same line);
+ *     (v2 too: every record type); for a non-header of any version, the
+ *     writer's split, al_emit_members then al_emit_framed (v2, with
+ *     al_v2_record_digest's D_n) or al_emit_framed_v01, gives the same line;
  *  2. the same bytes cut into fields (any bytes, any length), as a v0, v1 or
  *     v2 event (v2: the rest cut into up to 16 caller fields, strings and
  *     integers): the emitted line is at most 8 KiB, parses, and re-emits
@@ -28,21 +28,35 @@ static uint8_t work[AL_HASH_LEN + AL_BODY_MAX];
 static uint8_t dec[AL_LINE_MAX * 4], dec2[AL_LINE_MAX * 4];
 static const uint8_t zero[AL_HASH_LEN];
 
-/* A v2 line that is not a header, as the writer makes it: the producer's
- * members and D_n, the worker's line around them (any seq: the members' bound
- * does not depend on it). */
+/* A line that is not a header, as the writer makes it: the producer's
+ * members (and v2's D_n, v1's body part), the worker's line around them (any
+ * seq: the members' bound does not depend on it). The writer makes only
+ * 30-byte timestamps. */
 static void check_split(const struct al_parsed *p, const uint8_t *want, long n)
 {
+	static uint8_t bpart[AL_BODY_MAX];
+	const struct al_record *r = &p->rec;
 	struct al_emit_out eo;
 	uint8_t d[AL_HASH_LEN];
-	long mn;
+	size_t bn;
+	long mn, sn;
 
-	if (p->rec.version != AL_V2 || p->rec.type == AL_T_HEADER)
+	if (r->type == AL_T_HEADER || r->f[AL_F_TIMESTAMP].n != AL_TS_LEN)
 		return;
-	if (al_v2_record_digest(&p->rec, work, d) < 0 || (mn = al_emit_members(&p->rec, members)) < 0 ||
-	    al_emit_framed(p->rec.type, p->rec.f[AL_F_SEQ].u, (const char *)p->rec.f[AL_F_TIMESTAMP].p,
-			   members, (size_t)mn, d, zero, split, &eo) != n ||
-	    memcmp(split, want, (size_t)n) != 0)
+	if (r->version == AL_V2) {
+		if (al_v2_record_digest(r, work, d) < 0 ||
+		    (mn = al_emit_members(r, members, NULL, NULL)) < 0)
+			abort();
+		sn = al_emit_framed(r->type, r->f[AL_F_SEQ].u, (const char *)r->f[AL_F_TIMESTAMP].p,
+				    members, (size_t)mn, d, zero, split, &eo);
+	} else {
+		if ((mn = al_emit_members(r, members, bpart, &bn)) < 0)
+			abort();
+		sn = al_emit_framed_v01(r->version, r->type, r->f[AL_F_SEQ].u,
+					(const char *)r->f[AL_F_TIMESTAMP].p, members, (size_t)mn,
+					bpart, bn, zero, split, work, &eo);
+	}
+	if (sn != n || memcmp(split, want, (size_t)n) != 0)
 		abort();
 }
 

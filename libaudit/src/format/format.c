@@ -899,6 +899,16 @@ static uint8_t *put_caller(uint8_t *o, const struct al_v2_field *c)
 
 static uint8_t *enc_field(uint8_t *o, const struct al_record *r, int f);
 
+/* A v1 body's common part (docs/format.md 5): version, type, @timestamp,
+ * seq; its members follow. */
+static uint8_t *enc_v1_common(uint8_t *o, const struct al_record *r)
+{
+	*o++ = 1;
+	*o++ = r->type;
+	o = enc_field(o, r, AL_F_TIMESTAMP);
+	return enc_field(o, r, AL_F_SEQ);
+}
+
 /* The common four: {"@timestamp":"...","seq":N,"v":V,"type":"T" */
 static uint8_t *put_head(uint8_t *o, const uint8_t *ts, size_t tsn, bool ts_plain, uint64_t seq,
 			 uint8_t version, const struct tdesc *t)
@@ -1012,13 +1022,8 @@ long al_emit(const struct al_record *in, const uint8_t prev[AL_HASH_LEN], uint8_
 	/* v1: the body (al_encode_v1's bytes) is built in the same pass over the
 	 * members as the line */
 	uint8_t *bo = NULL;
-	if (r->version == 1) {
-		bo = work + AL_HASH_LEN;
-		*bo++ = 1;
-		*bo++ = r->type;
-		bo = enc_field(bo, r, AL_F_TIMESTAMP);
-		bo = enc_field(bo, r, AL_F_SEQ);
-	}
+	if (r->version == 1)
+		bo = enc_v1_common(work + AL_HASH_LEN, r);
 	o = put_members(o, (size_t)(o - line), r, t, ncaller, must_measure(r, ncaller), bo, &bo);
 	if (!o)
 		return -E2BIG;
@@ -1051,16 +1056,60 @@ long al_emit(const struct al_record *in, const uint8_t prev[AL_HASH_LEN], uint8_
 	return (long)(o - line);
 }
 
-long al_emit_members(const struct al_record *dec, uint8_t *out)
+long al_emit_members(const struct al_record *dec, uint8_t *out, uint8_t *body, size_t *body_len)
 {
 	const struct tdesc *t = type_desc(dec->type);
-	size_t ncaller = dec->type == AL_T_EVENT ? dec->ncaller : 0;
-	uint8_t *o;
+	size_t ncaller = dec->version == AL_V2 && dec->type == AL_T_EVENT ? dec->ncaller : 0;
+	uint8_t *o, *bo = NULL;
 
-	if (!t || dec->version != AL_V2 || dec->type == AL_T_HEADER)
+	if (!t || dec->version > AL_V2 || dec->type == AL_T_HEADER)
 		return -EINVAL; /* a header's pad depends on its seq */
-	o = put_members(out, V2_HEAD_MAX, dec, t, ncaller, must_measure(dec, ncaller), NULL, NULL);
-	return o ? (long)(o - out) : -E2BIG;
+	if (dec->version < AL_V2) { /* v2's check is al_v2_record_digest's */
+		int r = check_record(dec, t, false);
+		if (r < 0)
+			return r;
+	}
+	if (dec->version == 1 && !body)
+		return -EINVAL;
+	o = put_members(out, V2_HEAD_MAX, dec, t, ncaller, must_measure(dec, ncaller),
+			dec->version == 1 ? body : NULL, &bo);
+	if (!o)
+		return -E2BIG;
+	if (body_len)
+		*body_len = dec->version == 1 ? (size_t)(bo - body) : 0;
+	return (long)(o - out);
+}
+
+long al_emit_framed_v01(uint8_t version, uint8_t type, uint64_t seq, const char *ts,
+			const uint8_t *members, size_t n, const uint8_t *body_members, size_t bn,
+			const uint8_t prev[AL_HASH_LEN], uint8_t *line, uint8_t *work,
+			struct al_emit_out *out)
+{
+	const struct tdesc *t = type_desc(type);
+	uint8_t *o, *b = work + AL_HASH_LEN;
+
+	if (!t || type == AL_T_HEADER || version > 1 || t->min_version > version || seq > AL_INT_MAX)
+		return -EINVAL;
+	if (n > AL_LINE_MAX - V2_HEAD_MAX - 76 || (version == 1 && bn > AL_BODY_MAX - 64))
+		return -E2BIG; /* not from al_emit_members */
+	o = put_head(line, (const uint8_t *)ts, AL_TS_LEN, true, seq, version, t);
+	o = put(o, members, n);
+	if (version == 0) { /* the body is the line without its hash member, closed */
+		b = put(b, line, (size_t)(o - line));
+		*b++ = '}';
+	} else { /* al_encode_v1's bytes: the common part, then the producer's */
+		struct al_record h; /* only what enc_v1_common reads */
+		h.type = type;
+		h.f[AL_F_TIMESTAMP] = (struct al_val){(const uint8_t *)ts, AL_TS_LEN, 0};
+		h.f[AL_F_SEQ] = (struct al_val){NULL, 0, seq};
+		b = enc_v1_common(b, &h);
+		b = put(b, body_members, bn);
+	}
+	memcpy(work, prev, AL_HASH_LEN);
+	out->body_len = (size_t)(b - (work + AL_HASH_LEN));
+	al_chain_step_inplace(work, out->body_len, out->hash);
+	o = put_tail(o, out->hash);
+	return (long)(o - line);
 }
 
 long al_emit_framed(uint8_t type, uint64_t seq, const char *ts, const uint8_t *members,
@@ -1097,10 +1146,7 @@ size_t al_encode_v1(const struct al_record *r, uint8_t *out)
 	uint8_t *o = out;
 
 	assert(t);
-	*o++ = 1;
-	*o++ = r->type;
-	o = enc_field(o, r, AL_F_TIMESTAMP);
-	o = enc_field(o, r, AL_F_SEQ);
+	o = enc_v1_common(o, r);
 	for (unsigned i = 0; i < t->n; i++)
 		if (r->present & AL_BIT(t->order[i]))
 			o = enc_field(o, r, t->order[i]);

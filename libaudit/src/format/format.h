@@ -17,6 +17,7 @@
 #define al_v2_record_digest auditlog__al_v2_record_digest
 #define al_emit_members auditlog__al_emit_members
 #define al_emit_framed auditlog__al_emit_framed
+#define al_emit_framed_v01 auditlog__al_emit_framed_v01
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -182,7 +183,20 @@ long al_emit(const struct al_record *dec, const uint8_t prev[AL_HASH_LEN], uint8
  * given, not checked against each other. Neither takes a header (its pad
  * depends on its seq). */
 long al_v2_record_digest(const struct al_record *dec, uint8_t *body, uint8_t digest[AL_HASH_LEN]);
-long al_emit_members(const struct al_record *dec, uint8_t *out);
+/* Every version's members, as above. v0 and v1 records are checked here
+ * (v2's by al_v2_record_digest); a v1 record also gets the members' part of
+ * its body (al_encode_v1's bytes after seq) in body (AL_BODY_MAX bytes),
+ * *body_len its length (0 for v0 and v2, where body may be NULL). */
+long al_emit_members(const struct al_record *dec, uint8_t *out, uint8_t *body, size_t *body_len);
+/* The worker's half of a v0/v1 record split the same way: the common four,
+ * the producer's members (al_emit_members), then the chain step over the
+ * body, built in work (AL_HASH_LEN + AL_BODY_MAX bytes) from @timestamp, seq
+ * and, in v1, the members' part of the body (body_members, bn bytes; v0's
+ * body is the line itself). Not a header. */
+long al_emit_framed_v01(uint8_t version, uint8_t type, uint64_t seq, const char *ts,
+			const uint8_t *members, size_t n, const uint8_t *body_members, size_t bn,
+			const uint8_t prev[AL_HASH_LEN], uint8_t *line, uint8_t *work,
+			struct al_emit_out *out);
 long al_emit_framed(uint8_t type, uint64_t seq, const char *ts, const uint8_t *members,
 		    size_t n, const uint8_t digest[AL_HASH_LEN], const uint8_t prev[AL_HASH_LEN],
 		    uint8_t *line, struct al_emit_out *out);
