@@ -240,9 +240,10 @@ struct auditlog_event {
  */
 AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlog **ret_log);
 
-/* Enqueue an event and return; it is written by the next batch. On a v2 log
- * the calling thread decodes and hashes the event first (see
- * auditlog_record_fields()). Never drops:
+/* Enqueue an event and return; it is written by the next batch. The calling
+ * thread decodes the event and renders its line's members first (on a v2 log
+ * it also hashes them), using about 28 KiB of its stack; the worker only
+ * numbers, chains and writes it. Never drops:
  * a full queue blocks or returns -EAGAIN as configured. -EINVAL for a bad
  * event (no action, outcome out of range, slot/session above 2^53-1),
  * -ENOMEM when a long string could not be copied, and once the log has failed
@@ -299,10 +300,9 @@ struct auditlog_field {
  *   -E2BIG       the fields written as JSON (each ,"key":value) exceed 2048 bytes
  *   -EOPNOTSUPP  n > 0 on a log that writes format v0 or v1 (fields exist only
  *                in v2 records: auditlog_config_set_format_version())
- * otherwise as auditlog_record() (-EAGAIN, -ENOMEM, the log's error). On a v2
- * log the calling thread decodes and hashes the event (auditlog_record()
- * too; the worker only chains it), using about 20 KiB of its stack.
- * Thread-safe. */
+ * otherwise as auditlog_record() (-EAGAIN, -ENOMEM, the log's error). The
+ * calling thread decodes, renders and hashes the event as auditlog_record()
+ * says. Thread-safe. */
 AUDITLOG_API int auditlog_record_fields(struct auditlog *log, const struct auditlog_event *ev,
 					const struct auditlog_field *fields, size_t n);
 

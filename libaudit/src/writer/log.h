@@ -23,7 +23,8 @@
 #include "sealkey.h"
 #include "sealer.h"
 
-#define al_v2_prepare auditlog__al_v2_prepare
+#define al_prepare auditlog__al_prepare
+#define al_record_prepared auditlog__al_record_prepared
 
 struct auditlog_config {
 	char *path;
@@ -58,14 +59,6 @@ static inline const struct al_clock_hooks *al_cfg_clock(const struct auditlog_co
 
 /* ---- the queue ---------------------------------------------------------- */
 
-/* Raw-byte budget copied from the caller per string: cap + 1 is enough for
- * the cut to come out exactly as on the whole string (see al_decode_field). */
-enum { S_ACTION, S_KEY_LABEL, S_KEY_ID, S_ACTOR, S_DETAIL, S_KEY2_LABEL, S_KEY2_ID, S__MAX };
-static const uint8_t al_slot_field[S__MAX] = {
-	[S_ACTION] = AL_F_ACTION,   [S_KEY_LABEL] = AL_F_KEY_LABEL, [S_KEY_ID] = AL_F_KEY_ID,
-	[S_ACTOR] = AL_F_ACTOR,     [S_DETAIL] = AL_F_DETAIL,       [S_KEY2_LABEL] = AL_F_KEY2_LABEL,
-	[S_KEY2_ID] = AL_F_KEY2_ID,
-};
 static const char *const al_outcome_word[] = {"success", "failure", "unknown"};
 static const uint8_t al_outcome_len[] = {7, 7, 7};
 
@@ -86,47 +79,53 @@ struct waiter {
 
 #define SLOT_EVENT 1
 #define SLOT_BARRIER 2 /* auditlog_flush(): no record, only a waiter */
-#define SLOT_INLINE 232 /* what is left of the slot's 320 bytes */
+#define SLOT_SIZE 384   /* six cache lines */
+#define SLOT_INLINE 344 /* what is left of them */
 
-/* An event slot of a v0/v1 log holds the caller's raw strings (cut to
- * copy_cap) for the worker to decode; one of a v2 log holds the line's
- * members and the body digest, rendered by its producer (producer.c).
- * l->cfg.version says which: it is fixed for the life of the handle. */
+/* An event slot holds what its producer rendered (producer.c): v2, D_n and
+ * the line's members (len[0] their bytes); v0 and v1, the members (len[0])
+ * and, in v1, the members' part of the body (len[1]). Inline, or on the
+ * heap when longer. */
 struct slot {
 	_Atomic uint64_t seq; /* Vyukov sequence */
 	uint8_t kind;
-	uint8_t outcome;
-	uint16_t len[S__MAX]; /* v0/v1: raw bytes; v2: len[0] is the members' bytes */
-	uint32_t flags;
+	uint16_t len[2];
 	uint64_t ts_ns;
-	uint64_t rv, mechanism; /* v0/v1: named by the worker */
-	uint64_t slot, session;
 	struct waiter *waiter;
-	uint8_t *heap; /* strings (v2: D_n and members), when they do not fit inline */
+	uint8_t *heap;
 	uint8_t inl[SLOT_INLINE];
 };
 
-/* ---- the v2 producer (producer.c) ----------------------------------------- */
+/* ---- the producer (producer.c) -------------------------------------------- */
 
-/* A v2 event made ready by its producer, before any slot is reserved: lives
+/* An event made ready by its producer, before any slot is reserved: lives
  * on the calling thread's stack. */
-struct al_v2_prep {
+struct al_prep {
 	struct al_record rec; /* decoded; strings point into the event, dec or cdec */
 	struct al_v2_field caller[AL_CALLER_MAX]; /* sorted, empty strings dropped */
 	size_t ncaller;
 	char rvbuf[AL_P11_UNNAMED_LEN], mechbuf[AL_P11_UNNAMED_LEN];
 	uint8_t dec[128 + 512 + 256 + 128 + 4096 + 64 + 64 + 256 + 128]; /* the caps of 2.2 */
 	uint8_t cdec[AL_CALLER_MAX][AL_CALLER_STR_CAP];
-	/* B_n while D_n is computed; then the slot's bytes: D_n, the members */
-	uint8_t buf[AL_BODY_MAX];
-	size_t data_len; /* of buf's slot bytes: AL_HASH_LEN + the members' */
+	/* the slot's bytes: buf[0..data_len) (v2: D_n, after B_n was built
+	 * there; v0/v1: the members), then v1's body part at AL_PREP_BODY */
+	uint8_t buf[AL_LINE_MAX + AL_BODY_MAX];
+	size_t data_len, body_len;
+	uint16_t len[2]; /* the slot's len[] */
 };
-_Static_assert(AL_BODY_MAX >= AL_HASH_LEN + AL_LINE_MAX, "al_emit_members' room after D_n");
+#define AL_PREP_BODY AL_LINE_MAX
+_Static_assert(AL_PREP_BODY >= AL_LINE_MAX &&
+		       sizeof(((struct al_prep *)0)->buf) >= AL_HASH_LEN + AL_LINE_MAX &&
+		       sizeof(((struct al_prep *)0)->buf) >= AL_PREP_BODY + AL_BODY_MAX,
+	       "buf holds v2's D_n and members, or v1's members and then its body part");
 
-/* Check, decode, digest and render an event checked by check_event() and its
- * caller fields (any order): 0, -EINVAL or -E2BIG (docs/format.md 14.2). */
-int al_v2_prepare(const struct auditlog_event *ev, const struct auditlog_field *fields, size_t n,
-		  struct al_v2_prep *p);
+/* Check, decode and render an event checked by check_event() for a log of
+ * format version `version` (v2: with its caller fields, any order, and D_n):
+ * 0, -EINVAL or -E2BIG (docs/format.md 14.2). */
+int al_prepare(uint8_t version, const struct auditlog_event *ev, const struct auditlog_field *fields,
+	       size_t n, struct al_prep *p);
+/* auditlog_record's hand-off (writer.c) of an event so prepared. */
+int al_record_prepared(struct auditlog *l, const struct al_prep *p);
 /* ---- v2: where the chain's tree and seals stand ---------------------------- */
 
 enum { V2T_NONE, V2T_ON, V2T_UNKNOWN }; /* tree: not started (v0/v1 so far), on, unknown */
@@ -312,13 +311,6 @@ struct auditlog {
 	volatile uint8_t *alive;
 
 	struct al_ts_cache ts_cache;
-	/* the last PKCS#11 names looked up: most events repeat them */
-	struct p11cache {
-		uint64_t v;
-		const char *name;
-		size_t len;
-		bool valid;
-	} rv_cache, mech_cache;
 
 	/* scratch */
 	uint8_t *work;  /* AL_HASH_LEN + AL_BODY_MAX */

@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The producer's half of a v2 event (DESIGN.md "Chain step (v2)"): the
- * calling thread decodes the event's strings (docs/format.md 3), names its
- * PKCS#11 numbers, checks and sorts its caller-defined fields (14), computes
- * the body digest D_n (13) and renders the members as the line carries them
- * (al_emit_members), all before a queue slot is reserved. The slot's bytes
- * (inline, or on its heap when longer) are D_n (32) then those members
- * (len[0] bytes). The worker only adds @timestamp, seq, the two-block chain
- * step and the hash (al_emit_framed): it never builds or hashes a v2 body,
- * nor walks its members. D_n covers neither seq nor @timestamp, which only
- * the worker assigns.
+ * The producer's half of an event (DESIGN.md "Chain step (v2)", and the
+ * same split for v0 and v1, issue 15): the calling thread decodes the
+ * event's strings (docs/format.md 3), names its PKCS#11 numbers and renders
+ * the members as the line carries them (al_emit_members), all before a
+ * queue slot is reserved, so that an error queues nothing. v2 also checks
+ * and sorts the caller-defined fields (14) and computes the body digest D_n
+ * (13); v1 also encodes the members' part of its body (5), which covers
+ * neither seq nor @timestamp. The slot's bytes (inline, or on its heap when
+ * longer) are, in v2, D_n (32) then the members (len[0] bytes); in v0 and
+ * v1 the members (len[0]) then v1's body part (len[1]). The worker only adds
+ * @timestamp, seq, the chain step and the hash (al_emit_framed,
+ * al_emit_framed_v01): it never decodes a string nor walks the members.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -19,7 +21,7 @@
 #include "format_v2.h"
 #include "p11names.h"
 
-_Static_assert(AL_LINE_MAX <= UINT16_MAX, "the members' length fits the slot's len[0]");
+_Static_assert(AL_BODY_MAX <= UINT16_MAX, "the members' and the body's lengths fit the slot's len[]");
 _Static_assert(AUDITLOG_FIELDS_MAX == AL_CALLER_MAX, "the API's limit is the format's");
 /* The worker's hot reads: the slot's first two cache lines hold its fixed
  * fields and D_n, the first bytes of an inline slot; the members follow. */
@@ -30,7 +32,7 @@ _Static_assert(offsetof(struct slot, inl) + AL_HASH_LEN <= 128, "D_n in the seco
  * even among empty strings) and decoded; the rest of section 14 (key
  * pattern and reserved names, caps, the 2048-byte total) is checked by
  * al_v2_record_digest on the sorted, non-empty set. */
-static int take_fields(const struct auditlog_field *in, size_t n, struct al_v2_prep *p)
+static int take_fields(const struct auditlog_field *in, size_t n, struct al_prep *p)
 {
 	struct al_v2_field all[AL_CALLER_MAX];
 
@@ -98,18 +100,24 @@ static void set_p11(struct al_record *r, int f, const struct al_p11name *tab, si
 		set_str(r, f, buf, al_p11_unnamed(buf, v));
 }
 
-int al_v2_prepare(const struct auditlog_event *ev, const struct auditlog_field *fields, size_t n,
-		  struct al_v2_prep *p)
+int al_prepare(uint8_t version, const struct auditlog_event *ev, const struct auditlog_field *fields,
+	       size_t n, struct al_prep *p)
 {
 	struct al_record *r = &p->rec;
 	uint8_t d[AL_HASH_LEN];
 	long bn, mn;
 	int err;
 
-	err = take_fields(fields, n, p);
-	if (err < 0)
-		return err;
-	r->version = AL_V2;
+	if (version == AL_V2) {
+		err = take_fields(fields, n, p);
+		if (err < 0)
+			return err;
+	} else {
+		if (n)
+			return -EINVAL; /* caller fields are v2's */
+		p->ncaller = 0;
+	}
+	r->version = version;
 	r->type = AL_T_EVENT;
 	r->present = 0;
 	r->plain = 0;
@@ -141,13 +149,25 @@ int al_v2_prepare(const struct auditlog_event *ev, const struct auditlog_field *
 	err = al_record_decode(r, r, p->dec, sizeof(p->dec));
 	if (err < 0)
 		return err;
+	if (version != AL_V2) {
+		mn = al_emit_members(r, p->buf, p->buf + AL_PREP_BODY, &p->body_len);
+		if (mn < 0)
+			return (int)mn;
+		p->data_len = (size_t)mn;
+		p->len[0] = (uint16_t)mn;
+		p->len[1] = (uint16_t)p->body_len;
+		return 0;
+	}
 	bn = al_v2_record_digest(r, p->buf, d); /* B_n in buf, then D_n and the members */
 	if (bn < 0)
 		return (int)bn;
 	memcpy(p->buf, d, AL_HASH_LEN);
-	mn = al_emit_members(r, p->buf + AL_HASH_LEN);
+	mn = al_emit_members(r, p->buf + AL_HASH_LEN, NULL, NULL);
 	if (mn < 0)
 		return (int)mn;
 	p->data_len = AL_HASH_LEN + (size_t)mn;
+	p->body_len = 0;
+	p->len[0] = (uint16_t)mn;
+	p->len[1] = 0;
 	return 0;
 }

@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "p11names.h"
 #include "format_v2.h"
 
 #define DEC_CAP (AL_LINE_MAX * 3)
@@ -30,13 +29,7 @@
 
 static const uint8_t zero_hash[AL_HASH_LEN];
 
-/* Raw bytes kept per string: cap + 1 reproduces the cut of the whole string. */
-static const size_t copy_cap[S__MAX] = {
-	[S_ACTION] = 129, [S_KEY_LABEL] = 513, [S_KEY_ID] = 129, [S_ACTOR] = 129, [S_DETAIL] = 4097,
-	[S_KEY2_LABEL] = 257, [S_KEY2_ID] = 65,
-};
-
-_Static_assert(sizeof(struct slot) == 320, "a queue slot is five cache lines");
+_Static_assert(sizeof(struct slot) == SLOT_SIZE && SLOT_SIZE % 64 == 0, "a queue slot is whole cache lines");
 
 /* ---- futex ---------------------------------------------------------------- */
 
@@ -232,82 +225,28 @@ long al_format_header(struct auditlog *l, uint8_t *out)
 	return n;
 }
 
-static void put_p11(struct al_record *r, int f, const struct al_p11name *tab, size_t n,
-		    uint64_t v, char *buf, struct p11cache *c)
+/* The producer rendered the event (producer.c): the worker adds @timestamp,
+ * seq, the chain step and the hash. The slot holds, in v2, D_n and the
+ * members; in v0/v1 the members and v1's body part. */
+static long format_slot(struct auditlog *l, const struct slot *s, uint8_t *out)
 {
-	if (!c->valid || c->v != v) {
-		c->v = v;
-		c->name = al_p11_lookup(tab, n, v);
-		c->len = c->name ? strlen(c->name) : 0;
-		c->valid = true;
-	}
-	if (c->name) {
-		r->f[f].p = (const uint8_t *)c->name;
-		r->f[f].n = c->len;
-	} else {
-		r->f[f].p = (const uint8_t *)buf;
-		r->f[f].n = al_p11_unnamed(buf, v);
-	}
-	r->present |= AL_BIT(f);
-}
-
-/* v2: the producer rendered the members and computed D_n (producer.c); the
- * worker adds @timestamp, seq, the chain step and the hash. */
-static __attribute__((noinline)) long format_slot_v2(struct auditlog *l, const struct slot *s,
-						     uint8_t *out)
-{
-	const uint8_t *d = s->heap ? s->heap : s->inl; /* D_n, then the members */
+	const uint8_t *d = s->heap ? s->heap : s->inl;
+	uint8_t version = (uint8_t)l->cfg.version;
 	uint64_t seq = al_next_seq(l), ts_ns = al_clamp_ts(l, s->ts_ns);
 	struct al_emit_out eo;
 	char ts[AL_TS_LEN];
 	long n;
 
 	al_format_ts_cached(&l->ts_cache, ts_ns, ts);
-	n = al_emit_framed(AL_T_EVENT, seq, ts, d + AL_HASH_LEN, s->len[0], d, chain_prev(l), out,
-			   &eo);
+	if (version == AL_V2)
+		n = al_emit_framed(AL_T_EVENT, seq, ts, d + AL_HASH_LEN, s->len[0], d,
+				   chain_prev(l), out, &eo);
+	else
+		n = al_emit_framed_v01(version, AL_T_EVENT, seq, ts, d, s->len[0], d + s->len[0],
+				       s->len[1], chain_prev(l), out, l->work, &eo);
 	if (n >= 0)
-		tail_advance(l, AL_T_EVENT, AL_V2, seq, eo.hash, ts_ns, ts);
+		tail_advance(l, AL_T_EVENT, version, seq, eo.hash, ts_ns, ts);
 	return n;
-}
-
-static long format_slot(struct auditlog *l, const struct slot *s, uint8_t *out)
-{
-	if (l->cfg.version == AL_V2)
-		return format_slot_v2(l, s, out);
-	/* Not zeroed as a whole: every reader of f[] is gated by `present`. */
-	struct al_record r;
-	r.type = AL_T_EVENT;
-	r.version = 0;
-	r.present = 0;
-	r.plain = 0;
-	char rvbuf[AL_P11_UNNAMED_LEN], mechbuf[AL_P11_UNNAMED_LEN];
-	const uint8_t *p = s->heap ? s->heap : s->inl;
-
-	for (int i = 0; i < S__MAX; i++) {
-		if (s->len[i]) {
-			r.present |= AL_BIT(al_slot_field[i]);
-			r.f[al_slot_field[i]].p = p;
-			r.f[al_slot_field[i]].n = s->len[i];
-			p += s->len[i];
-		}
-	}
-	r.present |= AL_BIT(AL_F_OUTCOME);
-	r.f[AL_F_OUTCOME].p = (const uint8_t *)al_outcome_word[s->outcome];
-	r.f[AL_F_OUTCOME].n = al_outcome_len[s->outcome];
-	if (s->flags & AUDITLOG_EV_RV)
-		put_p11(&r, AL_F_RV, al_ckr_names, al_ckr_count, s->rv, rvbuf, &l->rv_cache);
-	if (s->flags & AUDITLOG_EV_MECHANISM)
-		put_p11(&r, AL_F_MECHANISM, al_ckm_names, al_ckm_count, s->mechanism, mechbuf,
-			&l->mech_cache);
-	if (s->flags & AUDITLOG_EV_SLOT) {
-		r.present |= AL_BIT(AL_F_SLOT);
-		r.f[AL_F_SLOT].u = s->slot;
-	}
-	if (s->flags & AUDITLOG_EV_SESSION) {
-		r.present |= AL_BIT(AL_F_SESSION);
-		r.f[AL_F_SESSION].u = s->session;
-	}
-	return al_chain_append(l, &r, s->ts_ns, out);
 }
 
 /* ---- the queue ------------------------------------------------------------ */
@@ -438,31 +377,35 @@ static inline uint64_t producer_now_ns(const struct auditlog *l)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/*
- * A v2 event: everything is checked, decoded, hashed and rendered here, on
- * the calling thread and before a slot is reserved, so that an error queues
- * nothing and the worker only frames the members and adds the chain step
- * (producer.c). What does not fit inline is copied to the heap before the
- * reservation too; only a short copy happens while the slot is held.
- */
-static __attribute__((noinline)) int enqueue_v2(struct auditlog *l, const struct auditlog_event *ev,
-						const struct auditlog_field *fields, size_t n,
-						struct waiter *w)
+/* The slot's bytes of a prepared event: its two parts, back to back. */
+static inline void copy_prep(uint8_t *d, const struct al_prep *p)
 {
-	struct al_v2_prep p;
+	memcpy(d, p->buf, p->data_len);
+	if (p->body_len)
+		memcpy(d + p->data_len, p->buf + AL_PREP_BODY, p->body_len);
+}
+
+/*
+ * The hand-off of an event its producer prepared (al_prepare, producer.c:
+ * checked, decoded and rendered before a slot is reserved, so that an error
+ * queues nothing and the worker only frames it). What does not fit inline
+ * is copied to the heap before the reservation too; only a short copy
+ * happens while the slot is held. 0 queued, 1 queued and the caller (a
+ * record_sync, w set) holds the worker's role: it calls lead() next.
+ */
+static int handoff(struct auditlog *l, const struct al_prep *p, struct waiter *w)
+{
+	size_t total = p->data_len + p->body_len;
 	uint8_t *heap = NULL;
 	struct slot *s = NULL;
 	uint64_t pos = 0;
 	int r;
 
-	r = al_v2_prepare(ev, fields, n, &p);
-	if (r < 0)
-		return r;
-	if (p.data_len > SLOT_INLINE) {
-		heap = malloc(p.data_len);
+	if (total > SLOT_INLINE) {
+		heap = malloc(total);
 		if (!heap)
 			return -ENOMEM;
-		memcpy(heap, p.buf, p.data_len);
+		copy_prep(heap, p);
 	}
 	r = reserve(l, heap, &s, &pos);
 	if (r < 0)
@@ -471,10 +414,26 @@ static __attribute__((noinline)) int enqueue_v2(struct auditlog *l, const struct
 	s->waiter = w;
 	s->heap = heap;
 	s->ts_ns = producer_now_ns(l);
-	s->len[0] = (uint16_t)(p.data_len - AL_HASH_LEN);
+	s->len[0] = p->len[0];
+	s->len[1] = p->len[1];
 	if (!heap)
-		memcpy(s->inl, p.buf, p.data_len);
+		copy_prep(s->inl, p);
 	return publish(l, s, pos, w, w != NULL);
+}
+
+/* Noinline: the preparation's buffers (struct al_prep, ~27 KiB) stay off
+ * the stack of a flush. */
+static __attribute__((noinline)) int enqueue_event(struct auditlog *l,
+						   const struct auditlog_event *ev,
+						   const struct auditlog_field *fields, size_t n,
+						   struct waiter *w)
+{
+	struct al_prep p;
+	int r = al_prepare((uint8_t)l->cfg.version, ev, fields, n, &p);
+
+	if (r < 0)
+		return r;
+	return handoff(l, &p, w);
 }
 
 /* fields/nfields: caller-defined fields, only on a v2 log (checked by the
@@ -484,10 +443,6 @@ static int enqueue(struct auditlog *l, const struct auditlog_event *ev,
 		   const struct auditlog_field *fields, size_t nfields, uint8_t kind,
 		   struct waiter *w)
 {
-	const uint8_t *src[S__MAX] = {0};
-	uint16_t len[S__MAX] = {0};
-	size_t total = 0;
-	uint8_t *heap = NULL;
 	struct slot *s = NULL;
 	uint64_t pos = 0;
 	int r;
@@ -499,54 +454,15 @@ static int enqueue(struct auditlog *l, const struct auditlog_event *ev,
 		r = check_event(ev);
 		if (r < 0)
 			return r;
-		if (l->cfg.version == AL_V2)
-			return enqueue_v2(l, ev, fields, nfields, w);
-		assert(nfields == 0);
-		bool key2 = ev->flags & AUDITLOG_EV_KEY2; /* else the members may not exist */
-		const void *p[S__MAX] = {ev->action, ev->key_label, ev->key_id, ev->actor,
-					 ev->detail, key2 ? ev->key2_label : NULL,
-					 key2 ? ev->key2_id : NULL};
-		size_t n[S__MAX] = {ev->action_len, ev->key_label_len, ev->key_id_len,
-				    ev->actor_len, ev->detail_len, key2 ? ev->key2_label_len : 0,
-				    key2 ? ev->key2_id_len : 0};
-		for (int i = 0; i < S__MAX; i++) {
-			if (!p[i])
-				continue;
-			src[i] = p[i];
-			len[i] = (uint16_t)(n[i] < copy_cap[i] ? n[i] : copy_cap[i]);
-			total += len[i];
-		}
-		if (total > SLOT_INLINE) {
-			heap = malloc(total);
-			if (!heap)
-				return -ENOMEM;
-		}
+		return enqueue_event(l, ev, fields, nfields, w);
 	}
-
-	r = reserve(l, heap, &s, &pos);
+	r = reserve(l, NULL, &s, &pos); /* a barrier */
 	if (r < 0)
 		return r;
 	s->kind = kind;
 	s->waiter = w;
-	s->heap = heap;
-	if (kind == SLOT_EVENT) {
-		uint8_t *d = heap ? heap : s->inl;
-		s->ts_ns = producer_now_ns(l);
-		s->flags = ev->flags;
-		s->outcome = (uint8_t)ev->outcome;
-		s->rv = ev->rv;
-		s->mechanism = ev->mechanism;
-		s->slot = ev->slot;
-		s->session = ev->session;
-		for (int i = 0; i < S__MAX; i++) {
-			s->len[i] = len[i];
-			if (len[i]) {
-				memcpy(d, src[i], len[i]);
-				d += len[i];
-			}
-		}
-	}
-	return publish(l, s, pos, w, w && kind == SLOT_EVENT);
+	s->heap = NULL;
+	return publish(l, s, pos, w, false);
 }
 
 /* The log fails closed with err, unless it already has: the first error stays. */
@@ -1690,7 +1606,11 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 	l->cfg.signing_key_path = cfg->signing_key_path ? strdup(cfg->signing_key_path) : NULL;
 	l->cfg.sealer_socket = cfg->sealer_socket ? strdup(cfg->sealer_socket) : NULL;
 	l->mask = cfg->queue_slots - 1;
-	l->slots = calloc(cfg->queue_slots, sizeof(struct slot));
+	/* on cache-line boundaries: a slot then owns its five lines, and the
+	 * producer filling one never shares a line with the one beside it */
+	l->slots = aligned_alloc(64, cfg->queue_slots * sizeof(struct slot));
+	if (l->slots)
+		memset(l->slots, 0, cfg->queue_slots * sizeof(struct slot));
 	l->work = malloc(AL_HASH_LEN + AL_BODY_MAX);
 	l->dec = malloc(DEC_CAP);
 	l->pdec = malloc(AL_LINE_MAX);
@@ -1779,6 +1699,20 @@ static inline int may_record(const struct auditlog *l, bool sync)
 	if (sync && atomic_load_explicit(&l->sealer_away, memory_order_relaxed))
 		return -EAGAIN;
 	return 0;
+}
+
+/* auditlog_record's hand-off alone, of an event prepared (checked with
+ * check_event, then al_prepare) by the caller: what auditlog-bench times. */
+int al_record_prepared(struct auditlog *l, const struct al_prep *p)
+{
+	int r = may_record(l, false);
+
+	if (r < 0)
+		return r;
+	r = atomic_load_explicit(&l->error, memory_order_relaxed);
+	if (r)
+		return r;
+	return handoff(l, p, NULL);
 }
 
 AUDITLOG_API int auditlog_record(struct auditlog *log, const struct auditlog_event *ev)
