@@ -108,8 +108,16 @@ for p in ("digest", "emit", "chain_step", "tree_append", "tree_root", "seal", "s
 assert rep["log_seals"] == rep["log_trees"] == rep["log_checkpoints"] == 0, rep
 for k in ("worker_cpu_ns_per_event", "producers_cpu_ns_per_event", "total_cpu_ns_per_event",
           "process_cpu_ns_per_event", "enqueue_cpu_ns_per_call", "sustained_events_per_s",
-          "ratio_to_ceiling", "sync_ratio", "enqueue_p50_ns"):
+          "ratio_to_ceiling", "sync_ratio", "enqueue_p50_ns", "handoff_p50_ns",
+          "handoff_p999_ns"):
     assert isinstance(rep[k], (int, float)) and rep[k] > 0, (k, rep.get(k))
+# every timed call is one of the two kinds, half each: whole calls and hand-offs
+assert rep["enqueue_samples"] + rep["handoff_samples"] == 2 * 1000, rep
+assert rep["enqueue_samples"] == rep["handoff_samples"] == 1000, rep
+# the hand-off is a part of the whole call (medians of equal halves)
+assert rep["handoff_p50_ns"] <= rep["enqueue_p50_ns"], rep
+assert rep["targets"]["handoff_p50_ns"]["target"] == "<= 100", rep["targets"]
+assert "enqueue_p50_ns" not in rep["targets"], rep["targets"]
 # the thread's CPU-time clock is read by its TID, to the nanosecond
 assert rep["worker_cpu_source"] == "cpuclock", rep["worker_cpu_source"]
 assert rep["worker_cpu_resolution_ns"] == 1, rep["worker_cpu_resolution_ns"]
