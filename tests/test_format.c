@@ -21,6 +21,7 @@
 #include <jansson.h>
 #include <openssl/sha.h>
 
+#include "p11names.h"
 #include "tu.h"
 
 /* ---- the format as docs/format.md states it ----------------------------- */
@@ -3010,10 +3011,46 @@ static void test_hex(void **state)
 	assert_int_equal(al_unhex((const uint8_t *)" 0", 2, back), -EINVAL);
 }
 
+/* The PKCS#11 names: every value of both tables is found under its own
+ * name through the public calls; every value between two of them, below
+ * the first and above the last is unnamed; the tables are sorted (the
+ * search relies on it). */
+static void check_p11_table(const struct al_p11name *tab, size_t n, const char *(*name)(uint64_t))
+{
+	assert_true(n > 50);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			assert_true(tab[i - 1].value < tab[i].value);
+		assert_ptr_equal(name(tab[i].value), tab[i].name);
+		assert_ptr_equal(al_p11_lookup(tab, i + 1, tab[i].value), tab[i].name); /* the last */
+		assert_ptr_equal(al_p11_lookup(tab + i, n - i, tab[i].value), tab[i].name); /* the first */
+		if (i + 1 < n && tab[i].value + 1 < tab[i + 1].value)
+			assert_null(name(tab[i].value + 1));
+		if (i && tab[i - 1].value + 1 < tab[i].value)
+			assert_null(name(tab[i].value - 1));
+	}
+	if (tab[0].value > 0)
+		assert_null(name(0));
+	assert_null(name(tab[n - 1].value + 1));
+	assert_null(name(UINT64_MAX));
+	assert_null(al_p11_lookup(tab, 0, tab[0].value));
+}
+
+static void test_p11_names(void **state)
+{
+	(void)state;
+	check_p11_table(al_ckr_names, al_ckr_count, auditlog_ckr_name);
+	check_p11_table(al_ckm_names, al_ckm_count, auditlog_ckm_name);
+	assert_string_equal(auditlog_ckr_name(0), "CKR_OK");
+	assert_string_equal(auditlog_ckr_name(0x000000c0), "CKR_SIGNATURE_INVALID");
+	assert_string_equal(auditlog_ckm_name(0x00001041), "CKM_ECDSA");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_vectors),
+		cmocka_unit_test(test_p11_names),
 		cmocka_unit_test(test_emit_json),
 		cmocka_unit_test(test_hostile_strings),
 		cmocka_unit_test(test_plain_scan),

@@ -2,20 +2,22 @@
 #include "auditlog.h"
 #include "p11names.h"
 
+/* Without a branch on the comparisons (a conditional move each step): the
+ * producers name every event's rv and mechanism, and the values they see
+ * alternate too much for the branch predictor (2.9 % of the v1 worker's
+ * time before the producers took it over, perf 2026-12-03). */
 const char *al_p11_lookup(const struct al_p11name *tab, size_t n, uint64_t v)
 {
-	size_t lo = 0, hi = n;
+	const struct al_p11name *e = tab;
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (tab[mid].value == v)
-			return tab[mid].name;
-		if (tab[mid].value < v)
-			lo = mid + 1;
-		else
-			hi = mid;
+	if (n == 0)
+		return NULL;
+	while (n > 1) {
+		size_t half = n / 2;
+		e = e[half].value <= v ? e + half : e;
+		n -= half;
 	}
-	return NULL;
+	return e->value == v ? e->name : NULL;
 }
 
 AUDITLOG_API const char *auditlog_ckr_name(uint64_t rv)
