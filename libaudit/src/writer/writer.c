@@ -1563,7 +1563,7 @@ static void log_free(struct auditlog *l)
 	if (l->slots) {
 		for (uint64_t i = 0; i <= l->mask; i++)
 			free(l->slots[i].heap);
-		free(l->slots);
+		munmap(l->slots, (l->mask + 1) * sizeof(struct slot));
 	}
 	for (unsigned i = 0; i < AL_INFLIGHT; i++)
 		free(l->batches[i].buf);
@@ -1606,11 +1606,12 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 	l->cfg.signing_key_path = cfg->signing_key_path ? strdup(cfg->signing_key_path) : NULL;
 	l->cfg.sealer_socket = cfg->sealer_socket ? strdup(cfg->sealer_socket) : NULL;
 	l->mask = cfg->queue_slots - 1;
-	/* on cache-line boundaries: a slot then owns its five lines, and the
-	 * producer filling one never shares a line with the one beside it */
-	l->slots = aligned_alloc(64, cfg->queue_slots * sizeof(struct slot));
-	if (l->slots)
-		memset(l->slots, 0, cfg->queue_slots * sizeof(struct slot));
+	/* Page-aligned, so a slot owns its cache lines and the producer filling
+	 * one never shares a line with the one beside it; zero already (a
+	 * memset would write all of it once more). */
+	void *slots = mmap(NULL, cfg->queue_slots * sizeof(struct slot), PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	l->slots = slots == MAP_FAILED ? NULL : slots;
 	l->work = malloc(AL_HASH_LEN + AL_BODY_MAX);
 	l->dec = malloc(DEC_CAP);
 	l->pdec = malloc(AL_LINE_MAX);
