@@ -421,7 +421,7 @@ static int handoff(struct auditlog *l, const struct al_prep *p, struct waiter *w
 	return publish(l, s, pos, w, w != NULL);
 }
 
-/* Noinline: the preparation's buffers (struct al_prep, ~27 KiB) stay off
+/* Noinline: the preparation's buffers (struct al_prep, ~28 KiB) stay off
  * the stack of a flush. */
 static __attribute__((noinline)) int enqueue_event(struct auditlog *l,
 						   const struct auditlog_event *ev,
