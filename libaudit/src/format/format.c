@@ -655,11 +655,24 @@ int al_record_decode(const struct al_record *raw, struct al_record *out, uint8_t
 
 /* ---- emitting ------------------------------------------------------------ */
 
+/* The first w and the last w bytes of s[0..n) to o (w <= n <= 2w): the
+ * two copies overlap when n < 2w. */
+static inline __attribute__((always_inline)) void put_ends(uint8_t *o, const uint8_t *s, size_t n,
+							    size_t w)
+{
+	uint8_t a[16], b[16];
+
+	memcpy(a, s, w);
+	memcpy(b, s + n - w, w);
+	memcpy(o, a, w);
+	memcpy(o + n - w, b, w);
+}
+
 /* A line's strings are mostly short (names, labels, ids: 4-32 bytes) and of
  * a length known only at run time, where memcpy is a call: up to 32 bytes
- * are copied here with two loads and two stores that may overlap (every
- * byte read lies within s[0..n), every byte written within o[0..n); s and o
- * do not overlap, as for memcpy). */
+ * are copied here with two loads and two stores of a fixed width that may
+ * overlap (every byte read lies within s[0..n), every byte written within
+ * o[0..n); s and o do not overlap, as for memcpy). */
 static inline uint8_t *put(uint8_t *o, const void *src, size_t n)
 {
 	const uint8_t *s = src;
@@ -667,28 +680,16 @@ static inline uint8_t *put(uint8_t *o, const void *src, size_t n)
 	if (n > 32) {
 		memcpy(o, s, n);
 	} else if (n >= 16) {
-		uint8_t a[16], b[16];
-		memcpy(a, s, 16);
-		memcpy(b, s + n - 16, 16);
-		memcpy(o, a, 16);
-		memcpy(o + n - 16, b, 16);
+		put_ends(o, s, n, 16);
 	} else if (n >= 8) {
-		uint64_t a, b;
-		memcpy(&a, s, 8);
-		memcpy(&b, s + n - 8, 8);
-		memcpy(o, &a, 8);
-		memcpy(o + n - 8, &b, 8);
+		put_ends(o, s, n, 8);
 	} else if (n >= 4) {
-		uint32_t a, b;
-		memcpy(&a, s, 4);
-		memcpy(&b, s + n - 4, 4);
-		memcpy(o, &a, 4);
-		memcpy(o + n - 4, &b, 4);
+		put_ends(o, s, n, 4);
 	} else if (n) {
-		uint8_t a = s[0], b = s[n / 2], c = s[n - 1];
-		o[0] = a;
-		o[n / 2] = b;
-		o[n - 1] = c;
+		uint8_t x = s[0], y = s[n / 2], z = s[n - 1];
+		o[0] = x;
+		o[n / 2] = y;
+		o[n - 1] = z;
 	}
 	return o + n;
 }

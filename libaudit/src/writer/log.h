@@ -111,11 +111,9 @@ struct al_prep {
 	 * there; v0/v1: the members), then v1's body part at AL_PREP_BODY */
 	uint8_t buf[AL_LINE_MAX + AL_BODY_MAX];
 	size_t data_len, body_len;
-	uint16_t len[2]; /* the slot's len[] */
 };
 #define AL_PREP_BODY AL_LINE_MAX
-_Static_assert(AL_PREP_BODY >= AL_LINE_MAX &&
-		       sizeof(((struct al_prep *)0)->buf) >= AL_HASH_LEN + AL_LINE_MAX &&
+_Static_assert(sizeof(((struct al_prep *)0)->buf) >= AL_HASH_LEN + AL_LINE_MAX &&
 		       sizeof(((struct al_prep *)0)->buf) >= AL_PREP_BODY + AL_BODY_MAX,
 	       "buf holds v2's D_n and members, or v1's members and then its body part");
 

@@ -154,8 +154,6 @@ int al_prepare(uint8_t version, const struct auditlog_event *ev, const struct au
 		if (mn < 0)
 			return (int)mn;
 		p->data_len = (size_t)mn;
-		p->len[0] = (uint16_t)mn;
-		p->len[1] = (uint16_t)p->body_len;
 		return 0;
 	}
 	bn = al_v2_record_digest(r, p->buf, d); /* B_n in buf, then D_n and the members */
@@ -167,7 +165,5 @@ int al_prepare(uint8_t version, const struct auditlog_event *ev, const struct au
 		return (int)mn;
 	p->data_len = AL_HASH_LEN + (size_t)mn;
 	p->body_len = 0;
-	p->len[0] = (uint16_t)mn;
-	p->len[1] = 0;
 	return 0;
 }

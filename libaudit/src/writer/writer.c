@@ -414,8 +414,9 @@ static int handoff(struct auditlog *l, const struct al_prep *p, struct waiter *w
 	s->waiter = w;
 	s->heap = heap;
 	s->ts_ns = producer_now_ns(l);
-	s->len[0] = p->len[0];
-	s->len[1] = p->len[1];
+	/* the members' bytes, after D_n in v2 (format_slot reads them so) */
+	s->len[0] = (uint16_t)(p->data_len - (l->cfg.version == AL_V2 ? AL_HASH_LEN : 0));
+	s->len[1] = (uint16_t)p->body_len;
 	if (!heap)
 		copy_prep(s->inl, p);
 	return publish(l, s, pos, w, w != NULL);
