@@ -216,6 +216,12 @@ struct auditlog {
 	_Alignas(64) _Atomic uint32_t worker_sleeping;
 	_Atomic uint32_t space_gen;   /* futex: bumped when slots are freed and someone waits */
 	_Atomic uint32_t full_waiters;
+	/* what every producer reads on every call, on a line of its own that
+	 * changes only when the log fails or a sealer goes away or comes back:
+	 * beside deq_pos, which the worker writes for every slot it takes, each
+	 * hand-off missed on it (docs/benchmarks.md, 2026-12-04) */
+	_Alignas(64) _Atomic int32_t error; /* sticky: the error that closed the log */
+	_Atomic uint32_t sealer_away; /* AUDITLOG_SEALER_QUEUE: sync calls get -EAGAIN */
 	_Alignas(64) uint64_t deq_pos; /* worker only */
 	_Atomic uint64_t barriers;
 	/* slots carrying a waiter (record_sync, flush) reserved by producers, and
@@ -224,7 +230,6 @@ struct auditlog {
 	uint64_t sync_taken;           /* worker only */
 	_Atomic uint64_t hold_wake_pos; /* coalescing: an async record at this queue
 					 * position wakes the worker (the batch is full) */
-	_Atomic int32_t error;         /* sticky: the error that closed the log */
 	_Atomic uint32_t stopping;
 
 	/* worker state */
@@ -290,8 +295,6 @@ struct auditlog {
 	uint64_t ckpt_boot;       /* ... and its boot-clock time */
 	int64_t clock_noted;      /* wall - expected, as the last clock record said */
 	bool close_inflight, close_done;
-	/* AUDITLOG_SEALER_QUEUE (seal_records.c): the sealer is away */
-	_Atomic uint32_t sealer_away; /* producers read it: sync calls get -EAGAIN */
 	struct batch *held;       /* the batch whose seal failed, kept unwritten */
 	int held_kind;            /* K_* of its seal */
 	bool held_tree, held_ckpt, held_content; /* its batch-tail arguments */
