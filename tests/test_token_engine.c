@@ -1562,6 +1562,68 @@ static void test_rsa(void **state)
 	EVP_PKEY_free(ipub);
 }
 
+/* An attribute as a BIGNUM (big-endian bytes), asserted present. */
+static BIGNUM *attr_bn(const struct tok_attrs *s, CK_ATTRIBUTE_TYPE t)
+{
+	const struct tok_attr *a = tok_attrs_get(s, t);
+
+	assert_non_null(a);
+	assert_true(a->len > 0);
+	BIGNUM *bn = BN_bin2bn(a->value, (int)a->len, NULL);
+	assert_non_null(bn);
+	return bn;
+}
+
+/* A generated RSA pair's attributes are one key: the parts the token exports
+ * from OpenSSL in one go (attrs_of_pkey) land each under its own attribute,
+ * and the public key's modulus and exponent are the private key's. */
+static void test_rsa_generated_parts(void **state)
+{
+	struct tok_attrs pt = { 0 }, vt = { 0 }, pub = { 0 }, priv = { 0 };
+	CK_MECHANISM mech = { CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0 };
+	BN_CTX *bc = BN_CTX_new();
+	BIGNUM *t = BN_new(), *u = BN_new(), *p1 = BN_new(), *q1 = BN_new();
+
+	(void)state;
+	assert_non_null(bc);
+	tok_attrs_set_ulong(&pt, CKA_MODULUS_BITS, 2048);
+	assert_int_equal(tok_generate_key_pair(&mech, &pt, &vt, &pub, &priv), CKR_OK);
+	BIGNUM *n = attr_bn(&priv, CKA_MODULUS), *e = attr_bn(&priv, CKA_PUBLIC_EXPONENT),
+	       *d = attr_bn(&priv, CKA_PRIVATE_EXPONENT), *p = attr_bn(&priv, CKA_PRIME_1),
+	       *q = attr_bn(&priv, CKA_PRIME_2), *dp = attr_bn(&priv, CKA_EXPONENT_1),
+	       *dq = attr_bn(&priv, CKA_EXPONENT_2), *qi = attr_bn(&priv, CKA_COEFFICIENT),
+	       *pn = attr_bn(&pub, CKA_MODULUS), *pe = attr_bn(&pub, CKA_PUBLIC_EXPONENT);
+	CK_ULONG bits = 0;
+
+	assert_true(tok_attrs_ulong(&pub, CKA_MODULUS_BITS, &bits));
+	assert_int_equal(bits, 2048);
+	assert_int_equal(BN_num_bits(n), 2048);
+	assert_int_equal(BN_get_word(e), 65537);
+	assert_int_equal(BN_cmp(pn, n), 0);
+	assert_int_equal(BN_cmp(pe, e), 0);
+	assert_null(tok_attrs_get(&pub, CKA_PRIVATE_EXPONENT));
+	assert_true(BN_mul(t, p, q, bc)); /* n = p q */
+	assert_int_equal(BN_cmp(t, n), 0);
+	assert_true(BN_sub(p1, p, BN_value_one()) && BN_sub(q1, q, BN_value_one()));
+	assert_true(BN_mod(t, d, p1, bc)); /* dP = d mod (p - 1), dQ = d mod (q - 1) */
+	assert_int_equal(BN_cmp(t, dp), 0);
+	assert_true(BN_mod(t, d, q1, bc));
+	assert_int_equal(BN_cmp(t, dq), 0);
+	assert_true(BN_mod_mul(t, e, dp, p1, bc)); /* e dP = 1 mod (p - 1), and for q */
+	assert_true(BN_is_one(t));
+	assert_true(BN_mod_mul(t, e, dq, q1, bc));
+	assert_true(BN_is_one(t));
+	assert_true(BN_mod_mul(u, qi, q, p, bc)); /* qInv q = 1 mod p */
+	assert_true(BN_is_one(u));
+	BIGNUM *all[] = { n, e, d, p, q, dp, dq, qi, pn, pe, t, u, p1, q1 };
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		BN_clear_free(all[i]);
+	BN_CTX_free(bc);
+	tok_attrs_free(&pt);
+	tok_attrs_free(&pub);
+	tok_attrs_free(&priv);
+}
+
 /* ---- HMAC-SHA-384/512, AES-CMAC, AES-CTR, ECDH ---------------------------- */
 
 static void test_more_macs(void **state)
@@ -2426,6 +2488,7 @@ int main(void)
 		cmocka_unit_test(test_ec),
 		cmocka_unit_test(test_rsa),
 		cmocka_unit_test(test_rsa_min_bits),
+		cmocka_unit_test(test_rsa_generated_parts),
 		cmocka_unit_test(test_more_macs),
 		cmocka_unit_test(test_aes_ctr),
 		cmocka_unit_test(test_ecdh),
