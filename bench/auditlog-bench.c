@@ -118,7 +118,7 @@ const char *const bench_prog = PROG;
 #define LINE_SIZE_MAX 4096u   /* --line-size: the detail member pads up to its cap */
 #define DEF_TOKEN_RECORDS 2000u
 #define DEF_TOKEN_GAP_US 100u /* the token's ECDSA verify: one operation per 65-80 us */
-#define TOKEN_COALESCE_US 1000u /* the token's default audit_async_coalesce_us */
+#define TOKEN_COALESCE_US 5000u /* the token's default audit_async_coalesce_us */
 #define V2_STEP_EVENTS 100000u  /* format-layer timing of v2's producer step */
 
 /* --phases */

@@ -147,7 +147,7 @@ s = arms["sync"]
 assert s["batches"] == 50 and s["fsyncs"] == 50 and s["records_per_batch"] == 1.0, s
 assert s["caller_cpu_ns_per_record"] > 0 and s["worker_cpu_ns_per_record"] > 0, s
 assert arms["async"]["caller_cpu_ns_per_record"] is None, arms["async"]
-assert arms["async-coalesce"]["coalesce_us"] == 1000
+assert arms["async-coalesce"]["coalesce_us"] == 5000
 assert rep["token_sync_fsyncs_per_record"] == s["fsyncs_per_record"]
 EOF
 

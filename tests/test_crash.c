@@ -1094,15 +1094,18 @@ static void test_power_loss_negative_control(void **state)
 	assert_int_equal(o.real_fsyncs, 0);
 }
 
-/* Coalescing on (a 1 ms window): no record acknowledged by record_sync or
- * flush is lost; the writer really held batches (its stats say so). */
+/* The token's default window (token/src/config.c) */
+#define TOKEN_WINDOW_US 5000
+
+/* Coalescing on (the token's window): no record acknowledged by record_sync
+ * or flush is lost; the writer really held batches (its stats say so). */
 static void coalesce_rounds(const struct mode *base, uint64_t seed)
 {
 	struct mode md = *base;
 	char name[64];
-	snprintf(name, sizeof(name), "%s coalescing 1 ms", base->name);
+	snprintf(name, sizeof(name), "%s coalescing %u us", base->name, TOKEN_WINDOW_US);
 	md.name = name;
-	md.coalesce_us = 1000;
+	md.coalesce_us = TOKEN_WINDOW_US;
 	struct outcome o = power_loss_rounds(&md, test_seed(seed), 10);
 	assert_int_equal(o.lost_rounds, 0);
 	assert_true(o.acked > 0);
@@ -1130,9 +1133,9 @@ static void test_power_loss_coalesce_auto(void **state)
 static void test_power_loss_coalesce_negative_control(void **state)
 {
 	struct mode md = M_AUTO;
-	md.name = "auto coalescing 1 ms";
+	md.name = "auto coalescing, no fdatasync";
 	md.skip_fsync = true;
-	md.coalesce_us = 1000;
+	md.coalesce_us = TOKEN_WINDOW_US;
 	struct outcome o = power_loss_rounds(&md, test_seed(0xc0a1e5ce4ull), 5);
 	assert_true(o.lost_rounds > 0);
 	assert_int_equal(o.real_fsyncs, 0);
