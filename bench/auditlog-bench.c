@@ -1790,7 +1790,124 @@ struct enqlat {
 	uint64_t high_water;
 	bool blocked; /* the queue filled: some samples include waiting */
 	double cpu_ns_per_call; /* the producers' CPU per timed call, the timer included */
+	double line_ns; /* a cache line from one CPU to another, one way (NAN: one CPU) */
+	int line_cpu[2];
 };
+
+/* ---- a cache line between two CPUs ------------------------------------------ */
+
+/*
+ * The yardstick of the hand-off: when the other producer reserved last, the
+ * queue's position line comes from its CPU, and no queue shared by two
+ * producers does better than that. Two threads pinned to two CPUs pass a
+ * counter back and forth; one way is half a round trip, timed over batches of
+ * LINE_BATCH round trips (the timer's 20 ns once per batch), the median of
+ * LINE_BATCHES. How far apart the two vCPUs are (one core's threads, one
+ * CCD, two) is the host's choice, and it moves this figure 2-3x between
+ * runs on the VM of docs/benchmarks.md.
+ */
+#define LINE_BATCH 64u
+#define LINE_BATCHES 400u
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+struct line_pp {
+	_Alignas(64) _Atomic uint64_t v;
+	_Alignas(64) int cpu[2];
+	pthread_barrier_t go;
+	uint64_t ticks[LINE_BATCHES];
+	bool pinned[2];
+};
+
+static bool pin_self(int cpu)
+{
+	cpu_set_t cs;
+
+	CPU_ZERO(&cs);
+	CPU_SET(cpu, &cs);
+	return pthread_setaffinity_np(pthread_self(), sizeof(cs), &cs) == 0;
+}
+
+static void *line_pong(void *arg)
+{
+	struct line_pp *pp = arg;
+
+	pp->pinned[1] = pin_self(pp->cpu[1]);
+	pthread_barrier_wait(&pp->go);
+	if (!pp->pinned[0] || !pp->pinned[1])
+		return NULL;
+	for (uint64_t i = 0; i < (uint64_t)LINE_BATCH * LINE_BATCHES; i++) {
+		while (atomic_load_explicit(&pp->v, memory_order_acquire) != 2 * i + 1)
+			cpu_relax();
+		atomic_store_explicit(&pp->v, 2 * i + 2, memory_order_release);
+	}
+	return NULL;
+}
+
+static void *line_ping(void *arg)
+{
+	struct line_pp *pp = arg;
+
+	pp->pinned[0] = pin_self(pp->cpu[0]);
+	pthread_barrier_wait(&pp->go);
+	if (!pp->pinned[0] || !pp->pinned[1])
+		return NULL;
+	for (uint64_t b = 0, i = 0; b < LINE_BATCHES; b++) {
+		uint64_t t0 = tick_start();
+		for (unsigned k = 0; k < LINE_BATCH; k++, i++) {
+			atomic_store_explicit(&pp->v, 2 * i + 1, memory_order_release);
+			while (atomic_load_explicit(&pp->v, memory_order_acquire) != 2 * i + 2)
+				cpu_relax();
+		}
+		pp->ticks[b] = tick_end() - t0;
+	}
+	return NULL;
+}
+
+/* One way, in ns, between the first two CPUs this process may run on;
+ * NAN when there is only one (or pinning fails). */
+static double line_transfer_ns(const struct env *e, int ret_cpu[2])
+{
+	struct line_pp *pp = aligned_alloc(64, sizeof(*pp));
+	cpu_set_t cs;
+	pthread_t t[2];
+	double r = NAN;
+	int k = 0;
+
+	ret_cpu[0] = ret_cpu[1] = -1;
+	if (!pp)
+		return NAN;
+	memset(pp, 0, sizeof(*pp));
+	if (sched_getaffinity(0, sizeof(cs), &cs) == 0)
+		for (int c = 0; c < CPU_SETSIZE && k < 2; c++)
+			if (CPU_ISSET(c, &cs))
+				pp->cpu[k++] = c;
+	if (k == 2 && pthread_barrier_init(&pp->go, NULL, 2) == 0) {
+		if (pthread_create(&t[0], NULL, line_ping, pp) == 0) {
+			if (pthread_create(&t[1], NULL, line_pong, pp) != 0) {
+				pp->pinned[1] = false; /* the ping thread sees it after the barrier */
+				pthread_barrier_wait(&pp->go);
+			} else {
+				pthread_join(t[1], NULL);
+			}
+			pthread_join(t[0], NULL);
+			if (pp->pinned[0] && pp->pinned[1]) {
+				qsort(pp->ticks, LINE_BATCHES, sizeof(pp->ticks[0]), cmp_u64);
+				r = (double)pp->ticks[LINE_BATCHES / 2] * e->tick_ns / LINE_BATCH / 2;
+				ret_cpu[0] = pp->cpu[0];
+				ret_cpu[1] = pp->cpu[1];
+			}
+		}
+		pthread_barrier_destroy(&pp->go);
+	}
+	free(pp);
+	return r;
+}
 
 static int phase_enqueue(const struct opts *o, const char *dir, const struct env *e,
 			 struct enqlat *q)
@@ -1804,6 +1921,7 @@ static int phase_enqueue(const struct opts *o, const char *dir, const struct env
 	int r, rc;
 
 	memset(q, 0, sizeof(*q));
+	q->line_ns = line_transfer_ns(e, q->line_cpu);
 	total = (uint64_t)o->enq_samples * ENQ_THREADS;
 	while (queue < total + ENQ_WARMUP * ENQ_THREADS + 64)
 		queue <<= 1; /* every event fits: no producer ever waits for the worker */
@@ -2489,6 +2607,10 @@ static void print_table(const struct report *R)
 		       R->e->timer_overhead_ns, R->e->timer_resolution_ns,
 		       q->blocked ? "; THE QUEUE FILLED: samples include waiting" : "");
 		printf("  producer CPU   %.1f ns per call (timer included)\n", q->cpu_ns_per_call);
+		if (isfinite(q->line_ns))
+			printf("  a cache line   %.1f ns one way from CPU %d to CPU %d (ping-pong, this "
+			       "run): what a hand-off pays when the other producer reserved last\n",
+			       q->line_ns, q->line_cpu[0], q->line_cpu[1]);
 		if (R->v2->err)
 			printf("  v2 producer step (format layer alone): not measured, "
 			       "al_v2_record_digest: %s\n",
@@ -2629,6 +2751,8 @@ static void print_json(const struct report *R)
 		jfix(&j, "enqueue_max_ns", q->max_ns, 1);
 		ju64(&j, "enqueue_samples", q->n);
 		jfix(&j, "handoff_p50_ns", q->h_p50_ns, 1);
+		if (isfinite(q->line_ns))
+			jfix(&j, "line_transfer_ns", q->line_ns, 1);
 		jfix(&j, "handoff_p99_ns", q->h_p99_ns, 1);
 		jfix(&j, "handoff_p999_ns", q->h_p999_ns, 1);
 		jfix(&j, "handoff_max_ns", q->h_max_ns, 1);

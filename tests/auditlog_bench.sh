@@ -118,6 +118,12 @@ assert rep["enqueue_samples"] == rep["handoff_samples"] == 1000, rep
 assert rep["handoff_p50_ns"] <= rep["enqueue_p50_ns"], rep
 assert rep["targets"]["handoff_p50_ns"]["target"] == "<= 100", rep["targets"]
 assert "enqueue_p50_ns" not in rep["targets"], rep["targets"]
+# the hand-off's yardstick: a cache line between two CPUs, when there are two
+import os
+if len(os.sched_getaffinity(0)) >= 2:
+    assert 0 < rep["line_transfer_ns"] < 100000, rep.get("line_transfer_ns")
+else:
+    assert "line_transfer_ns" not in rep, rep["line_transfer_ns"]
 # the thread's CPU-time clock is read by its TID, to the nanosecond
 assert rep["worker_cpu_source"] == "cpuclock", rep["worker_cpu_source"]
 assert rep["worker_cpu_resolution_ns"] == 1, rep["worker_cpu_resolution_ns"]
