@@ -248,10 +248,12 @@ static CK_RV ec_check_point(const struct curve *cv, const uint8_t *p, size_t len
 	return rv;
 }
 
-/* Free a parameter array with every value wiped first. OSSL_PARAM_free
- * wipes only the values OSSL_PARAM_BLD kept in secure memory, which it does
- * for BIGNUMs flagged BN_FLG_SECURE alone: a key's parts made from attribute
- * bytes (BN_bin2bn) would stay behind in freed heap memory. */
+/* Free a parameter array made by OSSL_PARAM_BLD_to_param (every value in
+ * the array's own blocks: the token pushes no _ptr parameter) with every
+ * value wiped first. OSSL_PARAM_free wipes only the values OSSL_PARAM_BLD
+ * kept in secure memory, which it does for BIGNUMs flagged BN_FLG_SECURE
+ * alone: a key's parts made from attribute bytes (BN_bin2bn) would stay
+ * behind in freed heap memory. */
 static void params_clear_free(OSSL_PARAM *params)
 {
 	for (OSSL_PARAM *p = params; p && p->key; p++)

@@ -217,9 +217,9 @@ struct auditlog {
 	_Atomic uint32_t space_gen;   /* futex: bumped when slots are freed and someone waits */
 	_Atomic uint32_t full_waiters;
 	/* what every producer reads on every call, on a line of its own that
-	 * changes only when the log fails or a sealer goes away or comes back:
-	 * beside deq_pos, which the worker writes for every slot it takes, each
-	 * hand-off missed on it (docs/benchmarks.md, 2026-12-04) */
+	 * changes only when the log fails or a sealer goes away or comes back
+	 * (beside deq_pos, which the worker writes for every slot it takes,
+	 * every hand-off's read fetched the line from the worker's core) */
 	_Alignas(64) _Atomic int32_t error; /* sticky: the error that closed the log */
 	_Atomic uint32_t sealer_away; /* AUDITLOG_SEALER_QUEUE: sync calls get -EAGAIN */
 	_Alignas(64) uint64_t deq_pos; /* worker only */
