@@ -1824,6 +1824,11 @@ struct line_pp {
 	bool pinned[2];
 };
 
+struct line_end {
+	struct line_pp *pp;
+	unsigned side; /* 0 starts each round trip and times them, 1 answers */
+};
+
 static bool pin_self(int cpu)
 {
 	cpu_set_t cs;
@@ -1833,38 +1838,27 @@ static bool pin_self(int cpu)
 	return pthread_setaffinity_np(pthread_self(), sizeof(cs), &cs) == 0;
 }
 
-static void *line_pong(void *arg)
+/* One end of the ping-pong: in round trip i, side s waits for the counter
+ * to read 2i + s, then writes 2i + s + 1. */
+static void *line_end_main(void *arg)
 {
-	struct line_pp *pp = arg;
+	const struct line_end *le = arg;
+	struct line_pp *pp = le->pp;
+	unsigned s = le->side;
 
-	pp->pinned[1] = pin_self(pp->cpu[1]);
-	pthread_barrier_wait(&pp->go);
-	if (!pp->pinned[0] || !pp->pinned[1])
-		return NULL;
-	for (uint64_t i = 0; i < (uint64_t)LINE_BATCH * LINE_BATCHES; i++) {
-		while (atomic_load_explicit(&pp->v, memory_order_acquire) != 2 * i + 1)
-			cpu_relax();
-		atomic_store_explicit(&pp->v, 2 * i + 2, memory_order_release);
-	}
-	return NULL;
-}
-
-static void *line_ping(void *arg)
-{
-	struct line_pp *pp = arg;
-
-	pp->pinned[0] = pin_self(pp->cpu[0]);
+	pp->pinned[s] = pin_self(pp->cpu[s]);
 	pthread_barrier_wait(&pp->go);
 	if (!pp->pinned[0] || !pp->pinned[1])
 		return NULL;
 	for (uint64_t b = 0, i = 0; b < LINE_BATCHES; b++) {
-		uint64_t t0 = tick_start();
+		uint64_t t0 = s == 0 ? tick_start() : 0;
 		for (unsigned k = 0; k < LINE_BATCH; k++, i++) {
-			atomic_store_explicit(&pp->v, 2 * i + 1, memory_order_release);
-			while (atomic_load_explicit(&pp->v, memory_order_acquire) != 2 * i + 2)
+			while (atomic_load_explicit(&pp->v, memory_order_acquire) != 2 * i + s)
 				cpu_relax();
+			atomic_store_explicit(&pp->v, 2 * i + s + 1, memory_order_release);
 		}
-		pp->ticks[b] = tick_end() - t0;
+		if (s == 0)
+			pp->ticks[b] = tick_end() - t0;
 	}
 	return NULL;
 }
@@ -1887,10 +1881,11 @@ static double line_transfer_ns(const struct env *e, int ret_cpu[2])
 		for (int c = 0; c < CPU_SETSIZE && k < 2; c++)
 			if (CPU_ISSET(c, &cs))
 				pp->cpu[k++] = c;
+	struct line_end ends[2] = {{pp, 0}, {pp, 1}};
 	if (k == 2 && pthread_barrier_init(&pp->go, NULL, 2) == 0) {
-		if (pthread_create(&t[0], NULL, line_ping, pp) == 0) {
-			if (pthread_create(&t[1], NULL, line_pong, pp) != 0) {
-				pp->pinned[1] = false; /* the ping thread sees it after the barrier */
+		if (pthread_create(&t[0], NULL, line_end_main, &ends[0]) == 0) {
+			if (pthread_create(&t[1], NULL, line_end_main, &ends[1]) != 0) {
+				pp->pinned[1] = false; /* side 0 sees it after the barrier */
 				pthread_barrier_wait(&pp->go);
 			} else {
 				pthread_join(t[1], NULL);

@@ -2878,7 +2878,7 @@ static void print_table(FILE *f, const struct report *P)
 				fprintf(f, "  %-18s%s%s%s p50 %.1f us, allowed %.1f us (raw p50 + 1.1 x "
 					   "fdatasync p50 %.1f us)",
 					r->c.op->name, other ? " (" : "", other ? r->a->name : "",
-					other ? ")" : "", r->p50, r->kg_allowed, kg_fsync_p50(r, e));
+					other ? ")" : "", r->p50, r->kg_allowed, r->kg_fsync);
 			if (isfinite(r->durable_p50))
 				fprintf(f, "; raw then one write+fdatasync: p50 %.1f us", r->durable_p50);
 			if (r->own_calls)
