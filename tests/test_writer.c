@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,6 +304,118 @@ static void test_sync_after_open(void **state)
 	free(path);
 	tu_rmtree(dir);
 	free(dir);
+}
+
+/* ---- no record waits for the next one ------------------------------------- */
+
+/* A producer that publishes while a record_sync caller holds the worker's
+ * role (lead()) wakes nobody: it marks the role, and the caller wakes the
+ * worker when it hands the role back. Each round: the caller's record is
+ * written and synced, and before the caller hands the role back
+ * (after_fsync, 400 us) the other thread queues one record and then waits,
+ * with nothing else queued, for it to be durable. A lost wake-up leaves it in
+ * the queue: the bounded wait fails the test (it does when lead() hands the
+ * role back without looking at SLEEP_PEND nor at the queue; either alone
+ * passes it). Producers without a fence (membarrier() registered) and
+ * fencing ones. The nanoseconds in which a fence-free producer's store may
+ * not yet be visible to the caller's look at the queue, which SLEEP_PEND
+ * covers, are beyond what a test can hold open. */
+struct wake_round {
+	struct auditlog *log;
+	pthread_barrier_t go;
+	sem_t queue_now;
+	_Atomic int armed;
+	unsigned rounds;
+};
+
+static void hold_after_fsync(void *ctx, int fd, uint64_t off, size_t len, int res)
+{
+	struct wake_round *w = ctx;
+	(void)fd, (void)off, (void)len, (void)res;
+	if (atomic_exchange(&w->armed, 0)) {
+		sem_post(&w->queue_now);
+		usleep(400);
+	}
+}
+
+/* Wait up to 5 s for every queued record to be durable, without queueing. */
+static bool all_durable(struct auditlog *log)
+{
+	for (unsigned i = 0; i < 50000; i++) {
+		struct auditlog_stats st;
+		assert_int_equal(auditlog_get_stats(log, &st, sizeof(st)), 0);
+		if (st.events_written == st.events_enqueued)
+			return true;
+		usleep(100);
+	}
+	return false;
+}
+
+static void *wake_async(void *arg)
+{
+	struct wake_round *w = arg;
+	for (unsigned i = 0; i < w->rounds; i++) {
+		struct auditlog_event ev = tu_event("C_Sign", i);
+		while (sem_wait(&w->queue_now) < 0)
+			;
+		assert_int_equal(auditlog_record(w->log, &ev), 0);
+		pthread_barrier_wait(&w->go); /* the record_sync returned */
+		if (!all_durable(w->log)) {
+			fprintf(stderr, "test_no_lost_wakeup: round %u: a record queued while the role "
+					"was a caller's was never written\n", i);
+			abort();
+		}
+		usleep(300); /* the worker back asleep: the next record_sync leads */
+		pthread_barrier_wait(&w->go);
+	}
+	return NULL;
+}
+
+static void wake_rounds(bool no_membarrier, enum auditlog_backend be)
+{
+	char *dir = tu_mkdtemp();
+	char *path = tu_path(dir, "audit.log");
+	struct wake_round w = {.rounds = (unsigned)scaled(200) < 40 ? 40 : (unsigned)scaled(200)};
+	struct al_io_hooks h = {.ctx = &w, .after_fsync = hold_after_fsync,
+				.no_membarrier = no_membarrier};
+	struct auditlog_config *cfg = tu_config(path);
+	pthread_t t;
+
+	assert_int_equal(auditlog_config_set_backend(cfg, be), 0);
+	assert_int_equal(auditlog__config_set_io_hooks(cfg, &h), 0);
+	assert_int_equal(auditlog_open(cfg, &w.log), 0);
+	auditlog_config_free(cfg);
+	pthread_barrier_init(&w.go, NULL, 2);
+	sem_init(&w.queue_now, 0, 0);
+	assert_int_equal(pthread_create(&t, NULL, wake_async, &w), 0);
+	for (unsigned i = 0; i < w.rounds; i++) {
+		struct auditlog_event ev = tu_event("C_Login", i);
+		atomic_store(&w.armed, 1);
+		assert_int_equal(auditlog_record_sync(w.log, &ev), 0);
+		pthread_barrier_wait(&w.go);
+		pthread_barrier_wait(&w.go);
+	}
+	pthread_join(t, NULL);
+	pthread_barrier_destroy(&w.go);
+	sem_destroy(&w.queue_now);
+	struct auditlog_stats st;
+	assert_int_equal(auditlog_get_stats(w.log, &st, sizeof(st)), 0);
+	/* the rounds ran as meant: most record_syncs committed their own batch */
+	assert_true(st.caller_commits >= w.rounds / 2);
+	assert_int_equal(auditlog_close(w.log), 0);
+	struct tu_walk wk;
+	assert_int_equal(tu_walk_file(path, &wk, NULL, NULL), 0);
+	assert_int_equal(wk.events, 2 * w.rounds);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void test_no_lost_wakeup(void **state)
+{
+	wake_rounds(false, AUDITLOG_BACKEND_IO_URING);
+	wake_rounds(true, AUDITLOG_BACKEND_IO_URING);
+	wake_rounds(false, AUDITLOG_BACKEND_PWRITE);
 }
 
 /* ---- record_sync is durable on return ------------------------------------ */
@@ -741,6 +854,7 @@ int main(void)
 		cmocka_unit_test(test_threads_pwrite),
 		cmocka_unit_test(test_caller_commits),
 		cmocka_unit_test(test_sync_after_open),
+		cmocka_unit_test(test_no_lost_wakeup),
 	};
 	tu_filter();
 	return cmocka_run_group_tests(tests, NULL, NULL);

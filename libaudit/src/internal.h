@@ -44,6 +44,9 @@ struct al_io_hooks {
 	/* The worker offered its role (SLEEP_ANY), before it looks at the queue
 	 * one last time and sleeps: the other side of the same window. */
 	void (*after_offer)(void *ctx);
+	/* Never register for membarrier(): producers fence every publish, as
+	 * on a kernel or under a seccomp filter without it. */
+	bool no_membarrier;
 };
 
 int auditlog__config_set_io_hooks(struct auditlog_config *cfg, const struct al_io_hooks *h);

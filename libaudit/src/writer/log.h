@@ -222,6 +222,9 @@ struct auditlog {
 	 * every hand-off's read fetched the line from the worker's core) */
 	_Alignas(64) _Atomic int32_t error; /* sticky: the error that closed the log */
 	_Atomic uint32_t sealer_away; /* AUDITLOG_SEALER_QUEUE: sync calls get -EAGAIN */
+	/* 1: publish() needs no fence, the worker's membarrier() stands for it
+	 * (offer_barrier(), writer.c); set at open, cleared only if that call fails */
+	_Atomic uint32_t light_publish;
 	_Alignas(64) uint64_t deq_pos; /* worker only */
 	_Atomic uint64_t barriers;
 	/* slots carrying a waiter (record_sync, flush) reserved by producers, and

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <poll.h>
 #include <stdio.h>
 #include <sched.h>
@@ -84,7 +85,9 @@ static int waiter_wait(struct waiter *w)
  *               (auditlog_config_set_async_coalesce_us);
  *   SLEEP_LEAD  a record_sync caller, committing its own batch (lead());
  *               SLEEP_CLAIM is added when the worker woke meanwhile and
- *               waits for the role back (reclaim()).
+ *               waits for the role back (reclaim()), SLEEP_PEND by a
+ *               producer that published meanwhile: the caller wakes the
+ *               worker when it hands the role back.
  * Only compare-and-swap moves it out of SLEEP_ANY or SLEEP_HOLD, so the
  * role has exactly one holder; its acquire and release order the state.
  */
@@ -92,6 +95,55 @@ static int waiter_wait(struct waiter *w)
 #define SLEEP_HOLD 2u
 #define SLEEP_LEAD 4u
 #define SLEEP_CLAIM 8u
+#define SLEEP_PEND 16u
+
+/*
+ * publish() and the worker's sleep are a Dekker pair: the producer stores
+ * its slot's seq and then loads worker_sleeping; the worker stores
+ * SLEEP_ANY (or SLEEP_HOLD) and then loads the slot's seq. Each side needs a
+ * full barrier between its store and its load, or both may read the old
+ * value: the worker sleeps and the record waits for the next one. On x86
+ * the producer's fence waits until every store of its hand-off (the slot's
+ * lines, owned by the worker's core a moment ago) is visible: ~70 ns of a
+ * ~120 ns hand-off between two vCPUs (docs/benchmarks.md, "The hand-off's
+ * fence"). The worker sleeps far less often than producers publish, so the
+ * barrier is moved to its side: membarrier(PRIVATE_EXPEDITED) runs a full
+ * barrier on every CPU then running a thread of this process (a thread
+ * not running has passed one in the context switch), so a producer's seq
+ * store is visible to the worker's load after it, or that producer's load
+ * of worker_sleeping comes after the worker's store. Where membarrier() is
+ * missing or refused (kernels before 4.14, seccomp), producers fence as
+ * before. A record_sync caller's hand-back of the role (lead()) keeps its
+ * plain fence: a producer that sees SLEEP_LEAD marks it SLEEP_PEND with a
+ * compare-and-swap, a full barrier it pays only then.
+ */
+/* (GCC's -Wtsan flags the fences below, in offer_barrier() and publish()
+ * once inlined: ThreadSanitizer does not model fences, nor membarrier(), here
+ * as in lead() and worker_main, where it stays silent.) */
+#if defined(__SANITIZE_THREAD__)
+#pragma GCC diagnostic ignored "-Wtsan"
+#endif
+static bool membarrier_register(void)
+{
+	return syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+/* The worker's barrier after it offered its role. False: it could not be
+ * made (membarrier() failed after registering, which it should not): the
+ * worker must look at the queue again before it sleeps; producers fence
+ * from now on. */
+static bool offer_barrier(struct auditlog *l)
+{
+	if (atomic_load_explicit(&l->light_publish, memory_order_relaxed)) {
+		if (syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+			return true;
+		atomic_store(&l->light_publish, 0);
+		atomic_thread_fence(memory_order_seq_cst);
+		return false;
+	}
+	atomic_thread_fence(memory_order_seq_cst);
+	return true;
+}
 
 static void wake_worker(struct auditlog *l)
 {
@@ -331,12 +383,7 @@ static inline __attribute__((always_inline)) int reserve(struct auditlog *l, uin
 	return 0;
 }
 
-/* Hand the filled slot to the worker, and wake it when it sleeps. (GCC's
- * -Wtsan flags the fence below once inlined: ThreadSanitizer does not model
- * fences, here as in worker_main, where it stays silent.) */
-#if defined(__SANITIZE_THREAD__)
-#pragma GCC diagnostic ignored "-Wtsan"
-#endif
+/* Hand the filled slot to the worker, and wake it when it sleeps. */
 /* Returns true when the caller, a record_sync (lead set), took the worker's
  * role from the sleeping worker instead of waking it: it commits next. */
 static inline __attribute__((always_inline)) bool publish(struct auditlog *l, struct slot *s,
@@ -346,24 +393,39 @@ static inline __attribute__((always_inline)) bool publish(struct auditlog *l, st
 		atomic_fetch_add_explicit(&l->sync_enq, 1, memory_order_relaxed);
 	atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
 
-	/* Dekker with the worker: publish, then look whether it sleeps. A worker
-	 * holding a coalescing batch is woken only by a waiter or a full batch. */
-	atomic_thread_fence(memory_order_seq_cst);
+	/* Dekker with the worker (offer_barrier()): publish, then look whether
+	 * it sleeps. A worker holding a coalescing batch is woken only by a
+	 * waiter or a full batch. */
+	if (atomic_load_explicit(&l->light_publish, memory_order_relaxed))
+		atomic_signal_fence(memory_order_seq_cst);
+	else
+		atomic_thread_fence(memory_order_seq_cst);
 	uint32_t sl = atomic_load_explicit(&l->worker_sleeping, memory_order_relaxed);
-	while (sl == SLEEP_ANY ||
-	       (sl == SLEEP_HOLD &&
-		(w || pos + 1 >= atomic_load_explicit(&l->hold_wake_pos, memory_order_relaxed)))) {
-		uint32_t to = lead ? SLEEP_LEAD : 0;
-		if (atomic_compare_exchange_weak_explicit(&l->worker_sleeping, &sl, to,
-							  memory_order_acquire,
-							  memory_order_relaxed)) {
-			if (lead)
-				return true;
-			wake_worker(l);
-			break;
+	for (;;) {
+		if (sl == SLEEP_ANY ||
+		    (sl == SLEEP_HOLD &&
+		     (w || pos + 1 >= atomic_load_explicit(&l->hold_wake_pos, memory_order_relaxed)))) {
+			uint32_t to = lead ? SLEEP_LEAD : 0;
+			if (atomic_compare_exchange_weak_explicit(&l->worker_sleeping, &sl, to,
+								  memory_order_acquire,
+								  memory_order_relaxed)) {
+				if (lead)
+					return true;
+				wake_worker(l);
+				return false;
+			}
+		} else if ((sl & SLEEP_LEAD) && !(sl & SLEEP_PEND)) {
+			/* a record_sync caller holds the role: it wakes the worker
+			 * for this record when it hands the role back (lead()) */
+			if (atomic_compare_exchange_weak_explicit(&l->worker_sleeping, &sl,
+								  sl | SLEEP_PEND,
+								  memory_order_release,
+								  memory_order_relaxed))
+				return false;
+		} else {
+			return false;
 		}
 	}
-	return false;
 }
 
 /* The producer's timestamp: the worker clamps it to stay non-decreasing. */
@@ -1338,10 +1400,14 @@ static void reclaim(struct auditlog *l)
 		if (s == 0) /* a producer took the role from the sleep and woke us */
 			return;
 		if (s & SLEEP_LEAD) {
-			if (!(s & SLEEP_CLAIM) &&
-			    !atomic_compare_exchange_weak(&l->worker_sleeping, &s, s | SLEEP_CLAIM))
-				continue;
-			futex_wait(&l->worker_sleeping, SLEEP_LEAD | SLEEP_CLAIM, NULL);
+			if (!(s & SLEEP_CLAIM)) {
+				if (!atomic_compare_exchange_weak(&l->worker_sleeping, &s,
+								  s | SLEEP_CLAIM))
+					continue;
+				s |= SLEEP_CLAIM;
+			}
+			/* a producer's SLEEP_PEND changes the word: wait again */
+			futex_wait(&l->worker_sleeping, s, NULL);
 			s = atomic_load_explicit(&l->worker_sleeping, memory_order_acquire);
 			continue;
 		}
@@ -1403,11 +1469,11 @@ static void lead(struct auditlog *l, struct waiter *w)
 	uint32_t old = atomic_exchange(&l->worker_sleeping, SLEEP_ANY);
 	if (old & SLEEP_CLAIM)
 		futex_wake_all(&l->worker_sleeping);
-	/* Dekker with publish(): a record queued while the role was here did
-	 * not wake the worker; one whose producer saw SLEEP_ANY did (the fence
-	 * pairs with publish()'s, as the worker's does before it sleeps) */
+	/* A record queued while the role was here did not wake the worker: its
+	 * producer marked SLEEP_PEND; one whose producer saw SLEEP_ANY did wake
+	 * it. The fence pairs with a fencing publish()'s (no membarrier). */
 	atomic_thread_fence(memory_order_seq_cst);
-	if (busy || slot_at_ready(l, deq) || atomic_load(&l->stopping)) {
+	if (busy || (old & SLEEP_PEND) || slot_at_ready(l, deq) || atomic_load(&l->stopping)) {
 		uint32_t e = SLEEP_ANY;
 		if (atomic_compare_exchange_strong(&l->worker_sleeping, &e, 0))
 			wake_worker(l);
@@ -1501,8 +1567,8 @@ static void *worker_main(void *arg)
 			/* sleep until the window ends, a waiter or close comes, the
 			 * batch fills, or a completion: never spin */
 			atomic_store(&l->worker_sleeping, SLEEP_HOLD);
-			atomic_thread_fence(memory_order_seq_cst);
-			if (atomic_load(&l->sync_enq) != taken || atomic_load(&l->stopping) ||
+			if (!offer_barrier(l) || atomic_load(&l->sync_enq) != taken ||
+			    atomic_load(&l->stopping) ||
 			    atomic_load_explicit(&l->enq_pos, memory_order_relaxed) >=
 				    atomic_load_explicit(&l->hold_wake_pos, memory_order_relaxed)) {
 				reclaim(l);
@@ -1510,10 +1576,10 @@ static void *worker_main(void *arg)
 			}
 		} else if (want_events) {
 			atomic_store(&l->worker_sleeping, SLEEP_ANY);
-			atomic_thread_fence(memory_order_seq_cst);
+			bool seen = offer_barrier(l);
 			if (l->cfg.has_hooks && l->cfg.hooks.after_offer)
 				l->cfg.hooks.after_offer(l->cfg.hooks.ctx);
-			if (slot_at_ready(l, deq) || atomic_load(&l->stopping)) {
+			if (!seen || slot_at_ready(l, deq) || atomic_load(&l->stopping)) {
 				reclaim(l);
 				/* a caller may have held the role and taken the slot
 				 * meanwhile: never sleep unoffered but to drain */
@@ -1649,6 +1715,8 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 		goto err;
 	}
 	*l->alive = 1;
+	if (!(cfg->has_hooks && cfg->hooks.no_membarrier) && membarrier_register())
+		atomic_init(&l->light_publish, 1);
 
 	if (cfg->version == 2) {
 		r = al_v2_start(l);
