@@ -1203,6 +1203,10 @@ struct sustained {
 	double worker_ns_per_event, process_ns_per_event, producers_ns_per_event;
 	double parts_ns_per_event; /* producers + worker: DESIGN.md's total */
 	double other_ns_per_event; /* process - producers - worker: io_uring's io-wq, main */
+	/* what the online CPUs could sustain at process_ns_per_event, and the
+	 * share of their time the process used: against the raw ceiling, they
+	 * say when the CPUs, not the disk, set the sustained figure */
+	double cpu_bound_events_per_s, cpu_busy;
 	struct rectypes types; /* the whole log file (not counted with --rotate-bytes) */
 };
 
@@ -1289,6 +1293,11 @@ static int phase_sustained(const struct opts *o, const char *path, struct sustai
 	s->other_ns_per_event = s->worker_found ?
 		(double)((int64_t)s->process_ns - (int64_t)s->producers_ns - (int64_t)s->worker_ns) /
 			(double)o->events : NAN;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	if (ncpu < 1)
+		ncpu = 1;
+	s->cpu_bound_events_per_s = 1e9 * (double)ncpu / s->process_ns_per_event;
+	s->cpu_busy = (double)s->process_ns / (s->seconds * 1e9 * (double)ncpu);
 	return 0;
 }
 
@@ -2549,6 +2558,10 @@ static void print_table(const struct report *R)
 		printf("  process       %7.1f ns  (CLOCK_PROCESS_CPUTIME_ID; other threads %.1f: "
 		       "io_uring io-wq, main)\n",
 		       su->process_ns_per_event, su->other_ns_per_event);
+		fmt_count(su->cpu_bound_events_per_s, a, sizeof(a));
+		printf("  the CPUs' bound %s events/s (online CPUs / process CPU per event); "
+		       "busy %.0f %% of the phase\n",
+		       a, 100 * su->cpu_busy);
 
 		printf("\nraw ceiling (pwrite at a growing offset + fdatasync, same directory, real "
 		       "lines)\n");
@@ -2781,6 +2794,8 @@ static void print_json(const struct report *R)
 		jfix(&j, "total_cpu_ns_per_event", su->parts_ns_per_event, 1);
 		jfix(&j, "process_cpu_ns_per_event", su->process_ns_per_event, 1);
 		jfix(&j, "other_threads_cpu_ns_per_event", su->other_ns_per_event, 1);
+		jfix(&j, "cpu_bound_events_per_s", su->cpu_bound_events_per_s, 0);
+		jfix(&j, "cpu_busy_fraction", su->cpu_busy, 3);
 		ju64(&j, "batches", su->st.batches);
 		ju64(&j, "fsyncs", su->st.fsyncs);
 		ju64(&j, "largest_batch", su->st.largest_batch);

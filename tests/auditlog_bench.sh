@@ -131,6 +131,13 @@ assert rep["worker_cpu_resolution_ns"] == 1, rep["worker_cpu_resolution_ns"]
 tot = rep["producers_cpu_ns_per_event"] + rep["worker_cpu_ns_per_event"]
 assert abs(rep["total_cpu_ns_per_event"] - tot) < 0.2, (rep["total_cpu_ns_per_event"], tot)
 assert rep["process_cpu_ns_per_event"] >= rep["total_cpu_ns_per_event"] - 1
+# the CPUs' bound is the online CPUs over the process's CPU per event; the busy
+# share is that CPU time over the phase's wall time on all of them
+ncpu = os.sysconf("SC_NPROCESSORS_ONLN")
+bound = ncpu * 1e9 / rep["process_cpu_ns_per_event"]
+assert abs(rep["cpu_bound_events_per_s"] - bound) <= 0.01 * bound + 1, (rep["cpu_bound_events_per_s"], bound)
+busy = rep["process_cpu_ns_per_event"] * rep["sustained_events_per_s"] / (ncpu * 1e9)
+assert 0 < rep["cpu_busy_fraction"] <= 1.05 and abs(rep["cpu_busy_fraction"] - busy) < 0.02, (rep["cpu_busy_fraction"], busy)
 for t in ("worker_cpu_ns_per_event", "total_cpu_ns_per_event", "ratio_to_ceiling"):
     assert t in rep["targets"], t
 assert rep["targets"]["worker_cpu_ns_per_event"]["target"] == "<= 500"
