@@ -358,6 +358,10 @@ struct auditlog_stats {
 	/* (appended) */
 	uint64_t caller_commits;     /* batches a record_sync caller committed on its own
 				      * thread, the worker asleep (docs/durability.md) */
+	/* (appended) */
+	uint64_t fence_free_publish; /* 1 while producers publish without a memory fence,
+				      * the worker's membarrier() standing for it; 0 where
+				      * the kernel refuses that call (docs/durability.md) */
 };
 
 /* Copy a snapshot of the counters. size = sizeof(struct auditlog_stats) of

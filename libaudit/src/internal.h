@@ -47,6 +47,9 @@ struct al_io_hooks {
 	/* Never register for membarrier(): producers fence every publish, as
 	 * on a kernel or under a seccomp filter without it. */
 	bool no_membarrier;
+	/* The worker's membarrier() fails, as it should never once registered:
+	 * the log must switch its producers to fencing and lose no record. */
+	bool membarrier_fails;
 };
 
 int auditlog__config_set_io_hooks(struct auditlog_config *cfg, const struct al_io_hooks *h);

@@ -135,7 +135,8 @@ static bool membarrier_register(void)
 static bool offer_barrier(struct auditlog *l)
 {
 	if (atomic_load_explicit(&l->light_publish, memory_order_relaxed)) {
-		if (syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+		if (!(l->cfg.has_hooks && l->cfg.hooks.membarrier_fails) &&
+		    syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
 			return true;
 		atomic_store(&l->light_publish, 0);
 		atomic_thread_fence(memory_order_seq_cst);
@@ -1918,6 +1919,7 @@ AUDITLOG_API int auditlog_get_stats(struct auditlog *log, struct auditlog_stats 
 	pthread_mutex_unlock(&log->head_lock);
 	s.error = atomic_load(&log->error);
 	s.backend = log->uring ? AUDITLOG_BACKEND_IO_URING : AUDITLOG_BACKEND_PWRITE;
+	s.fence_free_publish = atomic_load(&log->light_publish);
 	s.inline_batches = atomic_load(&log->st.inline_batches);
 	s.coalesced_batches = atomic_load(&log->st.coalesced_batches);
 	s.coalesce_wait_ns = atomic_load(&log->st.coalesce_wait_ns);
