@@ -1224,7 +1224,8 @@ static double cpu_src_res_ns(pid_t tid, const char *src)
 	return 1.0; /* schedstat: ns, up to a tick behind for a running thread */
 }
 
-static int phase_sustained(const struct opts *o, const char *path, struct sustained *s)
+static int phase_sustained(const struct opts *o, const struct env *e, const char *path,
+			   struct sustained *s)
 {
 	struct producer *p = calloc(o->threads, sizeof(*p));
 	struct auditlog *log;
@@ -1293,11 +1294,9 @@ static int phase_sustained(const struct opts *o, const char *path, struct sustai
 	s->other_ns_per_event = s->worker_found ?
 		(double)((int64_t)s->process_ns - (int64_t)s->producers_ns - (int64_t)s->worker_ns) /
 			(double)o->events : NAN;
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	if (ncpu < 1)
-		ncpu = 1;
-	s->cpu_bound_events_per_s = 1e9 * (double)ncpu / s->process_ns_per_event;
-	s->cpu_busy = (double)s->process_ns / (s->seconds * 1e9 * (double)ncpu);
+	double ncpu = e->nproc > 0 ? (double)e->nproc : 1; /* the report's "online" */
+	s->cpu_bound_events_per_s = 1e9 * ncpu / s->process_ns_per_event;
+	s->cpu_busy = (double)s->process_ns / (s->seconds * 1e9 * ncpu);
 	return 0;
 }
 
@@ -3079,7 +3078,7 @@ static int run_bench(const struct opts *o)
 			error_msg("%s: path too long", tmpl);
 			goto out;
 		}
-		if (phase_sustained(o, lpath, &su) < 0)
+		if (phase_sustained(o, &e, lpath, &su) < 0)
 			goto out;
 	}
 	if (ph & (PH_SUSTAINED | PH_SYNC)) {
