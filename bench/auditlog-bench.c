@@ -2532,10 +2532,12 @@ static void print_table(const struct report *R)
 		printf("  throughput    %s events/s (%.3f s, %.1f MB/s)\n", a, su->seconds,
 		       (double)su->st.bytes_written / 1e6 / su->seconds);
 		printf("  batches       %" PRIu64 " (%.0f records on average, largest %" PRIu64
-		       "), %" PRIu64 " fdatasyncs, queue high water %" PRIu64 "\n",
+		       "; %" PRIu64 " formed ahead), %" PRIu64 " fdatasyncs, queue high water %" PRIu64
+		       "\n",
 		       su->st.batches,
 		       su->st.batches ? (double)su->st.records_written / (double)su->st.batches : 0,
-		       su->st.largest_batch, su->st.fsyncs, su->st.queue_high_water);
+		       su->st.largest_batch, su->st.batches_ahead, su->st.fsyncs,
+		       su->st.queue_high_water);
 		if (su->st.rotations)
 			printf("  rotations     %" PRIu64 "\n", su->st.rotations);
 		if (su->types.counted && o->version == 2)
@@ -2796,6 +2798,7 @@ static void print_json(const struct report *R)
 		jfix(&j, "cpu_bound_events_per_s", su->cpu_bound_events_per_s, 0);
 		jfix(&j, "cpu_busy_fraction", su->cpu_busy, 3);
 		ju64(&j, "batches", su->st.batches);
+		ju64(&j, "batches_ahead", su->st.batches_ahead);
 		ju64(&j, "fsyncs", su->st.fsyncs);
 		ju64(&j, "largest_batch", su->st.largest_batch);
 		ju64(&j, "bytes_written", su->st.bytes_written);

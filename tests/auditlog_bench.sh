@@ -138,6 +138,8 @@ bound = ncpu * 1e9 / rep["process_cpu_ns_per_event"]
 assert abs(rep["cpu_bound_events_per_s"] - bound) <= 0.01 * bound + 1, (rep["cpu_bound_events_per_s"], bound)
 busy = rep["process_cpu_ns_per_event"] * rep["sustained_events_per_s"] / (ncpu * 1e9)
 assert 0 < rep["cpu_busy_fraction"] <= 1.05 and abs(rep["cpu_busy_fraction"] - busy) < 0.02, (rep["cpu_busy_fraction"], busy)
+# batches formed ahead (the stats' batches_ahead) are some of the phase's batches
+assert isinstance(rep["batches_ahead"], int) and 0 <= rep["batches_ahead"] <= rep["batches"], (rep["batches_ahead"], rep["batches"])
 for t in ("worker_cpu_ns_per_event", "total_cpu_ns_per_event", "ratio_to_ceiling"):
     assert t in rep["targets"], t
 assert rep["targets"]["worker_cpu_ns_per_event"]["target"] == "<= 500"

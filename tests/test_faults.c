@@ -324,6 +324,110 @@ static void header_batch_fails(enum auditlog_backend be)
 	}
 }
 
+/* A batch formed ahead (docs/durability.md): while AL_INFLIGHT batches are in
+ * flight the worker forms the next, written once the oldest retires. The
+ * test leaves the completions unreaped until one was formed ahead, then lets
+ * them in. With every fdatasync succeeding, each record is in the file once;
+ * with the first completion after the release failing, the failed batch, the
+ * one in flight beside it and the one formed ahead (never written) go into
+ * the next file: nothing twice, nothing missing, and the verifier agrees. */
+struct ahead {
+	_Atomic bool hold;
+	_Atomic int fail_next; /* -errno: the next fdatasync completion's result */
+	_Atomic unsigned failed;
+};
+
+static bool ahead_hold(void *ctx)
+{
+	struct ahead *a = ctx;
+	if (!atomic_load(&a->hold))
+		return false;
+	usleep(500);
+	return true;
+}
+
+static int ahead_fsync_result(void *ctx, uint64_t off, size_t len, int res)
+{
+	struct ahead *a = ctx;
+	int e = atomic_exchange(&a->fail_next, 0);
+	(void)off;
+	(void)len;
+	if (!e)
+		return res;
+	atomic_fetch_add(&a->failed, 1);
+	return e;
+}
+
+static bool formed_ahead(const struct auditlog_stats *st, void *ctx)
+{
+	(void)ctx;
+	return st->batches_ahead > 0;
+}
+
+static bool written_n(const struct auditlog_stats *st, void *ctx)
+{
+	return st->events_written == *(const unsigned *)ctx;
+}
+
+static void ahead_run(bool fail)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	struct ahead a = {0};
+	struct al_io_hooks h = {.ctx = &a, .hold_completions = ahead_hold,
+				.fsync_result = ahead_fsync_result, .force_ring = true};
+	struct auditlog_config *cfg = tu_config(path);
+	struct auditlog_stats st;
+	struct auditlog *log;
+	struct outcome o = {.n = 600};
+	char detail[32];
+
+	assert_int_equal(auditlog__config_set_io_hooks(cfg, &h), 0);
+	assert_int_equal(auditlog_config_set_max_batch_bytes(cfg, 16u << 10), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	auditlog_config_free(cfg);
+	o.res = calloc(o.n, sizeof(int));
+	o.is_sync = calloc(o.n, sizeof(bool));
+	for (unsigned i = 0; i < o.n; i++) {
+		struct auditlog_event ev = tu_event("C_Sign", i);
+		ev.detail = detail;
+		ev.detail_len = (size_t)snprintf(detail, sizeof(detail), "ev-%u", i);
+		if (i == 10) /* the first ten durable, one batch each; then ~40 KiB a batch */
+			atomic_store(&a.hold, true);
+		o.is_sync[i] = i < 10;
+		o.res[i] = o.is_sync[i] ? auditlog_record_sync(log, &ev) : auditlog_record(log, &ev);
+		assert_int_equal(o.res[i], 0);
+	}
+	if (!tu_stats_wait(log, formed_ahead, NULL, 5000))
+		fail_msg("no batch was formed ahead with two in flight and 590 records queued");
+	assert_int_equal(auditlog_get_stats(log, &st, sizeof(st)), 0);
+	assert_int_equal(st.events_written, 10); /* the two in flight are not reaped yet */
+	if (fail)
+		atomic_store(&a.fail_next, -EIO);
+	atomic_store(&a.hold, false);
+	/* a flush whose batch failed returns -EIO before the records are re-written */
+	(void)auditlog_flush(log);
+	if (!tu_stats_wait(log, written_n, &o.n, 5000))
+		fail_msg("the records of the batches in flight and formed ahead were not all written");
+	assert_int_equal(auditlog_get_stats(log, &o.st, sizeof(o.st)), 0);
+	assert_int_equal(o.st.failovers, fail);
+	assert_int_equal(o.st.fsync_errors, fail);
+	assert_int_equal(atomic_load(&a.failed), fail);
+	assert_int_equal(o.st.events_written, o.n);
+	assert_int_equal(auditlog_close(log), 0);
+	assert_int_equal(tu_count_files(dir), 1 + fail);
+	check(dir, &o, false);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void test_ahead(void **state)
+{
+	(void)state;
+	ahead_run(false);
+	ahead_run(true);
+}
+
 #define BOTH(fn)                                                                                   \
 	static void test_##fn(void **state)                                                        \
 	{                                                                                          \
@@ -349,6 +453,7 @@ int main(void)
 		cmocka_unit_test(test_short_writes),       cmocka_unit_test(test_enospc_fail_closed),
 		cmocka_unit_test(test_enospc_transient),   cmocka_unit_test(test_eio_forever),
 		cmocka_unit_test(test_header_batch_fails), cmocka_unit_test(test_sync_faults),
+		cmocka_unit_test(test_ahead),
 	};
 	tu_filter();
 	return cmocka_run_group_tests(tests, NULL, NULL);

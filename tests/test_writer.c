@@ -342,16 +342,15 @@ static void hold_after_fsync(void *ctx, int fd, uint64_t off, size_t len, int re
 }
 
 /* Wait up to 5 s for every queued record to be durable, without queueing. */
+static bool written_all(const struct auditlog_stats *st, void *ctx)
+{
+	(void)ctx;
+	return st->events_written == st->events_enqueued;
+}
+
 static bool all_durable(struct auditlog *log)
 {
-	for (unsigned i = 0; i < 50000; i++) {
-		struct auditlog_stats st;
-		assert_int_equal(auditlog_get_stats(log, &st, sizeof(st)), 0);
-		if (st.events_written == st.events_enqueued)
-			return true;
-		usleep(100);
-	}
-	return false;
+	return tu_stats_wait(log, written_all, NULL, 5000);
 }
 
 static void *wake_async(void *arg)

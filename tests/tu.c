@@ -401,6 +401,19 @@ void tu_filter(void)
 		cmocka_set_test_filter(f);
 }
 
+bool tu_stats_wait(struct auditlog *log, bool (*until)(const struct auditlog_stats *st, void *ctx),
+		   void *ctx, unsigned timeout_ms)
+{
+	for (unsigned i = 0; i <= timeout_ms * 10u; i++) {
+		struct auditlog_stats st;
+		assert_int_equal(auditlog_get_stats(log, &st, sizeof(st)), 0);
+		if (until(&st, ctx))
+			return true;
+		usleep(100);
+	}
+	return false;
+}
+
 unsigned tu_count_files(const char *dir)
 {
 	DIR *d = opendir(dir);

@@ -71,6 +71,11 @@ struct tu_ids tu_ids_new(const char *prefix, unsigned size);
 void tu_ids_free(struct tu_ids *ids);
 void tu_count_ids(void *ctx, const struct al_parsed *p);
 
+/* Poll the log's stats every 100 µs until until(st, ctx) holds: true, or
+ * false after timeout_ms (the caller says what did not happen). */
+bool tu_stats_wait(struct auditlog *log, bool (*until)(const struct auditlog_stats *st, void *ctx),
+		   void *ctx, unsigned timeout_ms);
+
 /* Honour $TEST_FILTER (a cmocka test-name pattern) to run one test. */
 void tu_filter(void);
 

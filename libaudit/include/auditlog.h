@@ -362,6 +362,10 @@ struct auditlog_stats {
 	uint64_t fence_free_publish; /* 1 while producers publish without a memory fence,
 				      * the worker's membarrier() standing for it; 0 where
 				      * the kernel refuses that call (docs/durability.md) */
+	/* (appended) */
+	uint64_t batches_ahead;      /* batches formed while two were being written, each
+				      * written as soon as the older one completed: how often
+				      * the disk, not the worker, set the pace (docs/durability.md) */
 };
 
 /* Copy a snapshot of the counters. size = sizeof(struct auditlog_stats) of

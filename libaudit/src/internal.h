@@ -50,6 +50,14 @@ struct al_io_hooks {
 	/* The worker's membarrier() fails, as it should never once registered:
 	 * the log must switch its producers to fencing and lose no record. */
 	bool membarrier_fails;
+	/* Asked at the top of each worker turn: true leaves the completions that
+	 * arrived unreaped for that turn (the hook should sleep a little), so a
+	 * test can keep AL_INFLIGHT batches in flight while the queue fills and
+	 * the worker forms the next batch ahead. */
+	bool (*hold_completions)(void *ctx);
+	/* At an fdatasync's completion: the result the worker acts on (res, or a
+	 * -errno failing a batch whose fdatasync ran). */
+	int (*fsync_result)(void *ctx, uint64_t off, size_t len, int res);
 };
 
 int auditlog__config_set_io_hooks(struct auditlog_config *cfg, const struct al_io_hooks *h);
@@ -79,7 +87,13 @@ int auditlog__config_set_clock(struct auditlog_config *cfg, const struct al_cloc
  * its seal (docs/format.md 19.5, 20.4): still O(1) in the log's size. */
 uint64_t auditlog__tail_bound(const struct auditlog_config *cfg);
 
-/* Batches in flight at once (write + fdatasync pairs). */
+/* Batches in flight at once (write + fdatasync pairs): the tail window above
+ * counts these. */
 #define AL_INFLIGHT 2u
+/* Batch buffers: while AL_INFLIGHT batches are being written the worker may
+ * form one more, issued as soon as the oldest retires. A batch not yet issued
+ * has no byte on the file, so the window above is unchanged. The buffers
+ * beyond AL_INFLIGHT are allocated at their first use. */
+#define AL_NBATCH 3u
 
 #endif

@@ -173,6 +173,7 @@ struct batch {
 	int err;             /* first error of this batch */
 	uint64_t enospc_since_ns;
 	bool complete;       /* written and fdatasync'ed */
+	bool issued;         /* its I/O was issued (else it waits its turn) */
 	bool write_cqe_skipped; /* the write was issued with IOSQE_CQE_SKIP_SUCCESS */
 	bool retry_pending;  /* ENOSPC: resubmit at retry_at_ns */
 	uint64_t retry_at_ns;
@@ -243,8 +244,9 @@ struct auditlog {
 	struct io_uring ring;
 	bool efd_armed;
 	uint64_t efd_buf;
-	struct batch batches[AL_INFLIGHT];
+	struct batch batches[AL_NBATCH];
 	uint64_t next_batch_id;
+	size_t line_est; /* bytes a record, the last batch's average */
 	uint64_t file_off;     /* where the next batch goes */
 	uint64_t file_created_ns;
 	uint64_t file_first_seq;
@@ -328,7 +330,7 @@ struct auditlog {
 			fsync_errors, enospc_retries, short_writes, rotations, failovers,
 			recoveries, untrusted_restarts, inline_batches, coalesced_batches,
 			coalesce_wait_ns, sealer_requests, sealer_errors, sealer_reconnects,
-			sealer_wait_ns, caller_commits;
+			sealer_wait_ns, caller_commits, batches_ahead;
 	} st;
 	pthread_mutex_t head_lock; /* guards the durable head for stats */
 };

@@ -680,6 +680,8 @@ static void handle_cqe(struct auditlog *l, unsigned bi, unsigned op, int32_t res
 			b->ops--;
 		}
 	} else {
+		if (res != -ECANCELED && h && h->fsync_result)
+			res = h->fsync_result(h->ctx, b->off, b->len, res);
 		if (res != -ECANCELED && b->write_cqe_skipped && b->w_res == PENDING_RES) {
 			/* the linked write succeeded whole, or this fsync would not have run */
 			b->w_res = (long)b->issued_len;
@@ -733,7 +735,7 @@ static void handle_cqe(struct auditlog *l, unsigned bi, unsigned op, int32_t res
 static int inflight_ops(struct auditlog *l)
 {
 	int n = 0;
-	for (unsigned i = 0; i < AL_INFLIGHT; i++)
+	for (unsigned i = 0; i < AL_NBATCH; i++)
 		if (l->batches[i].state == B_INFLIGHT)
 			n += l->batches[i].ops;
 	return n;
@@ -742,7 +744,7 @@ static int inflight_ops(struct auditlog *l)
 static unsigned inflight_batches(struct auditlog *l)
 {
 	unsigned n = 0;
-	for (unsigned i = 0; i < AL_INFLIGHT; i++)
+	for (unsigned i = 0; i < AL_NBATCH; i++)
 		n += l->batches[i].state == B_INFLIGHT;
 	return n;
 }
@@ -787,7 +789,7 @@ static void reap(struct auditlog *l)
 static struct batch *oldest_inflight(struct auditlog *l)
 {
 	struct batch *o = NULL;
-	for (unsigned i = 0; i < AL_INFLIGHT; i++) {
+	for (unsigned i = 0; i < AL_NBATCH; i++) {
 		struct batch *b = &l->batches[i];
 		if (b->state == B_INFLIGHT && (!o || b->id < o->id))
 			o = b;
@@ -945,18 +947,27 @@ static void failover(struct auditlog *l)
 
 /* ---- forming batches -------------------------------------------------------- */
 
+/* A free batch; a buffer beyond the first AL_INFLIGHT is allocated here, the
+ * first time it is needed (a quiet log never needs it). NULL: none free, or
+ * no memory for one more (the worker then waits for a completion, as with
+ * AL_INFLIGHT buffers only). */
 static struct batch *free_batch(struct auditlog *l)
 {
-	for (unsigned i = 0; i < AL_INFLIGHT; i++)
-		if (l->batches[i].state == B_FREE)
-			return &l->batches[i];
+	for (unsigned i = 0; i < AL_NBATCH; i++) {
+		struct batch *b = &l->batches[i];
+		if (b->state != B_FREE)
+			continue;
+		if (!b->buf && !(b->buf = malloc(l->cfg.max_batch_bytes)))
+			return NULL;
+		return b;
+	}
 	return NULL;
 }
 
 static struct batch *newest_inflight(struct auditlog *l)
 {
 	struct batch *o = NULL;
-	for (unsigned i = 0; i < AL_INFLIGHT; i++) {
+	for (unsigned i = 0; i < AL_NBATCH; i++) {
 		struct batch *b = &l->batches[i];
 		if (b->state == B_INFLIGHT && (!o || b->id > o->id))
 			o = b;
@@ -1335,8 +1346,54 @@ static bool resume_held(struct auditlog *l)
 }
 
 /* Give b its place in the file and issue its write and fdatasync. */
+static unsigned issued_batches(struct auditlog *l)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < AL_NBATCH; i++)
+		n += l->batches[i].state == B_INFLIGHT && l->batches[i].issued;
+	return n;
+}
+
+/* Issue formed batches in order while fewer than AL_INFLIGHT are issued and
+ * not yet retired (so the bytes not yet durable stay within AL_INFLIGHT
+ * batches at the file's end: docs/format.md 7). */
+static bool issue_queued(struct auditlog *l)
+{
+	bool any = false;
+	if (l->failover_err)
+		return false;
+	while (issued_batches(l) < AL_INFLIGHT) {
+		struct batch *o = NULL;
+		for (unsigned i = 0; i < AL_NBATCH; i++) {
+			struct batch *b = &l->batches[i];
+			if (b->state == B_INFLIGHT && !b->issued && (!o || b->id < o->id))
+				o = b;
+		}
+		if (!o)
+			break;
+		o->issued = true;
+		issue_io(l, o);
+		any = true;
+	}
+	return any;
+}
+
+/* Every issue slot is taken: form the next batch ahead only when the queue
+ * holds enough to fill it (a batch formed now waits for its turn anyway, and
+ * would be smaller than one formed then). */
+static bool ahead_wait(struct auditlog *l)
+{
+	if (issued_batches(l) < AL_INFLIGHT)
+		return false;
+	uint64_t depth = atomic_load_explicit(&l->enq_pos, memory_order_relaxed) - l->deq_pos;
+	uint64_t est = l->line_est ? l->line_est : AL_LINE_MAX;
+	return depth * est < l->cfg.max_batch_bytes;
+}
+
 static void submit(struct auditlog *l, struct batch *b)
 {
+	if (b->nrec)
+		l->line_est = b->len / b->nrec;
 	if (l->sealer)
 		al_v2pos_copy(&b->v2_after, &l->v2);
 	b->off = l->file_off;
@@ -1349,7 +1406,11 @@ static void submit(struct auditlog *l, struct batch *b)
 	b->retry_delay_ms = 0;
 	b->id = l->next_batch_id++;
 	b->state = B_INFLIGHT;
-	issue_io(l, b);
+	b->issued = false;
+	b->ops = 0;
+	issue_queued(l);
+	if (!b->issued) /* formed ahead: written when the oldest in flight retires */
+		atomic_fetch_add(&l->st.batches_ahead, 1);
 }
 
 /* ---- the worker ------------------------------------------------------------- */
@@ -1368,7 +1429,7 @@ static void arm_eventfd(struct auditlog *l)
 static uint64_t next_retry_ns(struct auditlog *l)
 {
 	uint64_t t = 0;
-	for (unsigned i = 0; i < AL_INFLIGHT; i++) {
+	for (unsigned i = 0; i < AL_NBATCH; i++) {
 		struct batch *b = &l->batches[i];
 		if (b->state == B_INFLIGHT && b->retry_pending && (!t || b->retry_at_ns < t))
 			t = b->retry_at_ns;
@@ -1380,7 +1441,7 @@ static bool run_retries(struct auditlog *l)
 {
 	uint64_t now = al_now_ns();
 	bool any = false;
-	for (unsigned i = 0; i < AL_INFLIGHT; i++) {
+	for (unsigned i = 0; i < AL_NBATCH; i++) {
 		struct batch *b = &l->batches[i];
 		if (b->state == B_INFLIGHT && b->retry_pending && b->retry_at_ns <= now) {
 			b->retry_pending = false;
@@ -1491,15 +1552,18 @@ static void *worker_main(void *arg)
 	for (;;) {
 		bool progress = false;
 
-		reap(l);
+		if (!(l->cfg.has_hooks && l->cfg.hooks.hold_completions &&
+		      l->cfg.hooks.hold_completions(l->cfg.hooks.ctx)))
+			reap(l);
 		if (l->failover_err) /* the file is being sealed: no retry into it */
-			for (unsigned i = 0; i < AL_INFLIGHT; i++)
+			for (unsigned i = 0; i < AL_NBATCH; i++)
 				if (l->batches[i].retry_pending) {
 					l->batches[i].retry_pending = false;
 					l->batches[i].err = l->failover_err;
 				}
 		progress |= run_retries(l);
 		retire(l);
+		progress |= issue_queued(l);
 		if (l->failover_err && inflight_ops(l) == 0 && !next_retry_ns(l)) {
 			failover(l);
 			progress = true;
@@ -1522,7 +1586,7 @@ static void *worker_main(void *arg)
 		if (away && !l->failover_err && !l->rotate_pending) {
 			if (resume_held(l)) /* AUDITLOG_SEALER_QUEUE */
 				progress = true;
-		} else if (!l->failover_err && !l->rotate_pending && free_batch(l)) {
+		} else if (!l->failover_err && !l->rotate_pending && !ahead_wait(l) && free_batch(l)) {
 			held = coalesce_hold(l);
 			if (!held && fill_and_submit(l))
 				progress = true;
@@ -1539,7 +1603,8 @@ static void *worker_main(void *arg)
 		 * What the sleep needs is read before the worker offers its role
 		 * (SLEEP_ANY, SLEEP_HOLD): from then until reclaim() a record_sync
 		 * caller may hold it (lead()), and the worker touches none of it. */
-		bool want_events = free_batch(l) && !l->failover_err && !l->rotate_pending && !away;
+		bool want_events = !l->failover_err && !l->rotate_pending && !away && !ahead_wait(l) &&
+				   free_batch(l);
 		uint64_t retry = next_retry_ns(l), now = al_now_ns();
 		uint64_t timeout = retry ? (retry > now ? retry - now : 1) : 0;
 		if (held) {
@@ -1633,7 +1698,7 @@ static void log_free(struct auditlog *l)
 			free(l->slots[i].heap);
 		munmap(l->slots, (l->mask + 1) * sizeof(struct slot));
 	}
-	for (unsigned i = 0; i < AL_INFLIGHT; i++)
+	for (unsigned i = 0; i < AL_NBATCH; i++)
 		free(l->batches[i].buf);
 	free(l->requeue);
 	free(l->work);
@@ -1929,6 +1994,7 @@ AUDITLOG_API int auditlog_get_stats(struct auditlog *log, struct auditlog_stats 
 	s.sealer_wait_ns = atomic_load(&log->st.sealer_wait_ns);
 	s.sealer_away = atomic_load(&log->sealer_away);
 	s.caller_commits = atomic_load(&log->st.caller_commits);
+	s.batches_ahead = atomic_load(&log->st.batches_ahead);
 	memcpy(ret, &s, size < sizeof(s) ? size : sizeof(s));
 	return 0;
 }
