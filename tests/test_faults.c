@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -369,7 +370,32 @@ static bool written_n(const struct auditlog_stats *st, void *ctx)
 	return st->events_written == *(const unsigned *)ctx;
 }
 
-static void ahead_run(bool fail)
+struct ahead_producer {
+	struct auditlog *log;
+	struct outcome *o;
+	unsigned from;
+};
+
+/* The asynchronous records, from a thread of their own: with a small queue it
+ * blocks on the full queue until the test lets the completions in. */
+static void *ahead_produce(void *arg)
+{
+	struct ahead_producer *p = arg;
+	char detail[32];
+
+	for (unsigned i = p->from; i < p->o->n; i++) {
+		struct auditlog_event ev = tu_event("C_Sign", i);
+		ev.detail = detail;
+		ev.detail_len = (size_t)snprintf(detail, sizeof(detail), "ev-%u", i);
+		p->o->res[i] = auditlog_record(p->log, &ev);
+	}
+	return NULL;
+}
+
+/* max_batch: 16 KiB, so a batch formed ahead is a full one (~46 records); or
+ * 1 MiB with a queue of 256, so it is formed when the queue is half full (the
+ * two in flight take at most a queue each: n leaves more than that). */
+static void ahead_run(bool fail, size_t max_batch, size_t queue, unsigned n)
 {
 	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
 	struct ahead a = {0};
@@ -378,32 +404,44 @@ static void ahead_run(bool fail)
 	struct auditlog_config *cfg = tu_config(path);
 	struct auditlog_stats st;
 	struct auditlog *log;
-	struct outcome o = {.n = 600};
+	struct outcome o = {.n = n};
+	struct ahead_producer prod = {.o = &o, .from = 10};
+	pthread_t th;
 	char detail[32];
 
 	assert_int_equal(auditlog__config_set_io_hooks(cfg, &h), 0);
-	assert_int_equal(auditlog_config_set_max_batch_bytes(cfg, 16u << 10), 0);
+	assert_int_equal(auditlog_config_set_max_batch_bytes(cfg, max_batch), 0);
+	if (queue)
+		assert_int_equal(auditlog_config_set_queue_capacity(cfg, queue), 0);
 	assert_int_equal(auditlog_open(cfg, &log), 0);
 	auditlog_config_free(cfg);
+	prod.log = log;
 	o.res = calloc(o.n, sizeof(int));
 	o.is_sync = calloc(o.n, sizeof(bool));
-	for (unsigned i = 0; i < o.n; i++) {
+	for (unsigned i = 0; i < prod.from; i++) { /* durable, one batch each */
 		struct auditlog_event ev = tu_event("C_Sign", i);
 		ev.detail = detail;
 		ev.detail_len = (size_t)snprintf(detail, sizeof(detail), "ev-%u", i);
-		if (i == 10) /* the first ten durable, one batch each; then ~40 KiB a batch */
-			atomic_store(&a.hold, true);
-		o.is_sync[i] = i < 10;
-		o.res[i] = o.is_sync[i] ? auditlog_record_sync(log, &ev) : auditlog_record(log, &ev);
-		assert_int_equal(o.res[i], 0);
+		o.is_sync[i] = true;
+		assert_int_equal(auditlog_record_sync(log, &ev), 0);
 	}
-	if (!tu_stats_wait(log, formed_ahead, NULL, 5000))
-		fail_msg("no batch was formed ahead with two in flight and 590 records queued");
+	atomic_store(&a.hold, true);
+	assert_int_equal(pthread_create(&th, NULL, ahead_produce, &prod), 0);
+	if (!tu_stats_wait(log, formed_ahead, NULL, 5000)) {
+		assert_int_equal(auditlog_get_stats(log, &st, sizeof(st)), 0);
+		fail_msg("no batch was formed ahead with two in flight (max_batch %zu, queue %zu; "
+			 "%llu queued, %llu written, queue high water %llu)",
+			 max_batch, queue, (unsigned long long)st.events_enqueued,
+			 (unsigned long long)st.events_written, (unsigned long long)st.queue_high_water);
+	}
 	assert_int_equal(auditlog_get_stats(log, &st, sizeof(st)), 0);
-	assert_int_equal(st.events_written, 10); /* the two in flight are not reaped yet */
+	assert_int_equal(st.events_written, prod.from); /* the two in flight are not reaped yet */
 	if (fail)
 		atomic_store(&a.fail_next, -EIO);
 	atomic_store(&a.hold, false);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	for (unsigned i = prod.from; i < o.n; i++)
+		assert_int_equal(o.res[i], 0);
 	/* a flush whose batch failed returns -EIO before the records are re-written */
 	(void)auditlog_flush(log);
 	if (!tu_stats_wait(log, written_n, &o.n, 5000))
@@ -424,8 +462,10 @@ static void ahead_run(bool fail)
 static void test_ahead(void **state)
 {
 	(void)state;
-	ahead_run(false);
-	ahead_run(true);
+	for (int fail = 0; fail < 2; fail++) {
+		ahead_run(fail, 16u << 10, 0, 600);
+		ahead_run(fail, 1u << 20, 256, 1000);
+	}
 }
 
 #define BOTH(fn)                                                                                   \

@@ -1379,15 +1379,16 @@ static bool issue_queued(struct auditlog *l)
 }
 
 /* Every issue slot is taken: form the next batch ahead only when the queue
- * holds enough to fill it (a batch formed now waits for its turn anyway, and
- * would be smaller than one formed then). */
+ * holds enough to fill it, or is half full (a batch formed now waits for its
+ * turn anyway, and would be smaller than one formed then). */
 static bool ahead_wait(struct auditlog *l)
 {
 	if (issued_batches(l) < AL_INFLIGHT)
 		return false;
 	uint64_t depth = atomic_load_explicit(&l->enq_pos, memory_order_relaxed) - l->deq_pos;
-	uint64_t est = l->line_est ? l->line_est : AL_LINE_MAX;
-	return depth * est < l->cfg.max_batch_bytes;
+	uint64_t full = l->cfg.max_batch_bytes / (l->line_est ? l->line_est : AL_LINE_MAX);
+	uint64_t half = (l->mask + 1) / 2;
+	return depth < (full < half ? full : half);
 }
 
 static void submit(struct auditlog *l, struct batch *b)
