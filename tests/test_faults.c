@@ -72,6 +72,15 @@ struct outcome {
 	struct auditlog_stats st;
 };
 
+/* Event i: a C_Sign whose detail "ev-<i>" (in detail) tu_count_ids counts. */
+static struct auditlog_event numbered(unsigned i, char detail[32])
+{
+	struct auditlog_event ev = tu_event("C_Sign", i);
+	ev.detail = detail;
+	ev.detail_len = (size_t)snprintf(detail, 32, "ev-%u", i);
+	return ev;
+}
+
 /* Write n events (every 7th synchronous) through a log with the injector. */
 static void run(const char *path, enum auditlog_backend be, struct inj *j, unsigned n,
 		uint64_t enospc_deadline_ms, struct outcome *o)
@@ -96,9 +105,7 @@ static void run(const char *path, enum auditlog_backend be, struct inj *j, unsig
 	o->res = calloc(n, sizeof(int));
 	o->is_sync = calloc(n, sizeof(bool));
 	for (unsigned i = 0; i < n; i++) {
-		struct auditlog_event ev = tu_event("C_Sign", i);
-		ev.detail = detail;
-		ev.detail_len = (size_t)snprintf(detail, sizeof(detail), "ev-%u", i);
+		struct auditlog_event ev = numbered(i, detail);
 		o->is_sync[i] = quiet_sync || i % 7 == 0;
 		if (quiet_sync)
 			usleep(2000); /* the worker sleeps: the caller commits */
@@ -395,9 +402,7 @@ static void *ahead_produce(void *arg)
 	char detail[32];
 
 	for (unsigned i = p->from; i < p->o->n; i++) {
-		struct auditlog_event ev = tu_event("C_Sign", i);
-		ev.detail = detail;
-		ev.detail_len = (size_t)snprintf(detail, sizeof(detail), "ev-%u", i);
+		struct auditlog_event ev = numbered(i, detail);
 		p->o->res[i] = auditlog_record(p->log, &ev);
 	}
 	return NULL;
@@ -433,9 +438,7 @@ static void ahead_run(bool fail, size_t max_batch, size_t queue)
 	 * batches of one record each issued, before the others are queued (one
 	 * batch formed from a stream could take them all) */
 	for (unsigned i = 0; i < prod.from; i++) {
-		struct auditlog_event ev = tu_event("C_Sign", i);
-		ev.detail = detail;
-		ev.detail_len = (size_t)snprintf(detail, sizeof(detail), "ev-%u", i);
+		struct auditlog_event ev = numbered(i, detail);
 		o.is_sync[i] = i < 10;
 		if (i == 10)
 			atomic_store(&a.hold, true);
