@@ -1345,7 +1345,7 @@ static bool resume_held(struct auditlog *l)
 	return true;
 }
 
-/* Give b its place in the file and issue its write and fdatasync. */
+/* Batches whose write was issued and that are not retired yet. */
 static unsigned issued_batches(struct auditlog *l)
 {
 	unsigned n = 0;
@@ -1391,6 +1391,8 @@ static bool ahead_wait(struct auditlog *l)
 	return depth < (full < half ? full : half);
 }
 
+/* Give b its place in the file and issue its write and fdatasync, or keep it
+ * formed ahead until the oldest batch in flight retires. */
 static void submit(struct auditlog *l, struct batch *b)
 {
 	if (b->nrec)
