@@ -182,7 +182,9 @@ mkdir -p "$d/plog"
 mkfifo "$d/in"
 head -n 20 "$d/plog/audit.log" >"$d/part1"
 tail -n +21 "$d/plog/audit.log" >"$d/part2"
-"$VERIFY" --emit - <"$d/in" >"$d/emitted" 2>/dev/null &
+# (the output first: opening the FIFO blocks until the writer below opens it,
+# and the loop reads the output as soon as that happens)
+"$VERIFY" --emit - >"$d/emitted" <"$d/in" 2>/dev/null &
 vpid=$!
 exec 3>"$d/in"
 cat "$d/part1" >&3
