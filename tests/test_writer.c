@@ -341,13 +341,13 @@ static void hold_after_fsync(void *ctx, int fd, uint64_t off, size_t len, int re
 	}
 }
 
-/* Wait up to 5 s for every queued record to be durable, without queueing. */
 static bool written_all(const struct auditlog_stats *st, void *ctx)
 {
 	(void)ctx;
 	return st->events_written == st->events_enqueued;
 }
 
+/* Wait up to 5 s for every queued record to be durable, without queueing. */
 static bool all_durable(struct auditlog *log)
 {
 	return tu_stats_wait(log, written_all, NULL, 5000);
