@@ -341,16 +341,10 @@ static void hold_after_fsync(void *ctx, int fd, uint64_t off, size_t len, int re
 	}
 }
 
-static bool written_all(const struct auditlog_stats *st, void *ctx)
-{
-	(void)ctx;
-	return st->events_written == st->events_enqueued;
-}
-
 /* Wait up to 5 s for every queued record to be durable, without queueing. */
 static bool all_durable(struct auditlog *log)
 {
-	return tu_stats_wait(log, written_all, NULL, 5000);
+	return tu_stats_wait(log, tu_all_written, NULL, 5000);
 }
 
 static void *wake_async(void *arg)

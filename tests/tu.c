@@ -414,6 +414,12 @@ bool tu_stats_wait(struct auditlog *log, bool (*until)(const struct auditlog_sta
 	return false;
 }
 
+bool tu_all_written(const struct auditlog_stats *st, void *ctx)
+{
+	(void)ctx;
+	return st->events_written == st->events_enqueued;
+}
+
 unsigned tu_count_files(const char *dir)
 {
 	DIR *d = opendir(dir);

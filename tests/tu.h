@@ -75,6 +75,8 @@ void tu_count_ids(void *ctx, const struct al_parsed *p);
  * false after timeout_ms (the caller says what did not happen). */
 bool tu_stats_wait(struct auditlog *log, bool (*until)(const struct auditlog_stats *st, void *ctx),
 		   void *ctx, unsigned timeout_ms);
+/* A tu_stats_wait() condition: every record accepted is durable. */
+bool tu_all_written(const struct auditlog_stats *st, void *ctx);
 
 /* Honour $TEST_FILTER (a cmocka test-name pattern) to run one test. */
 void tu_filter(void);

@@ -786,15 +786,22 @@ static void reap(struct auditlog *l)
 
 /* ---- retiring batches in order ------------------------------------------- */
 
-static struct batch *oldest_inflight(struct auditlog *l)
+/* The oldest batch in flight, or of them the oldest not issued yet (formed
+ * ahead, submit()). */
+static struct batch *oldest_of(struct auditlog *l, bool unissued)
 {
 	struct batch *o = NULL;
 	for (unsigned i = 0; i < AL_NBATCH; i++) {
 		struct batch *b = &l->batches[i];
-		if (b->state == B_INFLIGHT && (!o || b->id < o->id))
+		if (b->state == B_INFLIGHT && !(unissued && b->issued) && (!o || b->id < o->id))
 			o = b;
 	}
 	return o;
+}
+
+static struct batch *oldest_inflight(struct auditlog *l)
+{
+	return oldest_of(l, false);
 }
 
 static void release_waiters(struct auditlog *l, struct batch *b, int result)
@@ -1363,12 +1370,7 @@ static bool issue_queued(struct auditlog *l)
 	if (l->failover_err)
 		return false;
 	while (issued_batches(l) < AL_INFLIGHT) {
-		struct batch *o = NULL;
-		for (unsigned i = 0; i < AL_NBATCH; i++) {
-			struct batch *b = &l->batches[i];
-			if (b->state == B_INFLIGHT && !b->issued && (!o || b->id < o->id))
-				o = b;
-		}
+		struct batch *o = oldest_of(l, true);
 		if (!o)
 			break;
 		o->issued = true;
