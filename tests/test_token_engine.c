@@ -1624,6 +1624,57 @@ static void test_rsa_generated_parts(void **state)
 	tok_attrs_free(&priv);
 }
 
+/* One RSA generation context is kept from call to call (keys.c rsa_gen):
+ * each call still gets the modulus size and public exponent it asked for,
+ * whatever the call before it asked, and two calls never get one key. */
+static void test_rsa_kept_context(void **state)
+{
+	static const struct {
+		CK_ULONG bits;
+		const char *e; /* CKA_PUBLIC_EXPONENT, or NULL: 65537 */
+		size_t e_len;
+		unsigned long want_e;
+	} c[] = {
+		{ 2048, "\x03", 1, 3 },
+		{ 2048, NULL, 0, 65537 },
+		{ 2056, NULL, 0, 65537 },
+		{ 2056, "\x01\x00\x01", 3, 65537 },
+		{ 2048, "\x00\x03", 2, 3 },
+	};
+	BIGNUM *prev = NULL;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct tok_attrs pt = { 0 }, vt = { 0 }, pub = { 0 }, priv = { 0 };
+		CK_MECHANISM mech = { CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0 };
+		CK_ULONG bits = 0;
+
+		tok_attrs_set_ulong(&pt, CKA_MODULUS_BITS, c[i].bits);
+		if (c[i].e)
+			tok_attrs_set(&pt, CKA_PUBLIC_EXPONENT, c[i].e, c[i].e_len);
+		assert_int_equal(tok_generate_key_pair(&mech, &pt, &vt, &pub, &priv), CKR_OK);
+		BIGNUM *n = attr_bn(&priv, CKA_MODULUS), *e = attr_bn(&pub, CKA_PUBLIC_EXPONENT);
+		assert_int_equal(BN_num_bits(n), (int)c[i].bits);
+		assert_true(tok_attrs_ulong(&pub, CKA_MODULUS_BITS, &bits) && bits == c[i].bits);
+		assert_int_equal(BN_get_word(e), c[i].want_e);
+		if (prev)
+			assert_int_not_equal(BN_cmp(prev, n), 0);
+		BN_free(prev);
+		prev = n;
+		BN_free(e);
+		/* a refused exponent between two generations changes nothing */
+		tok_attrs_set(&pt, CKA_PUBLIC_EXPONENT, "\x01\x00\x00", 3);
+		tok_attrs_free(&pub);
+		tok_attrs_free(&priv);
+		assert_int_equal(tok_generate_key_pair(&mech, &pt, &vt, &pub, &priv),
+				 CKR_ATTRIBUTE_VALUE_INVALID);
+		tok_attrs_free(&pt);
+		tok_attrs_free(&pub);
+		tok_attrs_free(&priv);
+	}
+	BN_free(prev);
+}
+
 /* ---- HMAC-SHA-384/512, AES-CMAC, AES-CTR, ECDH ---------------------------- */
 
 static void test_more_macs(void **state)
@@ -2489,6 +2540,7 @@ int main(void)
 		cmocka_unit_test(test_rsa),
 		cmocka_unit_test(test_rsa_min_bits),
 		cmocka_unit_test(test_rsa_generated_parts),
+		cmocka_unit_test(test_rsa_kept_context),
 		cmocka_unit_test(test_more_macs),
 		cmocka_unit_test(test_aes_ctr),
 		cmocka_unit_test(test_ecdh),

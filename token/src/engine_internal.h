@@ -63,6 +63,7 @@ struct tok_ec_pair {
 	uint8_t sk[TOK_EC_SK_MAX]; /* the private scalar, the curve's length */
 };
 bool tok_ec_make(int curve, struct tok_ec_pair *out); /* keys.c */
+void tok_rsa_gen_fini(void);                              /* keys.c: the kept RSA context */
 bool tok_ahead_take(int curve, struct tok_ec_pair *out);
 void tok_ahead_stop(void);
 void tok_ahead_atfork_child(void);

@@ -19,6 +19,7 @@
  *    CKM_AES_KEY_WRAP_PAD (RFC 5649) for private keys.
  */
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -826,6 +827,60 @@ static CK_RV ec_attrs(const uint8_t *pv, size_t pv_len, const uint8_t *pt, size_
 	return rv;
 }
 
+/* An OSSL_PARAM_UNSIGNED_INTEGER (native byte order, OSSL_PARAM(3)) as the
+ * big-endian bytes without leading zeros PKCS#11 wants, into attribute t. */
+static CK_RV set_uint_param(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, const OSSL_PARAM *p)
+{
+	uint8_t buf[RSA_IMPORT_MAX / 8 + 8];
+	const uint8_t *d = p->data;
+	size_t n = p->data_size;
+	CK_RV rv;
+
+	if (p->data_type != OSSL_PARAM_UNSIGNED_INTEGER || n > sizeof(buf))
+		return CKR_GENERAL_ERROR;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	while (n && !d[n - 1])
+		n--;
+	for (size_t i = 0; i < n; i++)
+		buf[i] = d[n - 1 - i];
+#else
+	while (n && !d[0]) {
+		d++;
+		n--;
+	}
+	memcpy(buf, d, n);
+#endif
+	rv = tok_attrs_set(s, t, buf, (CK_ULONG)n);
+	OPENSSL_cleanse(buf, n);
+	return rv;
+}
+
+struct rsa_export {
+	struct tok_attrs *pub, *priv; /* pub may be NULL */
+	bool called;
+	CK_RV rv;
+};
+
+/* EVP_PKEY_export's callback: the eight parts of an RSA key pair. */
+static int rsa_export_cb(const OSSL_PARAM params[], void *arg)
+{
+	struct rsa_export *x = arg;
+
+	x->called = true;
+	for (int i = 0; i < 8 && x->rv == CKR_OK; i++) {
+		const OSSL_PARAM *p = OSSL_PARAM_locate_const(params, rsa_param[i]);
+		if (!p) {
+			x->rv = CKR_GENERAL_ERROR;
+			break;
+		}
+		if (i < 2 && x->pub)
+			x->rv = set_uint_param(x->pub, rsa_attr[i], p);
+		if (x->rv == CKR_OK)
+			x->rv = set_uint_param(x->priv, rsa_attr[i], p);
+	}
+	return x->rv == CKR_OK;
+}
+
 /* Fill priv (and pub when not NULL) from pk of type kt on curve cv (RSA, EC,
  * Ed25519); params is the CKA_EC_PARAMS to write (NULL: the OID). */
 static CK_RV attrs_of_pkey(EVP_PKEY *pk, CK_KEY_TYPE kt, const struct curve *cv, const struct tok_attr *params,
@@ -835,31 +890,18 @@ static CK_RV attrs_of_pkey(EVP_PKEY *pk, CK_KEY_TYPE kt, const struct curve *cv,
 	size_t pv_len = params ? params->len : cv ? cv->oid_len : 0;
 	uint8_t buf[TOK_EC_PT_MAX], sk[TOK_EC_SK_MAX];
 	size_t len;
-	BIGNUM *bn = NULL;
 	CK_RV rv = CKR_OK;
 
 	if (kt == CKK_RSA) {
-		/* one export of every part: each EVP_PKEY_get_bn_param exports
-		 * them all again (8 of them: 38 µs warm; this: 6 µs) */
-		OSSL_PARAM *all = NULL;
+		/* one export of every part, read where the provider put them:
+		 * each EVP_PKEY_get_bn_param exports them all again (8 of them:
+		 * 38 µs warm), EVP_PKEY_todata copies the export and each part
+		 * then became a BIGNUM (14 µs after a prime search; this: 10) */
+		struct rsa_export x = { pub, priv, false, CKR_OK };
 
-		if (EVP_PKEY_todata(pk, EVP_PKEY_KEYPAIR, &all) != 1)
-			return tok_ossl_fail();
-		for (int i = 0; i < 8 && rv == CKR_OK; i++) {
-			const OSSL_PARAM *p = OSSL_PARAM_locate_const(all, rsa_param[i]);
-			if (!p || !OSSL_PARAM_get_BN(p, &bn)) {
-				rv = tok_ossl_fail();
-				break;
-			}
-			if (i < 2 && pub)
-				rv = set_bn(pub, rsa_attr[i], bn);
-			if (rv == CKR_OK)
-				rv = set_bn(priv, rsa_attr[i], bn);
-			BN_clear_free(bn);
-			bn = NULL;
-		}
-		params_clear_free(all);
-		if (rv == CKR_OK && pub)
+		if (EVP_PKEY_export(pk, EVP_PKEY_KEYPAIR, rsa_export_cb, &x) != 1)
+			return !x.called ? tok_ossl_fail() : x.rv != CKR_OK ? x.rv : CKR_GENERAL_ERROR;
+		if (pub)
 			rv = tok_attrs_set_ulong(pub, CKA_MODULUS_BITS, (CK_ULONG)EVP_PKEY_get_bits(pk));
 		return rv;
 	}
@@ -950,6 +992,87 @@ static CK_RV keygen(const char *type, EVP_PKEY_CTX **ret_ctx)
 	return CKR_OK;
 }
 
+/*
+ * One RSA key generation context kept from call to call, as a program
+ * calling OpenSSL itself keeps its own: a new one (the keymgmt's fetch by
+ * name and its generation context) cost 20-28 us after the previous call's
+ * prime search had left the caches cold, all of it on the caller's time
+ * outside the search (docs/benchmarks.md, "RSA key generation: one context
+ * kept"). It holds no secret: the modulus size and the public exponent,
+ * which every call sets again. One caller at a time uses it (a trylock:
+ * a concurrent caller, or a child of fork() whose parent held it, makes its
+ * own as before); a context whose generation failed is freed, not kept.
+ */
+static struct {
+	pthread_mutex_t mu;
+	EVP_PKEY_CTX *ctx;
+	int bits;  /* what ctx was last set to (0: nothing yet), */
+	BIGNUM *e; /* so that an unchanged pair is not set again */
+} rsa_gen = { PTHREAD_MUTEX_INITIALIZER, NULL, 0, NULL };
+
+/* The kept context, locked, into *ret_ctx (true); or a new one (false). */
+static CK_RV rsa_gen_take(EVP_PKEY_CTX **ret_ctx, bool *kept)
+{
+	*kept = false;
+	if (pthread_mutex_trylock(&rsa_gen.mu) == 0) {
+		if (rsa_gen.ctx || keygen(TOK_KEYMGMT("RSA"), &rsa_gen.ctx) == CKR_OK) {
+			*ret_ctx = rsa_gen.ctx;
+			*kept = true;
+			return CKR_OK;
+		}
+		pthread_mutex_unlock(&rsa_gen.mu);
+	}
+	return keygen(TOK_KEYMGMT("RSA"), ret_ctx);
+}
+
+/* The modulus size and public exponent on ctx. Setting them costs ~10 us
+ * cold (parameters through the provider, a copy of e): the kept context is
+ * set only when they differ from its last ones. */
+static bool rsa_gen_params(EVP_PKEY_CTX *ctx, bool kept, int bits, BIGNUM *e)
+{
+	if (kept && rsa_gen.bits == bits && rsa_gen.e && BN_cmp(rsa_gen.e, e) == 0)
+		return true;
+	if (kept)
+		rsa_gen.bits = 0; /* unknown until both are set */
+	if (EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, bits) <= 0 || EVP_PKEY_CTX_set1_rsa_keygen_pubexp(ctx, e) <= 0)
+		return false;
+	if (kept) {
+		BN_free(rsa_gen.e);
+		rsa_gen.e = BN_dup(e);
+		rsa_gen.bits = rsa_gen.e ? bits : 0;
+	}
+	return true;
+}
+
+static void rsa_gen_drop(void)
+{
+	EVP_PKEY_CTX_free(rsa_gen.ctx);
+	BN_free(rsa_gen.e);
+	rsa_gen.ctx = NULL;
+	rsa_gen.e = NULL;
+	rsa_gen.bits = 0;
+}
+
+/* A generation context done with: rsa_gen's unlocked (and dropped when its
+ * generation failed), any other freed. */
+static void gen_ctx_release(EVP_PKEY_CTX *ctx, bool kept, bool ok)
+{
+	if (!kept) {
+		EVP_PKEY_CTX_free(ctx);
+		return;
+	}
+	if (!ok)
+		rsa_gen_drop();
+	pthread_mutex_unlock(&rsa_gen.mu);
+}
+
+void tok_rsa_gen_fini(void)
+{
+	pthread_mutex_lock(&rsa_gen.mu);
+	rsa_gen_drop();
+	pthread_mutex_unlock(&rsa_gen.mu);
+}
+
 CK_RV tok_generate_key_pair(const CK_MECHANISM *mech, const struct tok_attrs *pub_tmpl,
 			    const struct tok_attrs *priv_tmpl, struct tok_attrs *pub_out,
 			    struct tok_attrs *priv_out)
@@ -960,6 +1083,7 @@ CK_RV tok_generate_key_pair(const CK_MECHANISM *mech, const struct tok_attrs *pu
 	EVP_PKEY *pk = NULL;
 	CK_KEY_TYPE kt;
 	CK_RV rv;
+	bool kept = false; /* ctx is rsa_gen's */
 
 	if (!mech || !pub_tmpl || !priv_tmpl || !pub_out || !priv_out)
 		return CKR_ARGUMENTS_BAD;
@@ -1011,12 +1135,11 @@ CK_RV tok_generate_key_pair(const CK_MECHANISM *mech, const struct tok_attrs *pu
 			BN_free(e);
 			return CKR_ATTRIBUTE_VALUE_INVALID;
 		}
-		if ((rv = keygen(TOK_KEYMGMT("RSA"), &ctx)) != CKR_OK) {
+		if ((rv = rsa_gen_take(&ctx, &kept)) != CKR_OK) {
 			BN_free(e);
 			return rv;
 		}
-		ok = EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, (int)bits) > 0 &&
-		     EVP_PKEY_CTX_set1_rsa_keygen_pubexp(ctx, e) > 0;
+		ok = rsa_gen_params(ctx, kept, (int)bits, e);
 		BN_free(e);
 		if (!ok) {
 			rv = tok_ossl_fail();
@@ -1038,8 +1161,8 @@ common:
 	if (rv == CKR_OK)
 		rv = set_common(priv_out, kt, mech->mechanism);
 out:
+	gen_ctx_release(ctx, kept, pk != NULL);
 	EVP_PKEY_free(pk);
-	EVP_PKEY_CTX_free(ctx);
 	return rv;
 }
 

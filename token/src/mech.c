@@ -215,6 +215,7 @@ void tok_crypto_fini(void)
 	if (!tok_ossl_alive())
 		return;
 	tok_ahead_stop(); /* the helper uses ec_params */
+	tok_rsa_gen_fini();
 	for (int m = 0; m < TOK_AES_NMODES; m++)
 		for (int k = 0; k < 3; k++)
 			EVP_CIPHER_free(tok_algs.aes[m][k]);
