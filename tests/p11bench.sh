@@ -180,6 +180,7 @@ for r in d["results"]:
 check(d["results"], "json", True)
 # key generation: its own fdatasync baseline, the rule's allowance and verdict
 raw = {r["operation"]: r for r in d["results"] if r["arm"] == "raw"}
+own_total = 0
 for r in d["results"]:
     if r["arm"] != "softtoken" or not r["operation"].startswith("keygen-"):
         continue
@@ -210,14 +211,22 @@ for r in d["results"]:
             sys.exit(f"json: {r['operation']}: allowed {allowed} is not raw p50 + 1.1 x {fs}")
     if r["target"]["pass"] != (float(judged) <= allowed + 0.001):
         sys.exit(f"json: {r['operation']}: verdict {r['target']} against {judged}")
-    # each call's record is committed by the caller: its own fdatasync, seen
-    # through p11-bench's exported wrapper, and the call's time beyond it
+    # a call's record is committed by the caller when the worker sleeps: its
+    # own fdatasync, seen through p11-bench's exported wrapper, and the
+    # call's time beyond it. The worker may commit one instead (awake for an
+    # earlier record, or late to sleep on a loaded machine): at 3 calls a row
+    # can have none of its own, so every row is checked as far as it has
+    # some, and the rows together must have some (below).
     n_own = r.get("own_fdatasync_calls")
-    if not isinstance(n_own, int) or not 0 < n_own <= r["iterations"]:
+    if not isinstance(n_own, int) or not 0 <= n_own <= r["iterations"]:
         sys.exit(f"json: {r['operation']}: own_fdatasync_calls {n_own} of {r['iterations']}")
-    own, beyond = r.get("own_fdatasync_p50_us", 0), r.get("beyond_own_fdatasync_p50_us", 0)
-    if not (own > 0 and 0 < beyond < float(r["p50_us"])):
-        sys.exit(f"json: {r['operation']}: own fdatasync p50 {own}, beyond it {beyond}")
+    own_total += n_own
+    if n_own:
+        own, beyond = r.get("own_fdatasync_p50_us", 0), r.get("beyond_own_fdatasync_p50_us", 0)
+        if not (own > 0 and 0 < beyond < float(r["p50_us"])):
+            sys.exit(f"json: {r['operation']}: own fdatasync p50 {own}, beyond it {beyond}")
+if ours and own_total == 0:
+    sys.exit("json: no key generation's record was committed by its caller (own_fdatasync_calls 0)")
 for r in d["results"]:
     # the trail off: no record, so no fdatasync of its own in any call
     if r["arm"] == "softtoken-noaudit" and r["operation"].startswith("keygen-"):
