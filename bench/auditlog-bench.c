@@ -18,7 +18,7 @@
  *   auditlog-bench [--json] [--events N] [--threads N] [--format-version 0|1|2]
  *                  [--seal-state FILE --signing-key FILE] [--line-size N]
  *                  [--phases LIST] [--coalesce-us N] [--token-records N]
- *                  [--token-gap-us N] [--max-batch-bytes N] [--rotate-bytes N]
+ *                  [--token-gap-us N] [--max-batch-bytes N] [--rotate-bytes N] [--queue N]
  *                  [--dir DIR] [--keep] [--backend B] [--sync-samples N]
  *                  [--enqueue-samples N] [--sealer-socket PATH]
  *   auditlog-bench --log PATH [--events N] [--threads N] [--format-version 0|1|2]
@@ -257,6 +257,7 @@ struct opts {
 	unsigned phases;       /* PH_* */
 	uint64_t coalesce_us;  /* auditlog_config_set_async_coalesce_us of every log */
 	size_t max_batch;      /* auditlog_config_set_max_batch_bytes; 0: the library's */
+	size_t queue;          /* the sustained phase's queue slots (auditlog_config_set_queue_capacity) */
 	unsigned token_records;
 	uint64_t token_gap_us;
 };
@@ -429,6 +430,7 @@ static void usage(FILE *f)
 	      "  --max-batch-bytes N  auditlog_config_set_max_batch_bytes (K/M suffixes;\n"
 	      "                       default: the library's, 1 MiB)\n"
 	      "  --rotate-bytes N     rotate the log at N bytes (K/M/G suffixes; default 0 = never)\n"
+	      "  --queue N            the sustained phase's queue slots (64..2^24, default 2^18)\n"
 	      "  --dir DIR            put the files in a new directory under DIR\n"
 	      "                       (default /var/tmp); it is removed at the end\n"
 	      "  --keep               keep that directory\n"
@@ -448,7 +450,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	enum {
 		OPT_JSON = 256, OPT_EVENTS, OPT_THREADS, OPT_VERSION, OPT_ROTATE, OPT_DIR, OPT_LOG, OPT_KEEP,
 		OPT_BACKEND, OPT_SYNC, OPT_ENQ, OPT_SEAL, OPT_SIGN, OPT_LINE, OPT_PHASES, OPT_COALESCE,
-		OPT_TOKEN_N, OPT_TOKEN_GAP, OPT_MAX_BATCH, OPT_SEALER
+		OPT_TOKEN_N, OPT_TOKEN_GAP, OPT_MAX_BATCH, OPT_SEALER, OPT_QUEUE
 	};
 	static const struct option lo[] = {
 		{"json", no_argument, NULL, OPT_JSON},
@@ -470,6 +472,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{"token-records", required_argument, NULL, OPT_TOKEN_N},
 		{"token-gap-us", required_argument, NULL, OPT_TOKEN_GAP},
 		{"max-batch-bytes", required_argument, NULL, OPT_MAX_BATCH},
+		{"queue", required_argument, NULL, OPT_QUEUE},
 		{"sealer-socket", required_argument, NULL, OPT_SEALER},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -488,6 +491,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		.phases = PH_ALL,
 		.token_records = DEF_TOKEN_RECORDS,
 		.token_gap_us = DEF_TOKEN_GAP_US,
+		.queue = SUSTAINED_QUEUE,
 	};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
@@ -561,6 +565,9 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case OPT_MAX_BATCH:
 			o->max_batch = (size_t)arg_u64("--max-batch-bytes", optarg, 1,
 						       UINT64_C(1) << 30, true);
+			break;
+		case OPT_QUEUE:
+			o->queue = (size_t)arg_u64("--queue", optarg, 64, UINT64_C(1) << 24, false);
 			break;
 		case OPT_TOKEN_GAP:
 			o->token_gap_us = arg_u64("--token-gap-us", optarg, 0, 1000000, false);
@@ -1236,7 +1243,7 @@ static int phase_sustained(const struct opts *o, const struct env *e, const char
 	memset(s, 0, sizeof(*s));
 	if (!p)
 		return -ENOMEM;
-	r = open_log(o, path, SUSTAINED_QUEUE, o->rotate_bytes, o->coalesce_us, &log);
+	r = open_log(o, path, o->queue, o->rotate_bytes, o->coalesce_us, &log);
 	if (r < 0) {
 		error_msg("cannot open %s: %s%s", path, strerror(-r), open_hint(r));
 		free(p);
@@ -2513,8 +2520,8 @@ static void print_table(const struct report *R)
 
 	printf("\nworkload\n");
 	fmt_count((double)o->events, a, sizeof(a));
-	printf("  events        %s by %u producer threads (auditlog_record, queue %u slots)\n", a,
-	       o->threads, SUSTAINED_QUEUE);
+	printf("  events        %s by %u producer threads (auditlog_record, queue %zu slots)\n", a,
+	       o->threads, o->queue);
 	printf("  shape         C_Sign/C_Encrypt/C_Decrypt/C_Verify with mechanism, key label\n"
 	       "                (20-28 chars), 8-byte key id, slot, session, outcome, rv, actor\n");
 	if (o->line_size)
@@ -2726,6 +2733,7 @@ static void print_json(const struct report *R)
 	ju64(&j, "line_size_requested", o->line_size);
 	ju64(&j, "coalesce_us", o->coalesce_us);
 	ju64(&j, "max_batch_bytes", o->max_batch); /* 0: the library's default */
+	ju64(&j, "queue_slots", o->queue); /* the sustained phase's */
 	if (ph & PH_SUSTAINED) {
 		jfix(&j, "line_bytes_avg", su->line_avg, 1);
 		jfix(&j, "raw_line_bytes_avg", R->raw_line_avg, 1);
@@ -2799,6 +2807,7 @@ static void print_json(const struct report *R)
 		jfix(&j, "cpu_busy_fraction", su->cpu_busy, 3);
 		ju64(&j, "batches", su->st.batches);
 		ju64(&j, "batches_ahead", su->st.batches_ahead);
+		ju64(&j, "queue_high_water", su->st.queue_high_water);
 		ju64(&j, "fsyncs", su->st.fsyncs);
 		ju64(&j, "largest_batch", su->st.largest_batch);
 		ju64(&j, "bytes_written", su->st.bytes_written);
@@ -2941,7 +2950,7 @@ static int run_log_mode(const struct opts *o)
 		*slash = '\0';
 	gather_env(&e, dir);
 
-	r = open_log(o, o->log_path, SUSTAINED_QUEUE, o->rotate_bytes, o->coalesce_us, &log);
+	r = open_log(o, o->log_path, o->queue, o->rotate_bytes, o->coalesce_us, &log);
 	if (r < 0) {
 		error_msg("cannot open %s: %s%s", o->log_path, strerror(-r), open_hint(r));
 		free(p);

@@ -166,6 +166,17 @@ assert arms["async-coalesce"]["coalesce_us"] == 5000
 assert rep["token_sync_fsyncs_per_record"] == s["fsyncs_per_record"]
 EOF
 
+# -- --queue: the sustained phase's queue as asked, filled no further
+run 0 --json --dir "$vtmp" --phases sustained --events 20000 --threads 2 --queue 64
+"$PY" - "$vtmp/out" <<'EOF' || fail "--queue 64"
+import json, sys
+rep = json.load(open(sys.argv[1]))
+assert rep["queue_slots"] == 64, rep["queue_slots"]
+assert 0 < rep["queue_high_water"] <= 64, rep["queue_high_water"]
+EOF
+run 2 --queue 63
+grep -q "out of range 64" "$vtmp/err" || fail "--queue 63: $(cat "$vtmp/err")"
+
 # -- --phases: only what was asked, and no targets of phases not run
 run 0 --json --dir "$vtmp" --phases token --token-records 20 --line-size 1024
 "$PY" - "$vtmp/out" <<'EOF' || fail "--phases token"
