@@ -82,6 +82,12 @@ def crashed_log(tmp, ka, name, rotate, cut, after):
     # below lies before it, inside a batch that ends with its seal.
     if lines and not lines[-1].endswith(b"\n"):
         lines.pop()
+    # Two batches are in flight: the kill may stop the earlier one's copy
+    # while the later one's completed, leaving zeros inside the file. Nothing
+    # from the first such line on is a line the writer finished.
+    nul = next((i for i, ln in enumerate(lines) if b"\0" in ln), None)
+    if nul is not None:
+        del lines[nul:]
     assert lines, "the killed writer left no complete line"
     # the last batch of the active file with at least 3 lines: after a seal
     # (or the header), records, its seal
