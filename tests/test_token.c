@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1562,6 +1563,71 @@ static __attribute__((unused)) void test_fork_secret_ahead(void **state)
 	fork_keys_differ("secret", aes_value_of_new_key, 32, 0);
 }
 
+/* A session RSA-2048 pair made on h: CKR_OK or what the call returned. */
+static CK_RV rsa_pair(CK_SESSION_HANDLE h)
+{
+	CK_MECHANISM m = { CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0 };
+	CK_ULONG bits = 2048;
+	CK_ATTRIBUTE pubt[] = { { CKA_MODULUS_BITS, &bits, sizeof(bits) } };
+	CK_OBJECT_HANDLE pub, priv;
+
+	return f->C_GenerateKeyPair(h, &m, pubt, 1, NULL, 0, &pub, &priv);
+}
+
+struct rsa_loop {
+	CK_SESSION_HANDLE h;
+	atomic_bool stop;
+	atomic_int made;
+	CK_RV rv;
+};
+
+static void *rsa_loop(void *arg)
+{
+	struct rsa_loop *r = arg;
+
+	while (!atomic_load(&r->stop) && (r->rv = rsa_pair(r->h)) == CKR_OK)
+		atomic_fetch_add(&r->made, 1);
+	return NULL;
+}
+
+/* A child forked while another thread of its parent is inside an RSA key
+ * generation, holding the generation context the token keeps (keys.c
+ * rsa_gen; the thread holds it for all but ~0.3 % of each call): the child
+ * makes its own pair and finalizes without waiting for the parent's lock,
+ * which no thread of the child will ever release. A child that hangs is
+ * killed by its alarm. (Not in the TSan build, as test_fork_child.) */
+static __attribute__((unused)) void test_fork_rsa_generating(void **state)
+{
+	struct rsa_loop r = { .h = user_session("rsafork") };
+	pthread_t t;
+	pid_t pid;
+	int st;
+
+	assert_int_equal(pthread_create(&t, NULL, rsa_loop, &r), 0);
+	for (int i = 0; i < 3000 && atomic_load(&r.made) < 1 && r.rv == CKR_OK; i++)
+		usleep(10 * 1000);
+	assert_true(atomic_load(&r.made) >= 1); /* the context is kept; the thread is in its next call */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		CK_SESSION_HANDLE c;
+		alarm(60);
+		if (f->C_Initialize(NULL) != CKR_OK ||
+		    f->C_OpenSession(0, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &c) != CKR_OK ||
+		    f->C_Login(c, CKU_USER, PIN(USER_PIN)) != CKR_OK || rsa_pair(c) != CKR_OK)
+			_exit(1);
+		_exit(f->C_Finalize(NULL) == CKR_OK ? 0 : 2);
+	}
+	atomic_store(&r.stop, true);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(r.rv, CKR_OK);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_false(WIFSIGNALED(st)); /* SIGALRM: the child waited on its parent's lock */
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	fini();
+	assert_two_chains_verify();
+}
+
 /* Two processes at once: each writes its own chain; the directory verifies. */
 static void test_two_processes(void **state)
 {
@@ -1753,6 +1819,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_fork_child, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_keys_ahead, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_secret_ahead, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fork_rsa_generating, setup, teardown),
 #endif
 		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads_keygen, setup, teardown),

@@ -64,6 +64,7 @@ struct tok_ec_pair {
 };
 bool tok_ec_make(int curve, struct tok_ec_pair *out); /* keys.c */
 void tok_rsa_gen_fini(void);                              /* keys.c: the kept RSA context */
+void tok_rsa_gen_atfork_child(void);
 bool tok_ahead_take(int curve, struct tok_ec_pair *out);
 void tok_ahead_stop(void);
 void tok_ahead_atfork_child(void);

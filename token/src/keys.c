@@ -999,9 +999,10 @@ static CK_RV keygen(const char *type, EVP_PKEY_CTX **ret_ctx)
  * prime search had left the caches cold, all of it on the caller's time
  * outside the search (docs/benchmarks.md, "RSA key generation: one context
  * kept"). It holds no secret: the modulus size and the public exponent,
- * which every call sets again. One caller at a time uses it (a trylock:
- * a concurrent caller, or a child of fork() whose parent held it, makes its
- * own as before); a context whose generation failed is freed, not kept.
+ * set again when a call asks for others. One caller at a time uses it (a
+ * trylock: a concurrent caller makes its own as before); a context whose
+ * generation failed is freed, not kept; a child of fork() drops one its
+ * parent had in use (tok_rsa_gen_atfork_child).
  */
 static struct {
 	pthread_mutex_t mu;
@@ -1064,6 +1065,19 @@ static void gen_ctx_release(EVP_PKEY_CTX *ctx, bool kept, bool ok)
 	if (!ok)
 		rsa_gen_drop();
 	pthread_mutex_unlock(&rsa_gen.mu);
+}
+
+/* In a child of fork(): a context the parent had in use at the fork (another
+ * of its threads inside a generation) is in no known state and its lock is
+ * held by a thread the child does not have: abandoned, not freed, and the
+ * lock made anew, so that the child's calls and C_Finalize never wait on it. */
+void tok_rsa_gen_atfork_child(void)
+{
+	if (pthread_mutex_trylock(&rsa_gen.mu) == 0) {
+		pthread_mutex_unlock(&rsa_gen.mu);
+		return;
+	}
+	rsa_gen = (__typeof__(rsa_gen)){ .mu = PTHREAD_MUTEX_INITIALIZER };
 }
 
 void tok_rsa_gen_fini(void)

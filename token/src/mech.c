@@ -324,6 +324,7 @@ void tok_crypto_set_keygen_ahead(bool on)
 void tok_crypto_atfork_child(void)
 {
 	tok_ahead_atfork_child();
+	tok_rsa_gen_atfork_child();
 }
 
 void tok_crypto_set_rsa_min_bits(unsigned bits)
