@@ -1675,6 +1675,60 @@ static void test_rsa_kept_context(void **state)
 	BN_free(prev);
 }
 
+/* The key OpenSSL made handed over as the private object's prepared key
+ * (tok_generate_key_pair_cached): it is the key the attributes say (RSA's
+ * modulus, Ed25519's public key); an EC pair (made ahead or not, exported to
+ * its point and scalar) leaves the cache alone. */
+static void test_generated_key_cached(void **state)
+{
+	static const uint8_t ed_oid[] = { 0x06, 0x03, 0x2b, 0x65, 0x70 },
+			     p256_oid[] = { 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07 };
+	struct tok_attrs pt = { 0 }, vt = { 0 }, pub = { 0 }, priv = { 0 };
+	CK_MECHANISM rsa = { CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0 }, ed = { CKM_EC_EDWARDS_KEY_PAIR_GEN, NULL, 0 },
+		     ec = { CKM_EC_KEY_PAIR_GEN, NULL, 0 };
+	struct tok_keycache *c = NULL;
+	BIGNUM *n = NULL;
+	uint8_t raw[32];
+	size_t rl = sizeof(raw);
+
+	(void)state;
+	tok_attrs_set_ulong(&pt, CKA_MODULUS_BITS, 2048);
+	assert_int_equal(tok_generate_key_pair_cached(&rsa, &pt, &vt, &pub, &priv, (void **)&c), CKR_OK);
+	assert_non_null(c);
+	assert_non_null(c->pkey);
+	BIGNUM *m = attr_bn(&priv, CKA_MODULUS);
+	assert_true(EVP_PKEY_get_bn_param(c->pkey, OSSL_PKEY_PARAM_RSA_N, &n));
+	assert_int_equal(BN_cmp(n, m), 0);
+	BN_free(n);
+	BN_free(m);
+	tok_key_cache_free(c);
+	c = NULL;
+	tok_attrs_free(&pt);
+	tok_attrs_free(&pub);
+	tok_attrs_free(&priv);
+
+	tok_attrs_set(&pt, CKA_EC_PARAMS, ed_oid, sizeof(ed_oid));
+	assert_int_equal(tok_generate_key_pair_cached(&ed, &pt, &vt, &pub, &priv, (void **)&c), CKR_OK);
+	assert_non_null(c);
+	assert_true(EVP_PKEY_get_raw_public_key(c->pkey, raw, &rl) && rl == 32);
+	const struct tok_attr *pt_attr = tok_attrs_get(&pub, CKA_EC_POINT); /* DER OCTET STRING */
+	assert_non_null(pt_attr);
+	assert_int_equal(pt_attr->len, 34);
+	assert_memory_equal((const uint8_t *)pt_attr->value + 2, raw, 32);
+	tok_key_cache_free(c);
+	c = NULL;
+	tok_attrs_free(&pt);
+	tok_attrs_free(&pub);
+	tok_attrs_free(&priv);
+
+	tok_attrs_set(&pt, CKA_EC_PARAMS, p256_oid, sizeof(p256_oid));
+	assert_int_equal(tok_generate_key_pair_cached(&ec, &pt, &vt, &pub, &priv, (void **)&c), CKR_OK);
+	assert_null(c);
+	tok_attrs_free(&pt);
+	tok_attrs_free(&pub);
+	tok_attrs_free(&priv);
+}
+
 /* ---- HMAC-SHA-384/512, AES-CMAC, AES-CTR, ECDH ---------------------------- */
 
 static void test_more_macs(void **state)
@@ -2541,6 +2595,7 @@ int main(void)
 		cmocka_unit_test(test_rsa_min_bits),
 		cmocka_unit_test(test_rsa_generated_parts),
 		cmocka_unit_test(test_rsa_kept_context),
+		cmocka_unit_test(test_generated_key_cached),
 		cmocka_unit_test(test_more_macs),
 		cmocka_unit_test(test_aes_ctr),
 		cmocka_unit_test(test_ecdh),

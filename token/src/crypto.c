@@ -516,6 +516,7 @@ CK_RV C_GenerateKeyPair(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mech, CK_ATTRIBUTE
 	struct tok_session *s;
 	struct tok_attrs pub = { 0 }, priv = { 0 }, mpub = { 0 }, mpriv = { 0 };
 	struct tok_object *opub = NULL, *opriv = NULL;
+	void *kc = NULL; /* the private key prepared, if the engine made it */
 	struct tok_audit a = { .action = "C_GenerateKeyPair", .kind = TOK_AUD_SENSITIVE };
 	CK_ULONG kt = 0, gm;
 	CK_RV rv = tok_session_enter(h, &s), arv;
@@ -533,7 +534,7 @@ CK_RV C_GenerateKeyPair(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mech, CK_ATTRIBUTE
 	if (rv == CKR_OK)
 		rv = tok_attrs_from_template(&priv, pPrivT, nPriv);
 	if (rv == CKR_OK)
-		rv = tok_generate_key_pair(mech, &pub, &priv, &mpub, &mpriv);
+		rv = tok_generate_key_pair_cached(mech, &pub, &priv, &mpub, &mpriv, &kc);
 	if (rv == CKR_OK)
 		rv = split_local(&mpub, &gm);
 	if (rv == CKR_OK)
@@ -559,6 +560,13 @@ CK_RV C_GenerateKeyPair(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mech, CK_ATTRIBUTE
 		if (rv != CKR_OK) {
 			tok_obj_discard(s->tok, opub);
 			opub = NULL;
+		} else {
+			pthread_mutex_lock(&opriv->mu);
+			if (!opriv->cache) {
+				opriv->cache = kc;
+				kc = NULL;
+			}
+			pthread_mutex_unlock(&opriv->mu);
 		}
 	}
 out:
@@ -578,6 +586,7 @@ out:
 	}
 	tok_obj_put(opub);
 	tok_obj_put(opriv);
+	tok_key_cache_free(kc);
 	tok_attrs_free(&pub);
 	tok_attrs_free(&priv);
 	tok_attrs_free(&mpub);

@@ -1091,6 +1091,13 @@ CK_RV tok_generate_key_pair(const CK_MECHANISM *mech, const struct tok_attrs *pu
 			    const struct tok_attrs *priv_tmpl, struct tok_attrs *pub_out,
 			    struct tok_attrs *priv_out)
 {
+	return tok_generate_key_pair_cached(mech, pub_tmpl, priv_tmpl, pub_out, priv_out, NULL);
+}
+
+CK_RV tok_generate_key_pair_cached(const CK_MECHANISM *mech, const struct tok_attrs *pub_tmpl,
+				   const struct tok_attrs *priv_tmpl, struct tok_attrs *pub_out,
+				   struct tok_attrs *priv_out, void **ret_cache)
+{
 	const struct curve *cv = NULL;
 	const struct tok_attr *params = NULL;
 	EVP_PKEY_CTX *ctx = NULL;
@@ -1176,6 +1183,18 @@ common:
 		rv = set_common(priv_out, kt, mech->mechanism);
 out:
 	gen_ctx_release(ctx, kept, pk != NULL);
+	if (rv == CKR_OK && pk && ret_cache) {
+		/* the key as the private key object's prepared key: it is
+		 * not freed on the caller's time, nor made again from the
+		 * attributes at the object's first use (without the memory,
+		 * that is what happens) */
+		struct tok_keycache *c = calloc(1, sizeof(*c));
+		if (c) {
+			c->pkey = pk;
+			pk = NULL;
+			*ret_cache = c;
+		}
+	}
 	EVP_PKEY_free(pk);
 	return rv;
 }

@@ -169,6 +169,13 @@ CK_RV tok_generate_key(const CK_MECHANISM *mech, const struct tok_attrs *tmpl, s
 CK_RV tok_generate_key_pair(const CK_MECHANISM *mech, const struct tok_attrs *pub_tmpl,
 			    const struct tok_attrs *priv_tmpl, struct tok_attrs *pub_out,
 			    struct tok_attrs *priv_out);
+/* The same, and where OpenSSL made the pair itself (RSA, Ed25519) its key
+ * as a prepared key for the private key object into *ret_cache (a
+ * struct tok_object's cache, freed by tok_key_cache_free); else *ret_cache
+ * is left alone. */
+CK_RV tok_generate_key_pair_cached(const CK_MECHANISM *mech, const struct tok_attrs *pub_tmpl,
+				   const struct tok_attrs *priv_tmpl, struct tok_attrs *pub_out,
+				   struct tok_attrs *priv_out, void **ret_cache);
 
 /* C_CreateObject / C_UnwrapKey: check a key's material for its class and type
  * (lengths, a point on the curve, consistent RSA parts) and complete derived
