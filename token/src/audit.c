@@ -408,7 +408,10 @@ static bool trail_unlinked(void)
 		pthread_mutex_unlock(&tok_g.audit_mu);
 		return false;
 	}
-	if (auditlog_get_stats(tok_g.log, &st, sizeof(st)) == 0 && st.rotations != tok_g.audit_rotations) {
+	/* without rotation configured the file never changes: no stats read
+	 * (a lock and ~40 counters, cold after a key generation's search) */
+	if ((tok_g.cfg.audit_rotate_bytes || tok_g.cfg.audit_rotate_age_s) &&
+	    auditlog_get_stats(tok_g.log, &st, sizeof(st)) == 0 && st.rotations != tok_g.audit_rotations) {
 		int fd = open(tok_g.log_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		if (fd < 0) {
 			pthread_mutex_unlock(&tok_g.audit_mu);
