@@ -1675,6 +1675,17 @@ static void test_rsa_kept_context(void **state)
 	BN_free(prev);
 }
 
+/* A generation's cache and attributes freed, for the next one. */
+static void gen_done(struct tok_keycache **c, struct tok_attrs *pt, struct tok_attrs *pub,
+		     struct tok_attrs *priv)
+{
+	tok_key_cache_free(*c);
+	*c = NULL;
+	tok_attrs_free(pt);
+	tok_attrs_free(pub);
+	tok_attrs_free(priv);
+}
+
 /* The key OpenSSL made handed over as the private object's prepared key
  * (tok_generate_key_pair_cached): it is the key the attributes say (RSA's
  * modulus, Ed25519's public key); an EC pair (made ahead or not, exported to
@@ -1701,11 +1712,7 @@ static void test_generated_key_cached(void **state)
 	assert_int_equal(BN_cmp(n, m), 0);
 	BN_free(n);
 	BN_free(m);
-	tok_key_cache_free(c);
-	c = NULL;
-	tok_attrs_free(&pt);
-	tok_attrs_free(&pub);
-	tok_attrs_free(&priv);
+	gen_done(&c, &pt, &pub, &priv);
 
 	tok_attrs_set(&pt, CKA_EC_PARAMS, ed_oid, sizeof(ed_oid));
 	assert_int_equal(tok_generate_key_pair_cached(&ed, &pt, &vt, &pub, &priv, (void **)&c), CKR_OK);
@@ -1715,18 +1722,12 @@ static void test_generated_key_cached(void **state)
 	assert_non_null(pt_attr);
 	assert_int_equal(pt_attr->len, 34);
 	assert_memory_equal((const uint8_t *)pt_attr->value + 2, raw, 32);
-	tok_key_cache_free(c);
-	c = NULL;
-	tok_attrs_free(&pt);
-	tok_attrs_free(&pub);
-	tok_attrs_free(&priv);
+	gen_done(&c, &pt, &pub, &priv);
 
 	tok_attrs_set(&pt, CKA_EC_PARAMS, p256_oid, sizeof(p256_oid));
 	assert_int_equal(tok_generate_key_pair_cached(&ec, &pt, &vt, &pub, &priv, (void **)&c), CKR_OK);
 	assert_null(c);
-	tok_attrs_free(&pt);
-	tok_attrs_free(&pub);
-	tok_attrs_free(&priv);
+	gen_done(&c, &pt, &pub, &priv);
 }
 
 /* ---- HMAC-SHA-384/512, AES-CMAC, AES-CTR, ECDH ---------------------------- */
