@@ -1578,7 +1578,7 @@ struct rsa_loop {
 	CK_SESSION_HANDLE h;
 	atomic_bool stop;
 	atomic_int made;
-	CK_RV rv;
+	_Atomic CK_RV rv; /* read by the test while the thread runs */
 };
 
 static void *rsa_loop(void *arg)
