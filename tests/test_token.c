@@ -28,6 +28,27 @@
 #include "tu_p11.h"
 #include "verify.h"
 
+/* test_token exports EVP_PKEY_generate (CMakeLists.txt): the module's calls
+ * of it reach this wrapper first, which counts them, so that a test can say
+ * that a call was refused before any key was made. */
+static atomic_uint pkey_generated;
+
+int EVP_PKEY_generate(void *ctx, void **ppkey);
+int EVP_PKEY_generate(void *ctx, void **ppkey)
+{
+	static _Atomic(int (*)(void *, void **)) real;
+	int (*fn)(void *, void **) = atomic_load(&real);
+
+	if (!fn) {
+		fn = (int (*)(void *, void **))dlsym(RTLD_NEXT, "EVP_PKEY_generate");
+		if (!fn)
+			return -1; /* OpenSSL's "not supported" */
+		atomic_store(&real, fn);
+	}
+	atomic_fetch_add(&pkey_generated, 1);
+	return fn(ctx, ppkey);
+}
+
 static const char *module_path;
 static void *dl;
 static CK_FUNCTION_LIST *f;
@@ -947,6 +968,53 @@ static void test_keys(void **state)
 
 /* C_DeriveKey, C_WrapKey and C_UnwrapKey records name both keys (labels and
  * ids, docs/token.md), and the trail verifies. */
+/* C_GenerateKeyPair checks the session, the login and the templates before
+ * it makes a pair: a refusal costs no RSA prime search (up to a second) and
+ * makes no key. */
+static void test_keypair_checked_first(void **state)
+{
+	CK_SESSION_HANDLE rw, ro;
+	CK_OBJECT_HANDLE pub, priv;
+	CK_ULONG bits = 2048;
+	CK_BBOOL yes = CK_TRUE;
+	CK_BYTE ed[] = { 0x13, 0x0c, 'e', 'd', 'w', 'a', 'r', 'd', 's', '2', '5', '5', '1', '9' };
+	CK_MECHANISM rsagen = { CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0 };
+	CK_MECHANISM edgen = { CKM_EC_EDWARDS_KEY_PAIR_GEN, NULL, 0 };
+	CK_MECHANISM nogen = { CKM_AES_KEY_GEN, NULL, 0 };
+	CK_ATTRIBUTE pubt[] = { { CKA_MODULUS_BITS, &bits, sizeof(bits) } };
+	CK_ATTRIBUTE edt[] = { { CKA_EC_PARAMS, ed, sizeof(ed) } };
+	CK_ATTRIBUTE tokt[] = { { CKA_TOKEN, &yes, 1 } };
+	CK_ATTRIBUTE badt[] = { { CKA_VALUE_LEN, &bits, sizeof(bits) } };
+	unsigned n0;
+
+	init();
+	init_token(0, "first");
+	rw = open_rw(0);
+	assert_int_equal(f->C_OpenSession(0, CKF_SERIAL_SESSION, NULL, NULL, &ro), CKR_OK);
+	n0 = atomic_load(&pkey_generated);
+	/* no login: the private key is refused */
+	assert_int_equal(f->C_GenerateKeyPair(rw, &rsagen, pubt, 1, NULL, 0, &pub, &priv),
+			 CKR_USER_NOT_LOGGED_IN);
+	assert_int_equal(f->C_Login(rw, CKU_USER, PIN(USER_PIN)), CKR_OK);
+	/* a token object from a read-only session */
+	assert_int_equal(f->C_GenerateKeyPair(ro, &rsagen, pubt, 1, tokt, 1, &pub, &priv),
+			 CKR_SESSION_READ_ONLY);
+	assert_int_equal(f->C_GenerateKeyPair(ro, &edgen, edt, 1, tokt, 1, &pub, &priv),
+			 CKR_SESSION_READ_ONLY);
+	/* an attribute the class does not have */
+	assert_int_equal(f->C_GenerateKeyPair(rw, &rsagen, pubt, 1, badt, 1, &pub, &priv),
+			 CKR_ATTRIBUTE_TYPE_INVALID);
+	assert_int_equal(f->C_GenerateKeyPair(rw, &nogen, pubt, 1, NULL, 0, &pub, &priv),
+			 CKR_MECHANISM_INVALID);
+	assert_int_equal(atomic_load(&pkey_generated), n0);
+	/* the same calls allowed: each makes one key, which the wrapper sees */
+	assert_int_equal(f->C_GenerateKeyPair(ro, &rsagen, pubt, 1, NULL, 0, &pub, &priv), CKR_OK);
+	assert_int_equal(atomic_load(&pkey_generated), n0 + 1);
+	assert_int_equal(f->C_GenerateKeyPair(rw, &edgen, edt, 1, tokt, 1, &pub, &priv), CKR_OK);
+	assert_int_equal(atomic_load(&pkey_generated), n0 + 2);
+	fini();
+}
+
 static void test_two_key_records(void **state)
 {
 	static struct rec r[100];
@@ -1806,6 +1874,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_fail_closed_on_tamper, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fail_closed_on_damaged_tail, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_keypair_checked_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_key_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_store, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store_checks, setup, teardown),

@@ -518,7 +518,7 @@ CK_RV C_GenerateKeyPair(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mech, CK_ATTRIBUTE
 	struct tok_object *opub = NULL, *opriv = NULL;
 	void *kc = NULL; /* the private key prepared, if the engine made it */
 	struct tok_audit a = { .action = "C_GenerateKeyPair", .kind = TOK_AUD_SENSITIVE };
-	CK_ULONG kt = 0, gm;
+	CK_ULONG kt = 0, mkt, gm;
 	CK_RV rv = tok_session_enter(h, &s), arv;
 
 	if (rv != CKR_OK)
@@ -534,17 +534,23 @@ CK_RV C_GenerateKeyPair(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mech, CK_ATTRIBUTE
 	if (rv == CKR_OK)
 		rv = tok_attrs_from_template(&priv, pPrivT, nPriv);
 	if (rv == CKR_OK)
+		rv = tok_key_pair_type(mech->mechanism, &kt);
+	/* The templates, the session and the login are checked before the
+	 * pair is made: a read-only session or a missing login answers at
+	 * once, not after an RSA prime search (up to a second), and an EC pair
+	 * made ahead is not spent on a call that fails. */
+	if (rv == CKR_OK)
+		rv = tok_obj_complete(s, &pub, CKO_PUBLIC_KEY, kt, true);
+	if (rv == CKR_OK)
+		rv = tok_obj_complete(s, &priv, CKO_PRIVATE_KEY, kt, true);
+	if (rv == CKR_OK)
 		rv = tok_generate_key_pair_cached(mech, &pub, &priv, &mpub, &mpriv, &kc);
 	if (rv == CKR_OK)
 		rv = split_local(&mpub, &gm);
 	if (rv == CKR_OK)
 		rv = split_local(&mpriv, &gm);
-	if (rv == CKR_OK && !tok_attrs_ulong(&mpriv, CKA_KEY_TYPE, &kt))
+	if (rv == CKR_OK && (!tok_attrs_ulong(&mpriv, CKA_KEY_TYPE, &mkt) || mkt != kt))
 		rv = CKR_GENERAL_ERROR;
-	if (rv == CKR_OK)
-		rv = tok_obj_complete(s, &pub, CKO_PUBLIC_KEY, kt, true);
-	if (rv == CKR_OK)
-		rv = tok_obj_complete(s, &priv, CKO_PRIVATE_KEY, kt, true);
 	if (rv == CKR_OK)
 		rv = merge(&pub, &mpub);
 	if (rv == CKR_OK)

@@ -1094,6 +1094,23 @@ CK_RV tok_generate_key_pair(const CK_MECHANISM *mech, const struct tok_attrs *pu
 	return tok_generate_key_pair_cached(mech, pub_tmpl, priv_tmpl, pub_out, priv_out, NULL);
 }
 
+CK_RV tok_key_pair_type(CK_MECHANISM_TYPE m, CK_KEY_TYPE *ret_kt)
+{
+	switch (m) {
+	case CKM_EC_KEY_PAIR_GEN:
+		*ret_kt = CKK_EC;
+		return CKR_OK;
+	case CKM_EC_EDWARDS_KEY_PAIR_GEN:
+		*ret_kt = CKK_EC_EDWARDS;
+		return CKR_OK;
+	case CKM_RSA_PKCS_KEY_PAIR_GEN:
+		*ret_kt = CKK_RSA;
+		return CKR_OK;
+	default:
+		return CKR_MECHANISM_INVALID;
+	}
+}
+
 CK_RV tok_generate_key_pair_cached(const CK_MECHANISM *mech, const struct tok_attrs *pub_tmpl,
 				   const struct tok_attrs *priv_tmpl, struct tok_attrs *pub_out,
 				   struct tok_attrs *priv_out, void **ret_cache)
@@ -1108,10 +1125,11 @@ CK_RV tok_generate_key_pair_cached(const CK_MECHANISM *mech, const struct tok_at
 
 	if (!mech || !pub_tmpl || !priv_tmpl || !pub_out || !priv_out)
 		return CKR_ARGUMENTS_BAD;
+	if ((rv = tok_key_pair_type(mech->mechanism, &kt)) != CKR_OK)
+		return rv;
 	switch (mech->mechanism) {
 	case CKM_EC_KEY_PAIR_GEN:
 	case CKM_EC_EDWARDS_KEY_PAIR_GEN:
-		kt = mech->mechanism == CKM_EC_KEY_PAIR_GEN ? CKK_EC : CKK_EC_EDWARDS;
 		params = either(pub_tmpl, priv_tmpl, CKA_EC_PARAMS);
 		if ((rv = curve_of(params, kt, &cv)) != CKR_OK)
 			return rv;
@@ -1137,7 +1155,6 @@ CK_RV tok_generate_key_pair_cached(const CK_MECHANISM *mech, const struct tok_at
 		CK_ULONG bits;
 		int ok;
 
-		kt = CKK_RSA;
 		if (!either(pub_tmpl, priv_tmpl, CKA_MODULUS_BITS))
 			return CKR_TEMPLATE_INCOMPLETE;
 		if (!tok_attrs_ulong(pub_tmpl, CKA_MODULUS_BITS, &bits) &&

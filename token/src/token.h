@@ -176,6 +176,10 @@ CK_RV tok_generate_key_pair(const CK_MECHANISM *mech, const struct tok_attrs *pu
 CK_RV tok_generate_key_pair_cached(const CK_MECHANISM *mech, const struct tok_attrs *pub_tmpl,
 				   const struct tok_attrs *priv_tmpl, struct tok_attrs *pub_out,
 				   struct tok_attrs *priv_out, void **ret_cache);
+/* The key type a key pair generation mechanism makes, or
+ * CKR_MECHANISM_INVALID: known before the pair is made, so that the caller
+ * checks its templates and session first. */
+CK_RV tok_key_pair_type(CK_MECHANISM_TYPE m, CK_KEY_TYPE *ret_kt);
 
 /* C_CreateObject / C_UnwrapKey: check a key's material for its class and type
  * (lengths, a point on the curve, consistent RSA parts) and complete derived
