@@ -19,6 +19,7 @@
  *                  [--seal-state FILE --signing-key FILE] [--line-size N]
  *                  [--phases LIST] [--coalesce-us N] [--token-records N]
  *                  [--token-gap-us N] [--max-batch-bytes N] [--rotate-bytes N] [--queue N]
+ *                  [--worker-nice N]
  *                  [--dir DIR] [--keep] [--backend B] [--sync-samples N]
  *                  [--enqueue-samples N] [--sealer-socket PATH]
  *   auditlog-bench --log PATH [--events N] [--threads N] [--format-version 0|1|2]
@@ -258,6 +259,8 @@ struct opts {
 	uint64_t coalesce_us;  /* auditlog_config_set_async_coalesce_us of every log */
 	size_t max_batch;      /* auditlog_config_set_max_batch_bytes; 0: the library's */
 	size_t queue;          /* the sustained phase's queue slots (auditlog_config_set_queue_capacity) */
+	int worker_nice;       /* auditlog_config_set_worker_nice of every log, when has_worker_nice */
+	bool has_worker_nice;
 	unsigned token_records;
 	uint64_t token_gap_us;
 };
@@ -431,6 +434,8 @@ static void usage(FILE *f)
 	      "                       default: the library's, 1 MiB)\n"
 	      "  --rotate-bytes N     rotate the log at N bytes (K/M/G suffixes; default 0 = never)\n"
 	      "  --queue N            the sustained phase's queue slots (64..2^24, default 2^18)\n"
+	      "  --worker-nice N      auditlog_config_set_worker_nice of every log (-20..19;\n"
+	      "                       default: not set, the worker keeps the bench's nice)\n"
 	      "  --dir DIR            put the files in a new directory under DIR\n"
 	      "                       (default /var/tmp); it is removed at the end\n"
 	      "  --keep               keep that directory\n"
@@ -450,7 +455,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	enum {
 		OPT_JSON = 256, OPT_EVENTS, OPT_THREADS, OPT_VERSION, OPT_ROTATE, OPT_DIR, OPT_LOG, OPT_KEEP,
 		OPT_BACKEND, OPT_SYNC, OPT_ENQ, OPT_SEAL, OPT_SIGN, OPT_LINE, OPT_PHASES, OPT_COALESCE,
-		OPT_TOKEN_N, OPT_TOKEN_GAP, OPT_MAX_BATCH, OPT_SEALER, OPT_QUEUE
+		OPT_TOKEN_N, OPT_TOKEN_GAP, OPT_MAX_BATCH, OPT_SEALER, OPT_QUEUE, OPT_NICE
 	};
 	static const struct option lo[] = {
 		{"json", no_argument, NULL, OPT_JSON},
@@ -473,6 +478,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{"token-gap-us", required_argument, NULL, OPT_TOKEN_GAP},
 		{"max-batch-bytes", required_argument, NULL, OPT_MAX_BATCH},
 		{"queue", required_argument, NULL, OPT_QUEUE},
+		{"worker-nice", required_argument, NULL, OPT_NICE},
 		{"sealer-socket", required_argument, NULL, OPT_SEALER},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -569,6 +575,17 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case OPT_QUEUE:
 			o->queue = (size_t)arg_u64("--queue", optarg, 64, UINT64_C(1) << 24, false);
 			break;
+		case OPT_NICE: {
+			char *end;
+			long v;
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || v < -20 || v > 19)
+				bad_arg("--worker-nice: '%s' is not an integer in -20..19", optarg);
+			o->worker_nice = (int)v;
+			o->has_worker_nice = true;
+			break;
+		}
 		case OPT_TOKEN_GAP:
 			o->token_gap_us = arg_u64("--token-gap-us", optarg, 0, 1000000, false);
 			break;
@@ -988,6 +1005,7 @@ static int open_log(const struct opts *o, const char *path, size_t queue, uint64
 	    (r = auditlog_config_set_backend(cfg, o->backend)) < 0 ||
 	    (r = auditlog_config_set_async_coalesce_us(cfg, coalesce_us)) < 0 ||
 	    (o->max_batch && (r = auditlog_config_set_max_batch_bytes(cfg, o->max_batch)) < 0) ||
+	    (o->has_worker_nice && (r = auditlog_config_set_worker_nice(cfg, o->worker_nice)) < 0) ||
 	    (o->seal_state &&
 	     (r = auditlog_config_set_sealing(cfg, o->seal_state, o->signing_key)) < 0) ||
 	    (!o->seal_state && o->sealer_socket &&
@@ -1011,6 +1029,8 @@ static const char *open_hint(int r)
 	case -EPROTO: return " (the log's last record has a higher format version)";
 	case -EBUSY: return " (another writer holds the log)";
 	case -EBADMSG: return " (the log's tail is damaged beyond repair)";
+	case -EACCES:
+	case -EPERM: return " (a --worker-nice below the bench's needs CAP_SYS_NICE or RLIMIT_NICE)";
 	default: return "";
 	}
 }
@@ -2522,6 +2542,9 @@ static void print_table(const struct report *R)
 	fmt_count((double)o->events, a, sizeof(a));
 	printf("  events        %s by %u producer threads (auditlog_record, queue %zu slots)\n", a,
 	       o->threads, o->queue);
+	if (o->has_worker_nice)
+		printf("  worker nice   %d (auditlog_config_set_worker_nice; the producers keep the bench's)\n",
+		       o->worker_nice);
 	printf("  shape         C_Sign/C_Encrypt/C_Decrypt/C_Verify with mechanism, key label\n"
 	       "                (20-28 chars), 8-byte key id, slot, session, outcome, rv, actor\n");
 	if (o->line_size)
@@ -2734,6 +2757,8 @@ static void print_json(const struct report *R)
 	ju64(&j, "coalesce_us", o->coalesce_us);
 	ju64(&j, "max_batch_bytes", o->max_batch); /* 0: the library's default */
 	ju64(&j, "queue_slots", o->queue); /* the sustained phase's */
+	if (o->has_worker_nice) /* absent: not set, the worker keeps the bench's nice */
+		jnum(&j, "worker_nice", o->worker_nice);
 	if (ph & PH_SUSTAINED) {
 		jfix(&j, "line_bytes_avg", su->line_avg, 1);
 		jfix(&j, "raw_line_bytes_avg", R->raw_line_avg, 1);

@@ -177,6 +177,20 @@ EOF
 run 2 --queue 63
 grep -q "out of range 64" "$vtmp/err" || fail "--queue 63: $(cat "$vtmp/err")"
 
+# -- --worker-nice: reported as set (a higher nice needs no privilege), absent
+#    when not set; out of range refused
+run 0 --json --dir "$vtmp" --phases sustained --events 20000 --threads 2 --worker-nice 19
+"$PY" - "$vtmp/out" <<'EOF' || fail "--worker-nice 19"
+import json, sys
+rep = json.load(open(sys.argv[1]))
+assert rep["worker_nice"] == 19, rep.get("worker_nice")
+assert rep["sustained_events_per_s"] > 0, rep
+EOF
+run 0 --json --dir "$vtmp" --phases sustained --events 2000 --threads 1
+grep -q '"worker_nice"' "$vtmp/out" && fail "worker_nice reported though not set"
+run 2 --worker-nice 20
+grep -q "not an integer in -20..19" "$vtmp/err" || fail "--worker-nice 20: $(cat "$vtmp/err")"
+
 # -- --phases: only what was asked, and no targets of phases not run
 run 0 --json --dir "$vtmp" --phases token --token-records 20 --line-size 1024
 "$PY" - "$vtmp/out" <<'EOF' || fail "--phases token"

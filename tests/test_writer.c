@@ -4,9 +4,14 @@
  * record_sync durable on return (observed through the I/O hooks), the queue
  * policies, the API's argument checks, file safety checks and reopening.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
+#include <grp.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <semaphore.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
@@ -856,10 +861,158 @@ static void test_reopen_and_versions(void **state)
 	free(dir);
 }
 
+/* ---- the worker's nice ------------------------------------------------- */
+
+/* How many of this process's threads are named comm, and whether all have
+ * nice `want` (field 19 of /proc/self/task/TID/stat). */
+static unsigned threads_named(const char *comm, int want, bool *ret_all)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	unsigned n = 0;
+
+	*ret_all = true;
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		char p[320], buf[512];
+		FILE *f;
+		size_t len;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/proc/self/task/%s/comm", e->d_name);
+		if (!(f = fopen(p, "r")))
+			continue;
+		len = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[len] = 0;
+		buf[strcspn(buf, "\n")] = 0;
+		if (strcmp(buf, comm) != 0)
+			continue;
+		snprintf(p, sizeof(p), "/proc/self/task/%s/stat", e->d_name);
+		if (!(f = fopen(p, "r")))
+			continue;
+		len = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[len] = 0;
+		/* after "(comm) ": state ppid pgrp session tty tpgid flags minflt
+		 * cminflt majflt cmajflt utime stime cutime cstime priority nice */
+		const char *s = strrchr(buf, ')');
+		long nice;
+		n++;
+		if (!s || sscanf(s + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %ld",
+				 &nice) != 1 || nice != want)
+			*ret_all = false;
+	}
+	closedir(d);
+	return n;
+}
+
+/* In a child without CAP_SYS_NICE and with RLIMIT_NICE 0: a worker nice
+ * below the opener's fails the open with -EACCES/-EPERM and leaves no
+ * worker behind; the opener's own nice opens. Exit status: 0 or the step. */
+static int nice_refused_child(const char *dir, const char *path)
+{
+	struct rlimit rl = { 0, 0 };
+	struct auditlog_config *cfg;
+	struct auditlog *log = NULL;
+	bool all;
+	int cur, r;
+
+	if (geteuid() == 0 && (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
+			       setresuid(65534, 65534, 65534) < 0))
+		return 10;
+	if (setrlimit(RLIMIT_NICE, &rl) < 0)
+		return 11;
+	errno = 0;
+	cur = getpriority(PRIO_PROCESS, 0);
+	if (errno || cur <= -20)
+		return 12;
+	if (!(cfg = tu_config(path)) || auditlog_config_set_worker_nice(cfg, cur - 1) < 0)
+		return 13;
+	r = auditlog_open(cfg, &log);
+	if (r != -EACCES && r != -EPERM)
+		return 14;
+	if (log || threads_named("auditlog-worker", cur - 1, &all) != 0)
+		return 15;
+	if (auditlog_config_set_worker_nice(cfg, cur) < 0 || auditlog_open(cfg, &log) != 0)
+		return 16;
+	if (threads_named("auditlog-worker", cur, &all) != 1 || !all)
+		return 17;
+	if (auditlog_close(log) != 0)
+		return 18;
+	auditlog_config_free(cfg);
+	(void)dir;
+	return 0;
+}
+
+static void test_worker_nice(void **state)
+{
+	char *dir = tu_mkdtemp();
+	char *path = tu_path(dir, "audit.log");
+	struct auditlog_config *cfg = tu_config(path);
+	struct auditlog *log = NULL;
+	char wrk[300];
+	bool all;
+	int cur, want, st;
+	pid_t pid;
+
+	assert_int_equal(auditlog_config_set_worker_nice(NULL, 0), -EINVAL);
+	assert_int_equal(auditlog_config_set_worker_nice(cfg, -21), -EINVAL);
+	assert_int_equal(auditlog_config_set_worker_nice(cfg, 20), -EINVAL);
+	errno = 0;
+	cur = getpriority(PRIO_PROCESS, 0);
+	assert_int_equal(errno, 0);
+	want = cur + 3 > 19 ? 19 : cur + 3; /* a higher nice: anyone may */
+	assert_int_equal(auditlog_config_set_worker_nice(cfg, want), 0);
+	assert_int_equal(auditlog_config_set_backend(cfg, AUDITLOG_BACKEND_IO_URING), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	for (unsigned i = 0; i < 2000; i++) {
+		struct auditlog_event ev = tu_event("C_Sign", i);
+		assert_int_equal(auditlog_record(log, &ev), 0);
+	}
+	assert_int_equal(auditlog_flush(log), 0);
+	assert_int_equal(threads_named("auditlog-worker", want, &all), 1);
+	assert_true(all);
+	/* the io_uring threads the worker's requests started (if the kernel
+	 * made any: their name carries the worker's tid) took its nice */
+	{
+		DIR *d = opendir("/proc/self/task");
+		struct dirent *e;
+		assert_non_null(d);
+		while ((e = readdir(d))) {
+			snprintf(wrk, sizeof(wrk), "iou-wrk-%s", e->d_name);
+			if (e->d_name[0] != '.' && threads_named(wrk, want, &all) > 0)
+				assert_true(all);
+		}
+		closedir(d);
+	}
+	errno = 0;
+	assert_int_equal(getpriority(PRIO_PROCESS, 0), cur); /* the opener's is its own */
+	assert_int_equal(auditlog_close(log), 0);
+	auditlog_config_free(cfg);
+
+	/* refused: the open fails and says why */
+	assert_int_equal(chown(dir, 65534, 65534), geteuid() == 0 ? 0 : -1);
+	unlink(path);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(nice_refused_child(dir, path));
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	tu_rmtree(dir);
+	free(path);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_arguments),
+		cmocka_unit_test(test_worker_nice),
 		cmocka_unit_test(test_file_safety),
 		cmocka_unit_test(test_reopen_and_versions),
 		cmocka_unit_test(test_full_eagain),

@@ -74,6 +74,16 @@ AUDITLOG_API int auditlog_config_set_rotate_age_s(struct auditlog_config *cfg, u
 /* Upper bound of one batch (bytes, 16 KiB..64 MiB; default 1 MiB). */
 AUDITLOG_API int auditlog_config_set_max_batch_bytes(struct auditlog_config *cfg, size_t bytes);
 AUDITLOG_API int auditlog_config_set_backend(struct auditlog_config *cfg, enum auditlog_backend b);
+/* The worker thread's nice value (-20..19; default: not set, the worker
+ * keeps the nice of the thread that called auditlog_open()). The worker sets
+ * it on itself before its first I/O, so the kernel's io_uring threads that
+ * copy its batches into the page cache and run its fdatasyncs inherit it. A
+ * nice below the opening thread's needs CAP_SYS_NICE or RLIMIT_NICE
+ * (setpriority(2)): auditlog_open() then fails with -EACCES or -EPERM. Why one
+ * may want it: when producers keep the queue full on few CPUs, at equal
+ * priority they delay the worker and those threads and the disk idles
+ * (docs/benchmarks.md, "The worker's priority"). -EINVAL outside -20..19. */
+AUDITLOG_API int auditlog_config_set_worker_nice(struct auditlog_config *cfg, int nice);
 /* A tail record more than this far in the future is untrusted (seconds; default 600). */
 AUDITLOG_API int auditlog_config_set_future_tolerance_s(struct auditlog_config *cfg, uint64_t seconds);
 /* Group commit's one bounded wait (microseconds, 0..AUDITLOG_ASYNC_COALESCE_MAX_US;

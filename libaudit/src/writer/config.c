@@ -112,6 +112,15 @@ AUDITLOG_API int auditlog_config_set_max_batch_bytes(struct auditlog_config *cfg
 	return 0;
 }
 
+AUDITLOG_API int auditlog_config_set_worker_nice(struct auditlog_config *cfg, int nice)
+{
+	if (!cfg || nice < -20 || nice > 19)
+		return -EINVAL;
+	cfg->worker_nice = nice;
+	cfg->has_worker_nice = true;
+	return 0;
+}
+
 AUDITLOG_API int auditlog_config_set_backend(struct auditlog_config *cfg, enum auditlog_backend b)
 {
 	if (!cfg || (b != AUDITLOG_BACKEND_AUTO && b != AUDITLOG_BACKEND_IO_URING &&

@@ -38,6 +38,8 @@ struct auditlog_config {
 	enum auditlog_backend backend;
 	uint64_t future_tolerance_s;
 	uint64_t async_coalesce_us; /* 0: off */
+	int worker_nice;            /* when has_worker_nice */
+	bool has_worker_nice;
 	/* v2, in-process sealing (docs/format.md 17, 19, 20) */
 	char *seal_state_path;      /* the sealing state file (owned) */
 	char *signing_key_path;     /* the checkpoint signing key file (owned) */
@@ -239,6 +241,10 @@ struct auditlog {
 	/* worker state */
 	pthread_t worker;
 	bool worker_started;
+	/* with cfg.has_worker_nice: 1 once the worker has set its nice (its
+	 * result in worker_nice_err: 0 or -errno), which auditlog_open waits for */
+	_Atomic uint32_t worker_ready;
+	int worker_nice_err;
 	bool uring;
 	bool cqe_skip; /* IORING_FEAT_CQE_SKIP */
 	struct io_uring ring;

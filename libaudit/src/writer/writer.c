@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -1554,6 +1555,16 @@ static void *worker_main(void *arg)
 
 	/* a name tools (and the benchmark's CPU accounting) can find */
 	(void)pthread_setname_np(pthread_self(), "auditlog-worker");
+	if (l->cfg.has_worker_nice) {
+		/* before any I/O: the io_uring threads this thread's requests
+		 * start are made from it and take its nice */
+		l->worker_nice_err = setpriority(PRIO_PROCESS, (id_t)gettid(), l->cfg.worker_nice) < 0 ?
+					     -errno : 0;
+		atomic_store_explicit(&l->worker_ready, 1, memory_order_release);
+		futex_wake_all(&l->worker_ready);
+		if (l->worker_nice_err < 0)
+			return NULL; /* auditlog_open joins it and fails */
+	}
 	for (;;) {
 		bool progress = false;
 
@@ -1812,6 +1823,15 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 	if (r) {
 		r = -r;
 		goto err;
+	}
+	if (cfg->has_worker_nice) {
+		while (!atomic_load_explicit(&l->worker_ready, memory_order_acquire))
+			futex_wait(&l->worker_ready, 0, NULL);
+		if (l->worker_nice_err < 0) {
+			pthread_join(l->worker, NULL);
+			r = l->worker_nice_err;
+			goto err;
+		}
 	}
 	l->worker_started = true;
 	*ret_log = l;
