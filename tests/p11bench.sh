@@ -209,8 +209,22 @@ for r in d["results"]:
             sys.exit(f"json: {r['operation']}: judged {judged}, fdatasync {kfs}: {r}")
         if abs(allowed - (float(rw["p50_us"]) + 1.1 * fs)) > 0.2:
             sys.exit(f"json: {r['operation']}: allowed {allowed} is not raw p50 + 1.1 x {fs}")
-    if r["target"]["pass"] != (float(judged) <= allowed + 0.001):
-        sys.exit(f"json: {r['operation']}: verdict {r['target']} against {judged}")
+    # a key generation passes by either rule (DESIGN.md): its time against
+    # raw's plus 1.1 fdatasyncs, or its rate against twice SoftHSMv2's; the
+    # criterion named is the one it passed by, the raw rule first
+    hsm = [x for x in d["results"] if x["arm"] == "softhsm2"
+           and x["operation"] == r["operation"] and x["threads"] == r["threads"]]
+    by_raw = float(judged) <= allowed + 0.001
+    by_hsm = bool(hsm) and r["ops_per_sec"] >= 2.0 * hsm[0]["ops_per_sec"]
+    near = bool(hsm) and abs(r["ops_per_sec"] - 2.0 * hsm[0]["ops_per_sec"]) \
+        <= 1e-3 * r["ops_per_sec"]
+    if r["target"]["pass"] != (by_raw or by_hsm) and not near:
+        sys.exit(f"json: {r['operation']}: verdict {r['target']} against {judged} "
+                 f"(allowed {allowed}; softhsm2 {hsm[0]['ops_per_sec'] if hsm else None} ops/s)")
+    if r["target"]["pass"] and not near and \
+            (r["target"]["criterion"] == "2x softhsm2") == by_raw:
+        sys.exit(f"json: {r['operation']}: passed by {r['target']['criterion']}, "
+                 f"the raw rule {'met' if by_raw else 'missed'}")
     # a call's record is committed by the caller when the worker sleeps: its
     # own fdatasync, seen through p11-bench's exported wrapper, and the
     # call's time beyond it. The worker may commit one instead (awake for an
