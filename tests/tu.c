@@ -364,7 +364,7 @@ bool tu_v2_mode(void)
 	return e && strcmp(e, "1") == 0;
 }
 
-void tu_v2_config_shared(struct auditlog_config *cfg)
+static void tu_v2env_make(void)
 {
 	if (!tu_v2env.dir) {
 		struct timespec w, b;
@@ -381,6 +381,11 @@ void tu_v2_config_shared(struct auditlog_config *cfg)
 			   (uint64_t)b.tv_sec * 1000000000u + (uint64_t)b.tv_nsec, &tu_v2env.k);
 		atexit(tu_v2env_cleanup);
 	}
+}
+
+void tu_v2_config_shared(struct auditlog_config *cfg)
+{
+	tu_v2env_make();
 	tu_v2_config(cfg, &tu_v2env.k, NULL);
 }
 
@@ -399,6 +404,11 @@ void tu_filter(void)
 	const char *f = getenv("TEST_FILTER");
 	if (f && *f)
 		cmocka_set_test_filter(f);
+	/* in the parent, before any test forks a writer: a child that made
+	 * the keys itself and was then SIGKILLed (test_crash) left their
+	 * directory behind in $TMPDIR, one per killed writer */
+	if (tu_v2_mode())
+		tu_v2env_make();
 }
 
 bool tu_stats_wait(struct auditlog *log, bool (*until)(const struct auditlog_stats *st, void *ctx),

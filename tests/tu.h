@@ -78,7 +78,9 @@ bool tu_stats_wait(struct auditlog *log, bool (*until)(const struct auditlog_sta
 /* A tu_stats_wait() condition: every record accepted is durable. */
 bool tu_all_written(const struct auditlog_stats *st, void *ctx);
 
-/* Honour $TEST_FILTER (a cmocka test-name pattern) to run one test. */
+/* Honour $TEST_FILTER (a cmocka test-name pattern) to run one test; with
+ * AUDITLOG_TEST_V2=1, make the shared v2 keys now, in the test's main
+ * process, so that its forked writers share them. */
 void tu_filter(void);
 
 /* Write n events into the log at path with format version `version`, 16 KiB
