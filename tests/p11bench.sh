@@ -239,6 +239,11 @@ for r in d["results"]:
         own, beyond = r.get("own_fdatasync_p50_us", 0), r.get("beyond_own_fdatasync_p50_us", 0)
         if not (own > 0 and 0 < beyond < float(r["p50_us"])):
             sys.exit(f"json: {r['operation']}: own fdatasync p50 {own}, beyond it {beyond}")
+        # a search's row: beyond it too (a 2048-bit search is milliseconds,
+        # the module's work after it microseconds)
+        if "in_keygen_p50_us" in r and not beyond < r["in_keygen_p50_us"]:
+            sys.exit(f"json: {r['operation']}: beyond its fdatasync {beyond} holds the search "
+                     f"({r['in_keygen_p50_us']})")
 if ours and own_total == 0:
     sys.exit("json: no key generation's record was committed by its caller (own_fdatasync_calls 0)")
 for r in d["results"]:
