@@ -71,4 +71,33 @@ PYEOF
 grep -E "^worker CPU ns/event <= 500 \(v1\) .*999.0 FAIL +NOT MET$" "$tmp/c.txt" >/dev/null ||
 	{ cat "$tmp/c.txt"; fail "a failing figure is not NOT MET"; }
 grep -q "not met: .*worker CPU ns/event <= 500 (v1)" "$tmp/c.txt" || fail "the summary does not name it"
+# --- v2 / v1: judged only where both were disk-bound ---------------------------
+setv() { # setv RATIO_V1 RATIO_V2 SUSTAINED_V2_OVER_V1
+	"$PY" - "$tmp/out" "$@" <<'PYEOF'
+import json, sys
+d, r1, r2, q = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+a, b = json.load(open(f"{d}/v1-1.json")), json.load(open(f"{d}/v2-1.json"))
+a["ratio_to_ceiling"], b["ratio_to_ceiling"] = r1, r2
+b["sustained_events_per_s"] = a["sustained_events_per_s"] * q
+json.dump(a, open(f"{d}/v1-1.json", "w"))
+json.dump(b, open(f"{d}/v2-1.json", "w"))
+PYEOF
+}
+row="v2 / v1 sustained >= 0.9 when both disk-bound"
+setv 0.5 0.95 0.5
+"$T" --input "$tmp/out" >"$tmp/d.txt"
+grep -E "^$row +n/a +not judged$" "$tmp/d.txt" >/dev/null || { cat "$tmp/d.txt"; fail "no run disk-bound, yet judged"; }
+grep -qF "not judged (no run where it applies): $row" "$tmp/d.txt" || fail "the summary does not say it was not judged"
+summary=$(grep "targets met in all" "$tmp/d.txt")
+missed=${summary#*; not met: }
+missed=${missed%%; not judged*}
+if [[ "$summary" == *"; not met: "* && "$missed" == *"$row"* ]]; then
+	fail "a row not judged is named as not met: $summary"
+fi
+setv 0.95 0.95 0.5
+"$T" --input "$tmp/out" >"$tmp/e.txt"
+grep -E "^$row +0.5 FAIL +NOT MET$" "$tmp/e.txt" >/dev/null || { cat "$tmp/e.txt"; fail "v2 at half v1's, both disk-bound, not NOT MET"; }
+setv 0.95 0.95 0.97
+"$T" --input "$tmp/out" >"$tmp/f.txt"
+grep -E "^$row +0.97 ok +met$" "$tmp/f.txt" >/dev/null || { cat "$tmp/f.txt"; fail "v2 at 0.97 of v1's, both disk-bound, not met"; }
 echo "PASS"
