@@ -29,7 +29,8 @@ if [ "$(stat -f -c %T "$tmp")" = tmpfs ]; then
 fi
 
 # --- bad arguments: exit 2 ---------------------------------------------------
-for bad in "--runs 0" "--runs 21" "--input $tmp --out $tmp" "--no-such-option"; do
+for bad in "--runs 0" "--runs 21" "--input $tmp --out $tmp" "--no-such-option" \
+	"--idle-wait -1" "--idle-wait 601" "--input $tmp --idle-wait 5"; do
 	rc=0
 	# shellcheck disable=SC2086
 	"$T" $bad >/dev/null 2>&1 || rc=$?
@@ -40,7 +41,8 @@ rc=0
 [ "$rc" -eq 2 ] || fail "--input of an empty directory exited $rc, not 2"
 
 # --- one tiny run -------------------------------------------------------------
-"$T" --runs 1 --build "$BUILD" --out "$tmp/out" \
+# --idle-wait 0: other tests share the CPUs; the busy share is still measured
+"$T" --runs 1 --build "$BUILD" --out "$tmp/out" --idle-wait 0 \
 	--auditlog-bench-args "--dir $tmp --events 20000 --sync-samples 20 --enqueue-samples 1000 --token-records 20 --token-gap-us 50" \
 	--p11-bench-args "--dir $tmp --iterations 3 --warmup 1 --threads 1,2 --data-sizes 256 --only keygen-ec-p256,ecdsa-p256-sign" \
 	>"$tmp/a.txt" 2>"$tmp/a.err" || { cat "$tmp/a.err" >&2; fail "the run failed"; }
@@ -55,6 +57,12 @@ for row in "worker CPU ns/event <= 500 (v1)" "worker CPU ns/event <= 350 (v2)" \
 done
 grep -q "targets met in all 1 runs" "$tmp/a.txt" || fail "no summary line"
 grep -q "steal" "$tmp/a.txt" || fail "no host line"
+"$PY" - "$tmp/out/host-1.json" <<'PYEOF' || fail "host-1.json lacks the CPUs' busy share before each run"
+import json, sys
+h = json.load(open(sys.argv[1]))
+sys.exit(0 if all(0 <= h[k]["busy_before_pct"] <= 100 and h[k]["idle_wait_s"] >= 0
+                  for k in ("v1", "v2", "p11")) else 1)
+PYEOF
 
 # --- judged again from the files; one figure made to fail --------------------
 "$T" --input "$tmp/out" >"$tmp/b.txt"
@@ -71,6 +79,16 @@ PYEOF
 grep -E "^worker CPU ns/event <= 500 \(v1\) .*999.0 FAIL +NOT MET$" "$tmp/c.txt" >/dev/null ||
 	{ cat "$tmp/c.txt"; fail "a failing figure is not NOT MET"; }
 grep -q "not met: .*worker CPU ns/event <= 500 (v1)" "$tmp/c.txt" || fail "the summary does not name it"
+# --- a run that started on busy CPUs is flagged ---------------------------------
+"$PY" - "$tmp/out/host-1.json" <<'PYEOF'
+import json, sys
+h = json.load(open(sys.argv[1]))
+h["v1"]["busy_before_pct"], h["v2"]["busy_before_pct"], h["p11"]["busy_before_pct"] = 55.0, 3.0, 4.0
+json.dump(h, open(sys.argv[1], "w"))
+PYEOF
+"$T" --input "$tmp/out" | grep -E "^  run 1: .*/55%.*\(NOT IDLE at the start of v1\)" >/dev/null ||
+	fail "a busy start is not flagged"
+
 # --- v2 / v1: judged only where both were disk-bound ---------------------------
 setv() { # setv RATIO_V1 RATIO_V2 SUSTAINED_V2_OVER_V1
 	"$PY" - "$tmp/out" "$@" <<'PYEOF'
