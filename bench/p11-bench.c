@@ -97,7 +97,7 @@ const char *const bench_prog = PROG;
 #define MAX_LIST 8u            /* entries of --threads and --data-sizes */
 #define MAX_THREADS 64u
 #define MAX_DATA (16u << 20)
-#define ROUNDS 5u              /* chunks per (arm, case), the arms alternating */
+#define ROUNDS 25u             /* chunks per (arm, case), the arms alternating */
 #define AUTO_BUDGET_NS 400000000ull /* auto iterations: ~0.4 s per (arm, case) */
 #define AUTO_MIN 20u
 #define AUTO_MAX 20000u
@@ -108,7 +108,7 @@ const char *const bench_prog = PROG;
 #define FIND_KEYS 256u         /* labelled AES keys besides the working key: 257 in all */
 #define FIND_LABEL "p11bench-find-128"
 #define FSYNC_SAMPLES 100u     /* raw write+fdatasync samples at the start and at the end */
-#define KG_FSYNC_PER_ROUND 40u /* and in each round of a key generation case */
+#define KG_FSYNC_PER_ROUND 8u  /* and in each round of a key generation case */
 #define FSYNC_LINE 340u        /* the size of a typical audit line */
 #define DEF_THRESHOLD 10.0     /* --compare: percent */
 #define DEF_PBKDF2 1000u       /* our token's key derivation at login; login is not timed */
