@@ -130,7 +130,7 @@ const char *const bench_prog = PROG;
 #define PH_PARTS 16u /* v2's format functions one by one (measure_parts) */
 #define PH_ALL (PH_SUSTAINED | PH_SYNC | PH_ENQUEUE | PH_TOKEN | PH_PARTS)
 
-static const unsigned sweep_sizes[] = {16, 64, 256, 1024, 4096, 16384};
+static const unsigned sweep_sizes[] = {16, 64, 256, 1024, 2048, 4096, 8192, 16384};
 #define NSWEEP (sizeof(sweep_sizes) / sizeof(sweep_sizes[0]))
 
 /* ---- events: the shape of the token's records ----------------------------- */
