@@ -138,6 +138,14 @@ bound = ncpu * 1e9 / rep["process_cpu_ns_per_event"]
 assert abs(rep["cpu_bound_events_per_s"] - bound) <= 0.01 * bound + 1, (rep["cpu_bound_events_per_s"], bound)
 busy = rep["process_cpu_ns_per_event"] * rep["sustained_events_per_s"] / (ncpu * 1e9)
 assert 0 < rep["cpu_busy_fraction"] <= 1.05 and abs(rep["cpu_busy_fraction"] - busy) < 0.02, (rep["cpu_busy_fraction"], busy)
+# the ceiling is the best point of the sweep, every documented size measured
+# (docs/benchmarks.md: steps of two from 1024 lines, where this disk's best lies)
+sw = rep["raw_sweep"]
+assert [p["batch_lines"] for p in sw] == [16, 64, 256, 1024, 2048, 4096, 8192, 16384], sw
+assert all(p["events_per_s"] > 0 for p in sw), sw
+best = max(sw, key=lambda p: p["events_per_s"])
+assert rep["raw_ceiling_events_per_s"] == best["events_per_s"], (rep["raw_ceiling_events_per_s"], best)
+assert rep["raw_ceiling_batch_lines"] == best["batch_lines"], (rep["raw_ceiling_batch_lines"], best)
 # batches formed ahead (the stats' batches_ahead) are some of the phase's batches
 assert isinstance(rep["batches_ahead"], int) and 0 <= rep["batches_ahead"] <= rep["batches"], (rep["batches_ahead"], rep["batches"])
 for t in ("worker_cpu_ns_per_event", "total_cpu_ns_per_event", "ratio_to_ceiling"):
