@@ -28,7 +28,8 @@ cc $(pkg-config --cflags p11-kit-1) -o "$tmp/p" "$tmp/p.c"
 		lp=$(echo $p | tr A-Z a-z)
 		echo "const struct al_p11name al_${lp}_names[] = {"
 		grep "^$p " "$tmp/list" | tac | awk '!seen[$2]++ {print}' | sort -k2,2n -s |
-			awk '{printf "\t{0x%08xul, \"%s\"},\n", $2, $3}'
+			awk '$2 > 4294967295 { print "value above 32 bits: " $3 > "/dev/stderr"; exit 1 }
+			     {printf "\t{0x%08xu, %d, \"%s\"},\n", $2, length($3), $3}'
 		echo "};"
 		echo "const size_t al_${lp}_count = sizeof(al_${lp}_names) / sizeof(al_${lp}_names[0]);"
 		echo

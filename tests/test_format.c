@@ -3012,7 +3012,7 @@ static void test_hex(void **state)
 }
 
 /* The PKCS#11 names: every value of both tables is found under its own
- * name through the public calls; every value between two of them, below
+ * name (and its length) through the public calls; every value between two of them, below
  * the first and above the last is unnamed; the tables are sorted (the
  * search relies on it). */
 static void check_p11_table(const struct al_p11name *tab, size_t n, const char *(*name)(uint64_t))
@@ -3022,6 +3022,9 @@ static void check_p11_table(const struct al_p11name *tab, size_t n, const char *
 		if (i)
 			assert_true(tab[i - 1].value < tab[i].value);
 		assert_ptr_equal(name(tab[i].value), tab[i].name);
+		assert_int_equal(tab[i].len, strlen(tab[i].name));
+		assert_ptr_equal(al_p11_find(tab, n, tab[i].value), &tab[i]);
+		assert_null(name(tab[i].value + (UINT64_C(1) << 32))); /* compared whole, never cut */
 		assert_ptr_equal(al_p11_lookup(tab, i + 1, tab[i].value), tab[i].name); /* the last */
 		assert_ptr_equal(al_p11_lookup(tab + i, n - i, tab[i].value), tab[i].name); /* the first */
 		if (i + 1 < n && tab[i].value + 1 < tab[i + 1].value)

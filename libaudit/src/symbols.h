@@ -53,6 +53,7 @@
 #define al_vclass_name auditlog__al_vclass_name
 #define al_vclass_is_integrity auditlog__al_vclass_is_integrity
 #define al_now_ns auditlog__al_now_ns
+#define al_p11_find auditlog__al_p11_find
 #define al_p11_lookup auditlog__al_p11_lookup
 #define al_parse auditlog__al_parse
 #define al_parse_ts auditlog__al_parse_ts

@@ -7,7 +7,8 @@
 #include <stdint.h>
 
 struct al_p11name {
-	unsigned long value;
+	uint32_t value; /* every named CKR_ and CKM_ value fits (the generator checks) */
+	uint32_t len;   /* strlen(name): the producers render it without measuring */
 	const char *name;
 };
 
@@ -18,5 +19,6 @@ extern const struct al_p11name al_ckm_names[];
 extern const size_t al_ckm_count;
 
 /* Binary search; NULL when unnamed. */
+const struct al_p11name *al_p11_find(const struct al_p11name *tab, size_t n, uint64_t v);
 const char *al_p11_lookup(const struct al_p11name *tab, size_t n, uint64_t v);
 #endif

@@ -92,10 +92,10 @@ static void set_str(struct al_record *r, int f, const void *s, size_t n)
 static void set_p11(struct al_record *r, int f, const struct al_p11name *tab, size_t n, uint64_t v,
 		    char buf[AL_P11_UNNAMED_LEN])
 {
-	const char *name = al_p11_lookup(tab, n, v);
+	const struct al_p11name *e = al_p11_find(tab, n, v);
 
-	if (name)
-		set_str(r, f, name, strlen(name));
+	if (e)
+		set_str(r, f, e->name, e->len);
 	else
 		set_str(r, f, buf, al_p11_unnamed(buf, v));
 }
