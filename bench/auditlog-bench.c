@@ -19,7 +19,7 @@
  *                  [--seal-state FILE --signing-key FILE] [--line-size N]
  *                  [--phases LIST] [--coalesce-us N] [--token-records N]
  *                  [--token-gap-us N] [--max-batch-bytes N] [--rotate-bytes N] [--queue N]
- *                  [--worker-nice N]
+ *                  [--worker-nice N] [--sweep-seconds N]
  *                  [--dir DIR] [--keep] [--backend B] [--sync-samples N]
  *                  [--enqueue-samples N] [--sealer-socket PATH]
  *   auditlog-bench --log PATH [--events N] [--threads N] [--format-version 0|1|2]
@@ -101,8 +101,8 @@ const char *const bench_prog = PROG;
 #define SUSTAINED_QUEUE (1u << 18)
 #define POOL_LINES 16384u           /* preformatted lines for the raw baselines */
 #define SWEEP_BYTES (128ull << 20)  /* per batch size at least this much and... */
-#define SWEEP_MIN_NS 1000000000ull  /* ...this long, but never longer than... */
-#define SWEEP_NS 2000000000ull      /* ...this */
+#define SWEEP_MIN_S 1u              /* ...this long (--sweep-seconds), but never longer */
+#define SWEEP_MAX_S 600u            /* than twice that */
 #define SWEEP_MIN_BATCHES 4u
 #define FSYNC_FLOOR_NS 2000.0       /* a faster median fdatasync is no fdatasync */
 
@@ -258,6 +258,7 @@ struct opts {
 	unsigned phases;       /* PH_* */
 	uint64_t coalesce_us;  /* auditlog_config_set_async_coalesce_us of every log */
 	size_t max_batch;      /* auditlog_config_set_max_batch_bytes; 0: the library's */
+	unsigned sweep_s;      /* each raw ceiling point runs at least this long */
 	size_t queue;          /* the sustained phase's queue slots (auditlog_config_set_queue_capacity) */
 	int worker_nice;       /* auditlog_config_set_worker_nice of every log, when has_worker_nice */
 	bool has_worker_nice;
@@ -436,6 +437,9 @@ static void usage(FILE *f)
 	      "  --queue N            the sustained phase's queue slots (64..2^24, default 2^18)\n"
 	      "  --worker-nice N      auditlog_config_set_worker_nice of every log (-20..19;\n"
 	      "                       default: not set, the worker keeps the bench's nice)\n"
+	      "  --sweep-seconds N    each raw ceiling batch size runs at least N s (and 128 MB),\n"
+	      "                       at most 2N (1..600, default 1); with --events large\n"
+	      "                       enough, both sides of the ratio run that long\n"
 	      "  --dir DIR            put the files in a new directory under DIR\n"
 	      "                       (default /var/tmp); it is removed at the end\n"
 	      "  --keep               keep that directory\n"
@@ -455,7 +459,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	enum {
 		OPT_JSON = 256, OPT_EVENTS, OPT_THREADS, OPT_VERSION, OPT_ROTATE, OPT_DIR, OPT_LOG, OPT_KEEP,
 		OPT_BACKEND, OPT_SYNC, OPT_ENQ, OPT_SEAL, OPT_SIGN, OPT_LINE, OPT_PHASES, OPT_COALESCE,
-		OPT_TOKEN_N, OPT_TOKEN_GAP, OPT_MAX_BATCH, OPT_SEALER, OPT_QUEUE, OPT_NICE
+		OPT_TOKEN_N, OPT_TOKEN_GAP, OPT_MAX_BATCH, OPT_SEALER, OPT_QUEUE, OPT_NICE, OPT_SWEEP_S
 	};
 	static const struct option lo[] = {
 		{"json", no_argument, NULL, OPT_JSON},
@@ -478,6 +482,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{"token-gap-us", required_argument, NULL, OPT_TOKEN_GAP},
 		{"max-batch-bytes", required_argument, NULL, OPT_MAX_BATCH},
 		{"queue", required_argument, NULL, OPT_QUEUE},
+		{"sweep-seconds", required_argument, NULL, OPT_SWEEP_S},
 		{"worker-nice", required_argument, NULL, OPT_NICE},
 		{"sealer-socket", required_argument, NULL, OPT_SEALER},
 		{"help", no_argument, NULL, 'h'},
@@ -498,6 +503,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		.token_records = DEF_TOKEN_RECORDS,
 		.token_gap_us = DEF_TOKEN_GAP_US,
 		.queue = SUSTAINED_QUEUE,
+		.sweep_s = SWEEP_MIN_S,
 	};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
@@ -574,6 +580,10 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_QUEUE:
 			o->queue = (size_t)arg_u64("--queue", optarg, 64, UINT64_C(1) << 24, false);
+			break;
+		case OPT_SWEEP_S:
+			o->sweep_s = (unsigned)arg_u64("--sweep-seconds", optarg, SWEEP_MIN_S, SWEEP_MAX_S,
+						       false);
 			break;
 		case OPT_NICE: {
 			char *end;
@@ -1579,8 +1589,9 @@ struct ceiling {
 	double events_per_s;
 };
 
-static int phase_ceiling(const char *dir, const struct pool *pl, struct ceiling *c)
+static int phase_ceiling(const char *dir, const struct pool *pl, unsigned min_s, struct ceiling *c)
 {
+	const uint64_t min_ns = (uint64_t)min_s * 1000000000u, max_ns = 2 * min_ns;
 	char path[PATH_MAX];
 	int r = 0;
 
@@ -1617,7 +1628,7 @@ static int phase_ceiling(const char *dir, const struct pool *pl, struct ceiling 
 			pt->batches++;
 			el = now_ns() - t0;
 			if (pt->batches >= SWEEP_MIN_BATCHES &&
-			    ((off >= SWEEP_BYTES && el >= SWEEP_MIN_NS) || el >= SWEEP_NS))
+			    ((off >= SWEEP_BYTES && el >= min_ns) || el >= max_ns))
 				break;
 		}
 		close(fd);
@@ -2595,7 +2606,7 @@ static void print_table(const struct report *R)
 		       a, 100 * su->cpu_busy);
 
 		printf("\nraw ceiling (pwrite at a growing offset + fdatasync, same directory, real "
-		       "lines)\n");
+		       "lines; each size >= %u s)\n", o->sweep_s);
 		printf("  %12s %14s %10s %12s %10s\n", "batch lines", "events/s", "MB/s",
 		       "ms/batch", "seconds");
 		for (unsigned k = 0; k < NSWEEP; k++) {
@@ -2756,6 +2767,7 @@ static void print_json(const struct report *R)
 	ju64(&j, "line_size_requested", o->line_size);
 	ju64(&j, "coalesce_us", o->coalesce_us);
 	ju64(&j, "max_batch_bytes", o->max_batch); /* 0: the library's default */
+	ju64(&j, "sweep_seconds", o->sweep_s);
 	ju64(&j, "queue_slots", o->queue); /* the sustained phase's */
 	if (o->has_worker_nice) /* absent: not set, the worker keeps the bench's nice */
 		jnum(&j, "worker_nice", o->worker_nice);
@@ -3125,7 +3137,7 @@ static int run_bench(const struct opts *o)
 			goto out;
 		}
 	}
-	if ((ph & PH_SUSTAINED) && phase_ceiling(tmpl, &pl, &c) < 0)
+	if ((ph & PH_SUSTAINED) && phase_ceiling(tmpl, &pl, o->sweep_s, &c) < 0)
 		goto out;
 	/* the raw sync line: the library's average, else the pool's */
 	line_avg = (ph & PH_SUSTAINED) ? su.line_avg : pl.avg;

@@ -143,6 +143,9 @@ assert 0 < rep["cpu_busy_fraction"] <= 1.05 and abs(rep["cpu_busy_fraction"] - b
 sw = rep["raw_sweep"]
 assert [p["batch_lines"] for p in sw] == [16, 64, 256, 1024, 2048, 4096, 8192, 16384], sw
 assert all(p["events_per_s"] > 0 for p in sw), sw
+# each size ran at least --sweep-seconds (default 1), at most twice that and a batch
+assert rep["sweep_seconds"] == 1, rep["sweep_seconds"]
+assert all(1.0 <= p["seconds"] <= 2.0 + p["ms_per_batch"] / 1e3 + 0.01 for p in sw), sw
 best = max(sw, key=lambda p: p["events_per_s"])
 assert rep["raw_ceiling_events_per_s"] == best["events_per_s"], (rep["raw_ceiling_events_per_s"], best)
 assert rep["raw_ceiling_batch_lines"] == best["batch_lines"], (rep["raw_ceiling_batch_lines"], best)
@@ -184,6 +187,10 @@ assert 0 < rep["queue_high_water"] <= 64, rep["queue_high_water"]
 EOF
 run 2 --queue 63
 grep -q "out of range 64" "$vtmp/err" || fail "--queue 63: $(cat "$vtmp/err")"
+run 2 --sweep-seconds 0
+grep -q "out of range 1..600" "$vtmp/err" || fail "--sweep-seconds 0: $(cat "$vtmp/err")"
+run 2 --sweep-seconds 601
+grep -q "out of range 1..600" "$vtmp/err" || fail "--sweep-seconds 601: $(cat "$vtmp/err")"
 
 # -- --worker-nice: reported as set (a higher nice needs no privilege), absent
 #    when not set; out of range refused
