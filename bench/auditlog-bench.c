@@ -19,7 +19,7 @@
  *                  [--seal-state FILE --signing-key FILE] [--line-size N]
  *                  [--phases LIST] [--coalesce-us N] [--token-records N]
  *                  [--token-gap-us N] [--max-batch-bytes N] [--rotate-bytes N] [--queue N]
- *                  [--worker-nice N] [--sweep-seconds N]
+ *                  [--worker-nice N] [--drop-behind-bytes N] [--sweep-seconds N]
  *                  [--dir DIR] [--keep] [--backend B] [--sync-samples N]
  *                  [--enqueue-samples N] [--sealer-socket PATH]
  *   auditlog-bench --log PATH [--events N] [--threads N] [--format-version 0|1|2]
@@ -262,6 +262,8 @@ struct opts {
 	size_t queue;          /* the sustained phase's queue slots (auditlog_config_set_queue_capacity) */
 	int worker_nice;       /* auditlog_config_set_worker_nice of every log, when has_worker_nice */
 	bool has_worker_nice;
+	uint64_t drop_behind;  /* auditlog_config_set_drop_behind_bytes, when has_drop_behind */
+	bool has_drop_behind;
 	unsigned token_records;
 	uint64_t token_gap_us;
 };
@@ -437,6 +439,8 @@ static void usage(FILE *f)
 	      "  --queue N            the sustained phase's queue slots (64..2^24, default 2^18)\n"
 	      "  --worker-nice N      auditlog_config_set_worker_nice of every log (-20..19;\n"
 	      "                       default: not set, the worker keeps the bench's nice)\n"
+	      "  --drop-behind-bytes N auditlog_config_set_drop_behind_bytes of every log\n"
+	      "                       (K/M/G suffixes; 0 = never; default: the library's, 1 GiB)\n"
 	      "  --sweep-seconds N    each raw ceiling batch size runs at least N s (and 128 MB),\n"
 	      "                       at most 2N (1..600, default 1); with --events large\n"
 	      "                       enough, both sides of the ratio run that long\n"
@@ -459,7 +463,8 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	enum {
 		OPT_JSON = 256, OPT_EVENTS, OPT_THREADS, OPT_VERSION, OPT_ROTATE, OPT_DIR, OPT_LOG, OPT_KEEP,
 		OPT_BACKEND, OPT_SYNC, OPT_ENQ, OPT_SEAL, OPT_SIGN, OPT_LINE, OPT_PHASES, OPT_COALESCE,
-		OPT_TOKEN_N, OPT_TOKEN_GAP, OPT_MAX_BATCH, OPT_SEALER, OPT_QUEUE, OPT_NICE, OPT_SWEEP_S
+		OPT_TOKEN_N, OPT_TOKEN_GAP, OPT_MAX_BATCH, OPT_SEALER, OPT_QUEUE, OPT_NICE, OPT_SWEEP_S,
+		OPT_DROP
 	};
 	static const struct option lo[] = {
 		{"json", no_argument, NULL, OPT_JSON},
@@ -483,6 +488,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{"max-batch-bytes", required_argument, NULL, OPT_MAX_BATCH},
 		{"queue", required_argument, NULL, OPT_QUEUE},
 		{"sweep-seconds", required_argument, NULL, OPT_SWEEP_S},
+		{"drop-behind-bytes", required_argument, NULL, OPT_DROP},
 		{"worker-nice", required_argument, NULL, OPT_NICE},
 		{"sealer-socket", required_argument, NULL, OPT_SEALER},
 		{"help", no_argument, NULL, 'h'},
@@ -581,6 +587,10 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case OPT_QUEUE:
 			o->queue = (size_t)arg_u64("--queue", optarg, 64, UINT64_C(1) << 24, false);
 			break;
+		case OPT_DROP:
+			o->drop_behind = arg_u64("--drop-behind-bytes", optarg, 0, UINT64_C(1) << 50, true);
+			o->has_drop_behind = true;
+			break;
 		case OPT_SWEEP_S:
 			o->sweep_s = (unsigned)arg_u64("--sweep-seconds", optarg, SWEEP_MIN_S, SWEEP_MAX_S,
 						       false);
@@ -636,7 +646,11 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	if (auditlog_config_new(&cfg) == 0) {
 		int r = auditlog_config_set_rotate_bytes(cfg, o->rotate_bytes);
 		int rb = o->max_batch ? auditlog_config_set_max_batch_bytes(cfg, o->max_batch) : 0;
+		int rd = o->has_drop_behind ? auditlog_config_set_drop_behind_bytes(cfg, o->drop_behind) : 0;
 		auditlog_config_free(cfg);
+		if (rd < 0)
+			bad_arg("--drop-behind-bytes: the library refuses %" PRIu64 " (0, or 1 MiB and more)",
+				o->drop_behind);
 		if (r < 0)
 			bad_arg("--rotate-bytes: the library refuses %" PRIu64
 				" (0 = never; a size must not be that small)",
@@ -1016,6 +1030,8 @@ static int open_log(const struct opts *o, const char *path, size_t queue, uint64
 	    (r = auditlog_config_set_async_coalesce_us(cfg, coalesce_us)) < 0 ||
 	    (o->max_batch && (r = auditlog_config_set_max_batch_bytes(cfg, o->max_batch)) < 0) ||
 	    (o->has_worker_nice && (r = auditlog_config_set_worker_nice(cfg, o->worker_nice)) < 0) ||
+	    (o->has_drop_behind &&
+	     (r = auditlog_config_set_drop_behind_bytes(cfg, o->drop_behind)) < 0) ||
 	    (o->seal_state &&
 	     (r = auditlog_config_set_sealing(cfg, o->seal_state, o->signing_key)) < 0) ||
 	    (!o->seal_state && o->sealer_socket &&
@@ -2556,6 +2572,9 @@ static void print_table(const struct report *R)
 	if (o->has_worker_nice)
 		printf("  worker nice   %d (auditlog_config_set_worker_nice; the producers keep the bench's)\n",
 		       o->worker_nice);
+	if (o->has_drop_behind)
+		printf("  drop behind   %" PRIu64 " bytes (auditlog_config_set_drop_behind_bytes)\n",
+		       o->drop_behind);
 	printf("  shape         C_Sign/C_Encrypt/C_Decrypt/C_Verify with mechanism, key label\n"
 	       "                (20-28 chars), 8-byte key id, slot, session, outcome, rv, actor\n");
 	if (o->line_size)
@@ -2771,6 +2790,8 @@ static void print_json(const struct report *R)
 	ju64(&j, "queue_slots", o->queue); /* the sustained phase's */
 	if (o->has_worker_nice) /* absent: not set, the worker keeps the bench's nice */
 		jnum(&j, "worker_nice", o->worker_nice);
+	if (o->has_drop_behind) /* absent: the library's default */
+		ju64(&j, "drop_behind_bytes", o->drop_behind);
 	if (ph & PH_SUSTAINED) {
 		jfix(&j, "line_bytes_avg", su->line_avg, 1);
 		jfix(&j, "raw_line_bytes_avg", R->raw_line_avg, 1);
@@ -2844,6 +2865,7 @@ static void print_json(const struct report *R)
 		jfix(&j, "cpu_busy_fraction", su->cpu_busy, 3);
 		ju64(&j, "batches", su->st.batches);
 		ju64(&j, "batches_ahead", su->st.batches_ahead);
+		ju64(&j, "cache_drops", su->st.cache_drops);
 		ju64(&j, "queue_high_water", su->st.queue_high_water);
 		ju64(&j, "fsyncs", su->st.fsyncs);
 		ju64(&j, "largest_batch", su->st.largest_batch);

@@ -151,6 +151,8 @@ assert rep["raw_ceiling_events_per_s"] == best["events_per_s"], (rep["raw_ceilin
 assert rep["raw_ceiling_batch_lines"] == best["batch_lines"], (rep["raw_ceiling_batch_lines"], best)
 # batches formed ahead (the stats' batches_ahead) are some of the phase's batches
 assert isinstance(rep["batches_ahead"], int) and 0 <= rep["batches_ahead"] <= rep["batches"], (rep["batches_ahead"], rep["batches"])
+# the library's default drops the page cache only 1 GiB behind: a short log, never
+assert rep["cache_drops"] == 0 and "drop_behind_bytes" not in rep, rep["cache_drops"]
 for t in ("worker_cpu_ns_per_event", "total_cpu_ns_per_event", "ratio_to_ceiling"):
     assert t in rep["targets"], t
 assert rep["targets"]["worker_cpu_ns_per_event"]["target"] == "<= 500"
@@ -178,13 +180,17 @@ assert rep["token_sync_fsyncs_per_record"] == s["fsyncs_per_record"]
 EOF
 
 # -- --queue: the sustained phase's queue as asked, filled no further
-run 0 --json --dir "$vtmp" --phases sustained --events 20000 --threads 2 --queue 64
+run 0 --json --dir "$vtmp" --phases sustained --events 20000 --threads 2 --queue 64 \
+	--drop-behind-bytes 0
 "$PY" - "$vtmp/out" <<'EOF' || fail "--queue 64"
 import json, sys
 rep = json.load(open(sys.argv[1]))
 assert rep["queue_slots"] == 64, rep["queue_slots"]
 assert 0 < rep["queue_high_water"] <= 64, rep["queue_high_water"]
+assert rep["drop_behind_bytes"] == 0, rep.get("drop_behind_bytes")
 EOF
+run 2 --drop-behind-bytes 5
+grep -q "the library refuses 5" "$vtmp/err" || fail "--drop-behind-bytes 5: $(cat "$vtmp/err")"
 run 2 --queue 63
 grep -q "out of range 64" "$vtmp/err" || fail "--queue 63: $(cat "$vtmp/err")"
 run 2 --sweep-seconds 0

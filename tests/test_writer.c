@@ -19,7 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -684,6 +686,101 @@ static void test_full_block(void **state)
 
 /* ---- arguments ------------------------------------------------------------ */
 
+/* ---- the page cache behind the durable end ---------------------------------- */
+
+/* Resident pages of [off, off + len) of the file at path (mincore). */
+static size_t resident_pages(const char *path, uint64_t off, uint64_t len)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0 && off % (uint64_t)pg == 0);
+	void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, (off_t)off);
+	assert_true(m != MAP_FAILED);
+	size_t n = (len + (uint64_t)pg - 1) / (uint64_t)pg, res = 0;
+	unsigned char *v = malloc(n);
+	assert_non_null(v);
+	assert_int_equal(mincore(m, len, v), 0);
+	for (size_t i = 0; i < n; i++)
+		res += v[i] & 1;
+	free(v);
+	munmap(m, len);
+	close(fd);
+	return res;
+}
+
+/* 24 MiB of 3 KiB events, drop_behind as given: the drops asked (stats) and
+ * which of the file's pages the page cache still holds afterwards. */
+static void drop_run(enum auditlog_backend be, uint64_t drop_behind, bool on_tmpfs)
+{
+	char *dir = tu_mkdtemp();
+	char *path = tu_path(dir, "audit.log");
+	struct auditlog_config *cfg = tu_config(path);
+	struct auditlog *log;
+	struct auditlog_stats st;
+	static char detail[3000];
+	const uint64_t mib = 1u << 20;
+
+	memset(detail, 'd', sizeof(detail));
+	assert_int_equal(auditlog_config_set_backend(cfg, be), 0);
+	assert_int_equal(auditlog_config_set_drop_behind_bytes(cfg, drop_behind), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	for (unsigned i = 0; i < 8000; i++) {
+		struct auditlog_event ev = tu_event("C_Encrypt", i);
+		ev.detail = detail;
+		ev.detail_len = sizeof(detail);
+		assert_int_equal(auditlog_record(log, &ev), 0);
+		if (i % 500 == 499) /* batches of ~1.5 MB, the worker between them */
+			assert_int_equal(auditlog_flush(log), 0);
+	}
+	assert_int_equal(auditlog_flush(log), 0);
+	assert_int_equal(auditlog_get_stats(log, &st, sizeof(st)), 0);
+	assert_int_equal(auditlog_close(log), 0);
+	uint64_t size = st.bytes_written;
+	assert_true(size > 24 * mib);
+	print_message("%s, drop_behind %llu: %llu drops over %llu bytes\n", auditlog_backend_name(be),
+		      (unsigned long long)drop_behind, (unsigned long long)st.cache_drops,
+		      (unsigned long long)size);
+	if (!drop_behind) {
+		assert_int_equal(st.cache_drops, 0);
+		/* what the check below relies on: written pages stay cached */
+		if (!on_tmpfs)
+			assert_true(resident_pages(path, 0, 8 * mib) >= 8 * mib / 4096 / 2);
+	} else {
+		/* one drop per 8 MiB, one at a time: a second is asked only once
+		 * the first (all of [0, 8 MiB) at least) completed */
+		assert_true(st.cache_drops >= 2);
+		assert_true(st.cache_drops <= (size - drop_behind) / (8 * mib));
+		if (!on_tmpfs) {
+			assert_int_equal(resident_pages(path, 0, 8 * mib), 0);
+			/* the last drop_behind bytes are never dropped */
+			uint64_t last = (size - 1) / 4096 * 4096;
+			assert_int_equal(resident_pages(path, last, 4096), 1);
+		}
+	}
+	struct tu_walk w;
+	assert_int_equal(tu_walk_file(path, &w, NULL, NULL), 0);
+	assert_int_equal(w.events, 8000);
+	auditlog_config_free(cfg);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void test_drop_behind(void **state)
+{
+	char *dir = tu_mkdtemp();
+	struct statfs sf;
+	assert_int_equal(statfs(dir, &sf), 0);
+	tu_rmtree(dir);
+	free(dir);
+	bool tmpfs = sf.f_type == 0x01021994; /* TMPFS_MAGIC: shmem pages are never dropped */
+	if (tmpfs)
+		print_message("on tmpfs: the page cache's residency is not checked\n");
+	drop_run(AUDITLOG_BACKEND_IO_URING, 1u << 20, tmpfs);
+	drop_run(AUDITLOG_BACKEND_PWRITE, 1u << 20, tmpfs);
+	drop_run(AUDITLOG_BACKEND_IO_URING, 0, tmpfs);
+}
+
 static void test_bad_arguments(void **state)
 {
 	char *dir = tu_mkdtemp();
@@ -704,6 +801,9 @@ static void test_bad_arguments(void **state)
 	assert_int_equal(auditlog_config_set_full_policy(cfg, 7), -EINVAL);
 	assert_int_equal(auditlog_config_set_backend(cfg, 9), -EINVAL);
 	assert_int_equal(auditlog_config_set_rotate_bytes(cfg, 10), -EINVAL);
+	assert_int_equal(auditlog_config_set_drop_behind_bytes(NULL, 0), -EINVAL);
+	assert_int_equal(auditlog_config_set_drop_behind_bytes(cfg, 1), -EINVAL);
+	assert_int_equal(auditlog_config_set_drop_behind_bytes(cfg, (1u << 20) - 1), -EINVAL);
 	assert_int_equal(auditlog_open(NULL, &log), -EINVAL);
 	assert_int_equal(auditlog_open(cfg, NULL), -EINVAL);
 	auditlog_config_free(NULL);
@@ -1019,6 +1119,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_arguments),
+		cmocka_unit_test(test_drop_behind),
 		cmocka_unit_test(test_worker_nice),
 		cmocka_unit_test(test_file_safety),
 		cmocka_unit_test(test_reopen_and_versions),

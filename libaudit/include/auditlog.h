@@ -84,6 +84,20 @@ AUDITLOG_API int auditlog_config_set_backend(struct auditlog_config *cfg, enum a
  * priority they delay the worker and those threads and the disk idles
  * (docs/benchmarks.md, "The worker's priority"). -EINVAL outside -20..19. */
 AUDITLOG_API int auditlog_config_set_worker_nice(struct auditlog_config *cfg, int nice);
+/* The log file's pages more than `bytes` behind its durable end are dropped
+ * from the page cache as the file grows (POSIX_FADV_DONTNEED over what is
+ * already on disk, at most once per 8 MiB written; done by io_uring's threads,
+ * or by the worker with the pwrite backend). 0 leaves them to the kernel.
+ * Default 1 GiB: a burst shorter than that drops nothing (dropping costs
+ * ~250 ns a page), a log that keeps growing holds at most that much of the
+ * cache. A write-once log kept in the cache pushes other files out, and on a
+ * guest that hands free memory back to its host (free page reporting) every
+ * page the cache takes anew costs a fault: a growing log there ran at a third
+ * to a half of its rate after its first gigabyte (docs/benchmarks.md, "The
+ * page cache dropped behind the durable end"). A reader within that distance
+ * of the end (a SIEM shipper tailing the file) finds its pages cached; one
+ * further behind reads them from disk. -EINVAL below 1 MiB, except 0. */
+AUDITLOG_API int auditlog_config_set_drop_behind_bytes(struct auditlog_config *cfg, uint64_t bytes);
 /* A tail record more than this far in the future is untrusted (seconds; default 600). */
 AUDITLOG_API int auditlog_config_set_future_tolerance_s(struct auditlog_config *cfg, uint64_t seconds);
 /* Group commit's one bounded wait (microseconds, 0..AUDITLOG_ASYNC_COALESCE_MAX_US;
@@ -376,6 +390,9 @@ struct auditlog_stats {
 	uint64_t batches_ahead;      /* batches formed while two were being written, each
 				      * written as soon as the older one completed: how often
 				      * the disk, not the worker, set the pace (docs/durability.md) */
+	/* (appended) */
+	uint64_t cache_drops;        /* page-cache drops asked behind the durable end
+				      * (auditlog_config_set_drop_behind_bytes) */
 };
 
 /* Copy a snapshot of the counters. size = sizeof(struct auditlog_stats) of

@@ -95,5 +95,6 @@ uint64_t auditlog__tail_bound(const struct auditlog_config *cfg);
  * has no byte on the file, so the window above is unchanged. The buffers
  * beyond AL_INFLIGHT are allocated at their first use. */
 #define AL_NBATCH 3u
+#define AL_DROP_BEHIND_DEFAULT (UINT64_C(1) << 30) /* auditlog_config_set_drop_behind_bytes */
 
 #endif

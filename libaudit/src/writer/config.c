@@ -18,6 +18,7 @@ AUDITLOG_API int auditlog_config_new(struct auditlog_config **ret_cfg)
 	c->queue_slots = 16384;
 	c->full_policy = AUDITLOG_FULL_BLOCK;
 	c->max_batch_bytes = 1u << 20;
+	c->drop_behind_bytes = AL_DROP_BEHIND_DEFAULT;
 	c->backend = AUDITLOG_BACKEND_AUTO;
 	c->future_tolerance_s = 600;
 	c->ckpt_records = 100000;
@@ -118,6 +119,14 @@ AUDITLOG_API int auditlog_config_set_worker_nice(struct auditlog_config *cfg, in
 		return -EINVAL;
 	cfg->worker_nice = nice;
 	cfg->has_worker_nice = true;
+	return 0;
+}
+
+AUDITLOG_API int auditlog_config_set_drop_behind_bytes(struct auditlog_config *cfg, uint64_t bytes)
+{
+	if (!cfg || (bytes != 0 && bytes < (1u << 20)))
+		return -EINVAL;
+	cfg->drop_behind_bytes = bytes;
 	return 0;
 }
 

@@ -139,6 +139,7 @@ static int open_locked(struct auditlog *l, bool excl, struct stat *ret_st)
 		goto err;
 	}
 	l->fd = fd;
+	l->dropped_upto = 0; /* a file of its own: its cache from its start (writer.c) */
 	*ret_st = st;
 	return 0;
 err:

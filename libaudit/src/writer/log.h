@@ -40,6 +40,7 @@ struct auditlog_config {
 	uint64_t async_coalesce_us; /* 0: off */
 	int worker_nice;            /* when has_worker_nice */
 	bool has_worker_nice;
+	uint64_t drop_behind_bytes; /* 0: never */
 	/* v2, in-process sealing (docs/format.md 17, 19, 20) */
 	char *seal_state_path;      /* the sealing state file (owned) */
 	char *signing_key_path;     /* the checkpoint signing key file (owned) */
@@ -260,6 +261,8 @@ struct auditlog {
 	struct head tail;      /* last record formatted (maybe not durable yet) */
 	struct head durable;   /* last record made durable */
 	uint64_t durable_size; /* file bytes through the durable head */
+	uint64_t dropped_upto; /* the active file's page cache dropped below this */
+	bool drop_inflight;    /* an IORING_OP_FADVISE of it not completed yet */
 	uint64_t last_ts_ns;
 	bool need_header;      /* the next batch starts with a header */
 	const char *header_reason;
@@ -336,7 +339,7 @@ struct auditlog {
 			fsync_errors, enospc_retries, short_writes, rotations, failovers,
 			recoveries, untrusted_restarts, inline_batches, coalesced_batches,
 			coalesce_wait_ns, sealer_requests, sealer_errors, sealer_reconnects,
-			sealer_wait_ns, caller_commits, batches_ahead;
+			sealer_wait_ns, caller_commits, batches_ahead, cache_drops;
 	} st;
 	pthread_mutex_t head_lock; /* guards the durable head for stats */
 };

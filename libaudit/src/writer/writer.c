@@ -28,6 +28,10 @@
 
 #define DEC_CAP (AL_LINE_MAX * 3)
 #define INLINE_MAX (64u << 10) /* a lone batch up to this size is committed inline */
+#define DROP_STEP (8u << 20)   /* the page cache is dropped behind the end this much at a time */
+#define DROP_MAX (1u << 30)    /* ... and at most this much a request (an SQE's len is 32 bits) */
+#define UD_EVENTFD UINT64_MAX  /* user_data of the eventfd's poll */
+#define UD_DROP (UINT64_MAX - 1) /* ... and of a page-cache drop */
 
 static const uint8_t zero_hash[AL_HASH_LEN];
 
@@ -775,14 +779,55 @@ static void reap(struct auditlog *l)
 	{
 		uint64_t ud = io_uring_cqe_get_data64(cqe);
 		n++;
-		if (ud == UINT64_MAX) {
+		if (ud == UD_EVENTFD) {
 			l->efd_armed = false; /* the eventfd fired */
+			continue;
+		}
+		if (ud == UD_DROP) { /* advice: its result changes nothing */
+			l->drop_inflight = false;
 			continue;
 		}
 		handle_cqe(l, (unsigned)(ud >> 1), (unsigned)(ud & 1), cqe->res);
 	}
 	io_uring_cq_advance(&l->ring, n);
 	drain_fake(l);
+}
+
+/*
+ * What is durable and more than drop_behind_bytes behind the end leaves the
+ * page cache (auditlog_config_set_drop_behind_bytes): those pages are clean,
+ * so POSIX_FADV_DONTNEED only frees them, and the next pages the log takes
+ * are these, not memory the kernel has to find (on a guest with free page
+ * reporting, fault in from its host: docs/benchmarks.md, "A growing file on
+ * this VM"). Through the ring an io-wq thread does it (~0.5 ms per 8 MiB
+ * here), one request at a time; the pwrite backend's worker does it itself.
+ * Only the worker calls this: a record_sync caller holding its role never
+ * pays for it.
+ */
+static void drop_behind(struct auditlog *l)
+{
+	uint64_t keep = l->cfg.drop_behind_bytes, end = l->durable_size, upto, len;
+
+	if (!keep || l->drop_inflight || l->fd < 0 || l->failover_err || end <= keep ||
+	    end - keep < l->dropped_upto + DROP_STEP)
+		return;
+	upto = end - keep;
+	len = upto - l->dropped_upto;
+	if (len > DROP_MAX)
+		len = DROP_MAX;
+	if (l->uring) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&l->ring);
+		if (!sqe)
+			return; /* next time */
+		io_uring_prep_fadvise(sqe, l->fd, l->dropped_upto, (off_t)len, POSIX_FADV_DONTNEED);
+		io_uring_sqe_set_data64(sqe, UD_DROP);
+		l->drop_inflight = true;
+		(void)io_uring_submit(&l->ring);
+	} else {
+		(void)posix_fadvise(l->fd, (off_t)l->dropped_upto, (off_t)len, POSIX_FADV_DONTNEED);
+	}
+	l->dropped_upto += len;
+	atomic_fetch_add(&l->st.cache_drops, 1);
 }
 
 /* ---- retiring batches in order ------------------------------------------- */
@@ -1428,7 +1473,7 @@ static void arm_eventfd(struct auditlog *l)
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&l->ring);
 	assert(sqe);
 	io_uring_prep_read(sqe, l->efd, &l->efd_buf, sizeof(l->efd_buf), 0);
-	io_uring_sqe_set_data64(sqe, UINT64_MAX);
+	io_uring_sqe_set_data64(sqe, UD_EVENTFD);
 	l->efd_armed = true;
 }
 
@@ -1579,6 +1624,7 @@ static void *worker_main(void *arg)
 				}
 		progress |= run_retries(l);
 		retire(l);
+		drop_behind(l);
 		progress |= issue_queued(l);
 		if (l->failover_err && inflight_ops(l) == 0 && !next_retry_ns(l)) {
 			failover(l);
@@ -2020,6 +2066,7 @@ AUDITLOG_API int auditlog_get_stats(struct auditlog *log, struct auditlog_stats 
 	s.sealer_away = atomic_load(&log->sealer_away);
 	s.caller_commits = atomic_load(&log->st.caller_commits);
 	s.batches_ahead = atomic_load(&log->st.batches_ahead);
+	s.cache_drops = atomic_load(&log->st.cache_drops);
 	memcpy(ret, &s, size < sizeof(s) ? size : sizeof(s));
 	return 0;
 }
