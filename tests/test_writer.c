@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <linux/capability.h>
+#include <linux/magic.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <semaphore.h>
@@ -684,8 +685,6 @@ static void test_full_block(void **state)
 	free(dir);
 }
 
-/* ---- arguments ------------------------------------------------------------ */
-
 /* ---- the page cache behind the durable end ---------------------------------- */
 
 /* Resident pages of [off, off + len) of the file at path (mincore). */
@@ -718,7 +717,7 @@ static void drop_run(enum auditlog_backend be, uint64_t drop_behind, bool on_tmp
 	struct auditlog *log;
 	struct auditlog_stats st;
 	static char detail[3000];
-	const uint64_t mib = 1u << 20;
+	const uint64_t mib = 1u << 20, pg = (uint64_t)sysconf(_SC_PAGESIZE);
 
 	memset(detail, 'd', sizeof(detail));
 	assert_int_equal(auditlog_config_set_backend(cfg, be), 0);
@@ -744,7 +743,7 @@ static void drop_run(enum auditlog_backend be, uint64_t drop_behind, bool on_tmp
 		assert_int_equal(st.cache_drops, 0);
 		/* what the check below relies on: written pages stay cached */
 		if (!on_tmpfs)
-			assert_true(resident_pages(path, 0, 8 * mib) >= 8 * mib / 4096 / 2);
+			assert_true(resident_pages(path, 0, 8 * mib) >= 8 * mib / pg / 2);
 	} else {
 		/* one drop per 8 MiB, one at a time: a second is asked only once
 		 * the first (all of [0, 8 MiB) at least) completed */
@@ -753,8 +752,8 @@ static void drop_run(enum auditlog_backend be, uint64_t drop_behind, bool on_tmp
 		if (!on_tmpfs) {
 			assert_int_equal(resident_pages(path, 0, 8 * mib), 0);
 			/* the last drop_behind bytes are never dropped */
-			uint64_t last = (size - 1) / 4096 * 4096;
-			assert_int_equal(resident_pages(path, last, 4096), 1);
+			uint64_t last = (size - 1) / pg * pg;
+			assert_int_equal(resident_pages(path, last, pg), 1);
 		}
 	}
 	struct tu_walk w;
@@ -773,13 +772,15 @@ static void test_drop_behind(void **state)
 	assert_int_equal(statfs(dir, &sf), 0);
 	tu_rmtree(dir);
 	free(dir);
-	bool tmpfs = sf.f_type == 0x01021994; /* TMPFS_MAGIC: shmem pages are never dropped */
+	bool tmpfs = sf.f_type == TMPFS_MAGIC; /* shmem pages are never dropped */
 	if (tmpfs)
 		print_message("on tmpfs: the page cache's residency is not checked\n");
 	drop_run(AUDITLOG_BACKEND_IO_URING, 1u << 20, tmpfs);
 	drop_run(AUDITLOG_BACKEND_PWRITE, 1u << 20, tmpfs);
 	drop_run(AUDITLOG_BACKEND_IO_URING, 0, tmpfs);
 }
+
+/* ---- arguments ------------------------------------------------------------ */
 
 static void test_bad_arguments(void **state)
 {
