@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -687,26 +686,6 @@ static void test_full_block(void **state)
 
 /* ---- the page cache behind the durable end ---------------------------------- */
 
-/* Resident pages of [off, off + len) of the file at path (mincore). */
-static size_t resident_pages(const char *path, uint64_t off, uint64_t len)
-{
-	long pg = sysconf(_SC_PAGESIZE);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	assert_true(fd >= 0 && off % (uint64_t)pg == 0);
-	void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, (off_t)off);
-	assert_true(m != MAP_FAILED);
-	size_t n = (len + (uint64_t)pg - 1) / (uint64_t)pg, res = 0;
-	unsigned char *v = malloc(n);
-	assert_non_null(v);
-	assert_int_equal(mincore(m, len, v), 0);
-	for (size_t i = 0; i < n; i++)
-		res += v[i] & 1;
-	free(v);
-	munmap(m, len);
-	close(fd);
-	return res;
-}
-
 /* 24 MiB of 3 KiB events, drop_behind as given: the drops asked (stats) and
  * which of the file's pages the page cache still holds afterwards. */
 static void drop_run(enum auditlog_backend be, uint64_t drop_behind, bool on_tmpfs)
@@ -743,17 +722,17 @@ static void drop_run(enum auditlog_backend be, uint64_t drop_behind, bool on_tmp
 		assert_int_equal(st.cache_drops, 0);
 		/* what the check below relies on: written pages stay cached */
 		if (!on_tmpfs)
-			assert_true(resident_pages(path, 0, 8 * mib) >= 8 * mib / pg / 2);
+			assert_true(tu_resident_pages(path, 0, 8 * mib) >= 8 * mib / pg / 2);
 	} else {
 		/* one drop per 8 MiB, one at a time: a second is asked only once
 		 * the first (all of [0, 8 MiB) at least) completed */
 		assert_true(st.cache_drops >= 2);
 		assert_true(st.cache_drops <= (size - drop_behind) / (8 * mib));
 		if (!on_tmpfs) {
-			assert_int_equal(resident_pages(path, 0, 8 * mib), 0);
+			assert_int_equal(tu_resident_pages(path, 0, 8 * mib), 0);
 			/* the last drop_behind bytes are never dropped */
 			uint64_t last = (size - 1) / pg * pg;
-			assert_int_equal(resident_pages(path, last, pg), 1);
+			assert_int_equal(tu_resident_pages(path, last, pg), 1);
 		}
 	}
 	struct tu_walk w;

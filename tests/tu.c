@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -81,6 +82,25 @@ uint64_t tu_file_size(const char *path)
 	if (stat(path, &st) < 0)
 		fail_msg("stat %s: %s", path, strerror(errno));
 	return (uint64_t)st.st_size;
+}
+
+size_t tu_resident_pages(const char *path, uint64_t off, uint64_t len)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0 && off % (uint64_t)pg == 0);
+	void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, (off_t)off);
+	assert_true(m != MAP_FAILED);
+	size_t n = (len + (uint64_t)pg - 1) / (uint64_t)pg, res = 0;
+	unsigned char *v = malloc(n);
+	assert_non_null(v);
+	assert_int_equal(mincore(m, len, v), 0);
+	for (size_t i = 0; i < n; i++)
+		res += v[i] & 1;
+	free(v);
+	munmap(m, len);
+	close(fd);
+	return res;
 }
 
 uint8_t *tu_read_file(const char *path, size_t *ret_len)

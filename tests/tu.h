@@ -26,6 +26,9 @@ void tu_rmtree(const char *dir);
 uint8_t *tu_read_file(const char *path, size_t *ret_len);
 char *tu_path(const char *dir, const char *name); /* malloc'ed dir/name */
 uint64_t tu_file_size(const char *path);
+/* How many pages of [off, off + len) of the file at path the page cache holds
+ * (mincore); off a multiple of the page size. */
+size_t tu_resident_pages(const char *path, uint64_t off, uint64_t len);
 
 /* What tu_walk found in one file. */
 struct tu_walk {

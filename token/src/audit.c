@@ -243,7 +243,9 @@ CK_RV tok_audit_open(char *err, size_t errlen)
 	    auditlog_config_set_backend(ac, c->audit_backend) < 0 ||
 	    auditlog_config_set_full_policy(ac, c->audit_queue_eagain ? AUDITLOG_FULL_EAGAIN
 								   : AUDITLOG_FULL_BLOCK) < 0 ||
-	    auditlog_config_set_async_coalesce_us(ac, c->audit_async_coalesce_us) < 0) {
+	    auditlog_config_set_async_coalesce_us(ac, c->audit_async_coalesce_us) < 0 ||
+	    (c->audit_drop_behind_set &&
+	     auditlog_config_set_drop_behind_bytes(ac, c->audit_drop_behind_bytes) < 0)) {
 		snprintf(err, errlen, "%s: an audit setting is out of range", c->path);
 		rv = CKR_ARGUMENTS_BAD;
 		goto out;

@@ -70,7 +70,8 @@ enum key {
 	K_AUDIT_VERIFY, K_AUDIT_FORMAT, K_AUDIT_QUEUE, K_AUDIT_ROTATE_BYTES, K_AUDIT_ROTATE_AGE,
 	K_AUDIT_ENOSPC, K_AUDIT_COALESCE, K_PBKDF2, K_MAX_PIN_FAILURES, K_SLOTS, K_AUDIT_BACKEND,
 	K_AUDIT_QUEUE_FULL, K_RSA_MIN_BITS, K_AUDIT_SEAL_STATE, K_AUDIT_SIGNING_KEY,
-	K_AUDIT_CKPT_RECORDS, K_AUDIT_CKPT_MS, K_AUDIT_SEALER_SOCKET, K_KEYGEN_AHEAD, K__MAX
+	K_AUDIT_CKPT_RECORDS, K_AUDIT_CKPT_MS, K_AUDIT_SEALER_SOCKET, K_KEYGEN_AHEAD,
+	K_AUDIT_DROP_BEHIND, K__MAX
 };
 
 static const char *const key_names[K__MAX] = {
@@ -98,6 +99,7 @@ static const char *const key_names[K__MAX] = {
 	[K_AUDIT_CKPT_MS] = "audit_checkpoint_ms",
 	[K_AUDIT_SEALER_SOCKET] = "audit_sealer_socket",
 	[K_KEYGEN_AHEAD] = "keygen_ahead",
+	[K_AUDIT_DROP_BEHIND] = "audit_drop_behind_bytes",
 };
 
 /* An absolute path into *dst (relative ones would depend on the caller's cwd). */
@@ -171,6 +173,13 @@ static bool set_key(struct tok_config *c, enum key k, const char *v)
 		return parse_u64(v, 0, UINT64_MAX, &c->audit_rotate_age_s);
 	case K_AUDIT_ENOSPC:
 		return parse_u64(v, 0, UINT64_MAX, &c->audit_enospc_deadline_ms);
+	case K_AUDIT_DROP_BEHIND:
+		/* libauditlog's bound: 0 (off) or at least 1 MiB */
+		if (!parse_u64(v, 0, UINT64_MAX, &u) || (u != 0 && u < (UINT64_C(1) << 20)))
+			return false;
+		c->audit_drop_behind_bytes = u;
+		c->audit_drop_behind_set = true;
+		return true;
 	case K_AUDIT_COALESCE:
 		return parse_u64(v, 0, AUDITLOG_ASYNC_COALESCE_MAX_US, &c->audit_async_coalesce_us);
 	case K_PBKDF2:
@@ -231,6 +240,7 @@ static const char *const key_hint[K__MAX] = {
 	[K_AUDIT_CKPT_RECORDS] = "records, 0..2147483647 (0 = by time only)",
 	[K_AUDIT_CKPT_MS] = "milliseconds, 0..4294967296 (0 = by count only)",
 	[K_KEYGEN_AHEAD] = "true or false",
+	[K_AUDIT_DROP_BEHIND] = "bytes, 0 (off) or at least 1048576",
 };
 
 CK_RV tok_config_load(struct tok_config *c, char *err, size_t errlen)
@@ -313,7 +323,7 @@ CK_RV tok_config_load(struct tok_config *c, char *err, size_t errlen)
 				goto fail;
 			}
 			say(err, errlen, "%s:%u: bad value '%.64s' for %s (want %s)", path, lineno, v, k,
-			    key_hint[key]);
+			    key_hint[key] ? key_hint[key] : "another value");
 			goto fail;
 		}
 	}

@@ -38,6 +38,8 @@ struct tok_config {
 	uint64_t audit_rotate_age_s;
 	uint64_t audit_enospc_deadline_ms;
 	uint64_t audit_async_coalesce_us; /* libauditlog's async_coalesce_us */
+	bool audit_drop_behind_set;       /* audit_drop_behind_bytes given; else */
+	uint64_t audit_drop_behind_bytes; /* libauditlog's default stands */
 	uint64_t pbkdf2_iterations;
 	uint64_t max_pin_failures;
 	uint64_t slots;
