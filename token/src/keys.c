@@ -855,32 +855,6 @@ static CK_RV set_uint_param(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, const OSSL
 	return rv;
 }
 
-struct rsa_export {
-	struct tok_attrs *pub, *priv; /* pub may be NULL */
-	bool called;
-	CK_RV rv;
-};
-
-/* EVP_PKEY_export's callback: the eight parts of an RSA key pair. */
-static int rsa_export_cb(const OSSL_PARAM params[], void *arg)
-{
-	struct rsa_export *x = arg;
-
-	x->called = true;
-	for (int i = 0; i < 8 && x->rv == CKR_OK; i++) {
-		const OSSL_PARAM *p = OSSL_PARAM_locate_const(params, rsa_param[i]);
-		if (!p) {
-			x->rv = CKR_GENERAL_ERROR;
-			break;
-		}
-		if (i < 2 && x->pub)
-			x->rv = set_uint_param(x->pub, rsa_attr[i], p);
-		if (x->rv == CKR_OK)
-			x->rv = set_uint_param(x->priv, rsa_attr[i], p);
-	}
-	return x->rv == CKR_OK;
-}
-
 /* Fill priv (and pub when not NULL) from pk of type kt on curve cv (RSA, EC,
  * Ed25519); params is the CKA_EC_PARAMS to write (NULL: the OID). */
 static CK_RV attrs_of_pkey(EVP_PKEY *pk, CK_KEY_TYPE kt, const struct curve *cv, const struct tok_attr *params,
@@ -893,16 +867,43 @@ static CK_RV attrs_of_pkey(EVP_PKEY *pk, CK_KEY_TYPE kt, const struct curve *cv,
 	CK_RV rv = CKR_OK;
 
 	if (kt == CKK_RSA) {
-		/* one export of every part, read where the provider put them:
-		 * each EVP_PKEY_get_bn_param exports them all again (8 of them:
-		 * 38 µs warm), EVP_PKEY_todata copies the export and each part
-		 * then became a BIGNUM (14 µs after a prime search; this: 10) */
-		struct rsa_export x = { pub, priv, false, CKR_OK };
+		/* Every part in one EVP_PKEY_get_params, written by the provider
+		 * into buffers of the modulus's size (no part is longer). Each
+		 * EVP_PKEY_get_bn_param exports all eight again (38 µs warm);
+		 * EVP_PKEY_export builds and copies a parameter list first
+		 * (11.3 µs right after a prime search, against 6.2 for this:
+		 * docs/benchmarks.md, "RSA-2048 key generation: the parts in
+		 * place, ..."). */
+		int bits = EVP_PKEY_get_bits(pk);
+		size_t nlen = bits > 0 ? ((size_t)bits + 7) / 8 : 0;
+		OSSL_PARAM ps[9];
+		uint8_t *b;
 
-		if (EVP_PKEY_export(pk, EVP_PKEY_KEYPAIR, rsa_export_cb, &x) != 1)
-			return !x.called ? tok_ossl_fail() : x.rv != CKR_OK ? x.rv : CKR_GENERAL_ERROR;
-		if (pub)
-			rv = tok_attrs_set_ulong(pub, CKA_MODULUS_BITS, (CK_ULONG)EVP_PKEY_get_bits(pk));
+		if (!nlen || nlen > RSA_IMPORT_MAX / 8)
+			return CKR_GENERAL_ERROR;
+		if (!(b = malloc(8 * nlen)))
+			return CKR_HOST_MEMORY;
+		for (int i = 0; i < 8; i++)
+			ps[i] = OSSL_PARAM_construct_BN(rsa_param[i], b + (size_t)i * nlen, nlen);
+		ps[8] = OSSL_PARAM_construct_end();
+		if (EVP_PKEY_get_params(pk, ps) != 1)
+			rv = tok_ossl_fail();
+		for (int i = 0; i < 8 && rv == CKR_OK; i++) {
+			/* what it wrote (3.0 pads the buffer and says so) */
+			OSSL_PARAM v = ps[i];
+
+			v.data_size = ps[i].return_size;
+			if (!OSSL_PARAM_modified(&ps[i]) || v.data_size > nlen) /* a public key */
+				rv = CKR_GENERAL_ERROR;
+			else if (i < 2 && pub)
+				rv = set_uint_param(pub, rsa_attr[i], &v);
+			if (rv == CKR_OK)
+				rv = set_uint_param(priv, rsa_attr[i], &v);
+		}
+		OPENSSL_cleanse(b, 8 * nlen);
+		free(b);
+		if (rv == CKR_OK && pub)
+			rv = tok_attrs_set_ulong(pub, CKA_MODULUS_BITS, (CK_ULONG)bits);
 		return rv;
 	}
 	if (kt == CKK_EC) {
