@@ -1331,10 +1331,6 @@ static void test_text_fields_every_byte(void **state)
 	assert_audit_verifies();
 }
 
-/* The audit directory deleted while the token runs: the next durable record
- * lands in a file with no link; the token fails closed, does not re-create
- * the directory, and the calls that only reduce privilege still succeed,
- * unrecorded, counted in the next trail's first record. */
 /* audit_drop_behind_bytes reaches libauditlog: at 1 MiB the trail's first
  * 8 MiB leave the page cache as it grows past 9 MiB (docs/durability.md; that
  * 0 turns the drops off is test_writer's test_drop_behind). */
@@ -1370,6 +1366,10 @@ static void test_audit_drop_behind(void **state)
 	free(log);
 }
 
+/* The audit directory deleted while the token runs: the next durable record
+ * lands in a file with no link; the token fails closed, does not re-create
+ * the directory, and the calls that only reduce privilege still succeed,
+ * unrecorded, counted in the next trail's first record. */
 static void test_audit_dir_deleted(void **state)
 {
 	CK_SESSION_HANDLE h, h2;
