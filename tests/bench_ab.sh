@@ -19,13 +19,8 @@ AB="$SRC/bench/ab"
 PY=/usr/bin/python3
 [ -x "$PY" ] || { echo "SKIP: $PY is missing"; exit 77; }
 
-tmp=$(mktemp -d "${TMPDIR:-/var/tmp}/bench-ab-test.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-if [ "$(stat -f -c %T "$tmp")" = tmpfs ]; then
-	echo "SKIP: $tmp is on tmpfs (p11-bench refuses it)"
-	exit 77
-fi
+. "$(dirname "$0")/bench_lib.sh"
+bench_scratch bench-ab-test "p11-bench"
 
 # --- bad arguments: exit 2 ---------------------------------------------------
 for bad in "--pairs 0 $MOD $MOD" "--cooldown -1 $MOD $MOD" "$MOD" "--bench p11-bench $MOD $tmp/none.so"; do

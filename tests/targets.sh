@@ -20,13 +20,8 @@ PY=/usr/bin/python3
 [ -x "$PY" ] || { echo "SKIP: $PY is missing"; exit 77; }
 [ -e /usr/lib/softhsm/libsofthsm2.so ] || { echo "SKIP: SoftHSMv2 is not installed"; exit 77; }
 
-tmp=$(mktemp -d "${TMPDIR:-/var/tmp}/targets-test.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-if [ "$(stat -f -c %T "$tmp")" = tmpfs ]; then
-	echo "SKIP: $tmp is on tmpfs (the benches refuse it)"
-	exit 77
-fi
+. "$(dirname "$0")/bench_lib.sh"
+bench_scratch targets-test "the benches"
 
 # --- bad arguments: exit 2 ---------------------------------------------------
 for bad in "--runs 0" "--runs 21" "--input $tmp --out $tmp" "--no-such-option" \
