@@ -35,8 +35,9 @@ done
 	"$MOD" "$MOD" -- --dir "$tmp" --only 'keygen-ec-p256,keygen-rsa2048,sha256' --iterations 2 \
 	--warmup 0 --threads 1 --data-sizes 256 --no-raw --no-audit-off >"$tmp/out.txt" 2>"$tmp/err.txt" ||
 	{ cat "$tmp/err.txt" >&2; fail "bench/ab failed"; }
+# beyond_own_fdatasync_p50_us is absent from a run where no call made its own
+# fdatasync (each handed its record to the worker): checked below when present
 for row in "softtoken/keygen-ec-p256/0B/x1 " "softtoken/keygen-ec-p256/0B/x1/p50_us " \
-	"softtoken/keygen-ec-p256/0B/x1/beyond_own_fdatasync_p50_us " \
 	"softtoken/keygen-rsa2048/0B/x1/outside_keygen_p50_us "; do
 	grep -qF "$row" "$tmp/out.txt" || { cat "$tmp/out.txt"; fail "no row '$row'"; }
 done
@@ -45,11 +46,12 @@ import json, sys
 m = {r["metric"]: r for r in json.load(open(sys.argv[1]))["metrics"]}
 ops = m["softtoken/keygen-ec-p256/0B/x1"]
 assert ops["higher_is_better"] is True, ops
-for f in ("p50_us", "beyond_own_fdatasync_p50_us"):
-    r = m["softtoken/keygen-ec-p256/0B/x1/" + f]
+for k in ("softtoken/keygen-ec-p256/0B/x1/p50_us", "softtoken/keygen-rsa2048/0B/x1/outside_keygen_p50_us"):
+    r = m[k]  # in every run: A, B and the control
     assert r["higher_is_better"] is False and r["median_a"] > 0 and len(r["control"]) == 1, r
-r = m["softtoken/keygen-rsa2048/0B/x1/outside_keygen_p50_us"]
-assert r["higher_is_better"] is False and r["median_a"] > 0, r
+for k, r in m.items():
+    if k.endswith("/beyond_own_fdatasync_p50_us"):
+        assert r["higher_is_better"] is False and r["median_a"] > 0, r
 # not a key generation: its ops/s only
 assert m["softtoken/sha256/256B/x1"]["higher_is_better"] is True, m
 assert not [k for k in m if k.startswith("softtoken/sha256/") and k != "softtoken/sha256/256B/x1"], m
