@@ -96,7 +96,9 @@ AUDITLOG_API int auditlog_config_set_worker_nice(struct auditlog_config *cfg, in
  * to a half of its rate after its first gigabyte (docs/benchmarks.md, "The
  * page cache dropped behind the durable end"). A reader within that distance
  * of the end (a SIEM shipper tailing the file) finds its pages cached; one
- * further behind reads them from disk. -EINVAL below 1 MiB, except 0. */
+ * further behind reads them from disk. -EINVAL below AUDITLOG_DROP_BEHIND_MIN
+ * (1 MiB), except 0. */
+#define AUDITLOG_DROP_BEHIND_MIN (UINT64_C(1) << 20)
 AUDITLOG_API int auditlog_config_set_drop_behind_bytes(struct auditlog_config *cfg, uint64_t bytes);
 /* A tail record more than this far in the future is untrusted (seconds; default 600). */
 AUDITLOG_API int auditlog_config_set_future_tolerance_s(struct auditlog_config *cfg, uint64_t seconds);

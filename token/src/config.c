@@ -175,7 +175,7 @@ static bool set_key(struct tok_config *c, enum key k, const char *v)
 		return parse_u64(v, 0, UINT64_MAX, &c->audit_enospc_deadline_ms);
 	case K_AUDIT_DROP_BEHIND:
 		/* libauditlog's bound: 0 (off) or at least 1 MiB */
-		if (!parse_u64(v, 0, UINT64_MAX, &u) || (u != 0 && u < (UINT64_C(1) << 20)))
+		if (!parse_u64(v, 0, UINT64_MAX, &u) || (u != 0 && u < AUDITLOG_DROP_BEHIND_MIN))
 			return false;
 		c->audit_drop_behind_bytes = u;
 		c->audit_drop_behind_set = true;

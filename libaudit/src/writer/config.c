@@ -124,7 +124,7 @@ AUDITLOG_API int auditlog_config_set_worker_nice(struct auditlog_config *cfg, in
 
 AUDITLOG_API int auditlog_config_set_drop_behind_bytes(struct auditlog_config *cfg, uint64_t bytes)
 {
-	if (!cfg || (bytes != 0 && bytes < (1u << 20)))
+	if (!cfg || (bytes != 0 && bytes < AUDITLOG_DROP_BEHIND_MIN))
 		return -EINVAL;
 	cfg->drop_behind_bytes = bytes;
 	return 0;
