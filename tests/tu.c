@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <openssl/sha.h>
@@ -101,6 +103,17 @@ size_t tu_resident_pages(const char *path, uint64_t off, uint64_t len)
 	munmap(m, len);
 	close(fd);
 	return res;
+}
+
+bool tu_on_tmpfs(const char *path)
+{
+	struct statfs sf;
+
+	assert_int_equal(statfs(path, &sf), 0);
+	if (sf.f_type != TMPFS_MAGIC)
+		return false;
+	print_message("on tmpfs: the page cache's residency is not checked\n");
+	return true;
 }
 
 uint8_t *tu_read_file(const char *path, size_t *ret_len)

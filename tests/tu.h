@@ -29,6 +29,9 @@ uint64_t tu_file_size(const char *path);
 /* How many pages of [off, off + len) of the file at path the page cache holds
  * (mincore); off a multiple of the page size. */
 size_t tu_resident_pages(const char *path, uint64_t off, uint64_t len);
+/* Is path on tmpfs, whose shmem pages are never dropped from the page cache
+ * (tu_resident_pages then proves nothing)? Says so when it is. */
+bool tu_on_tmpfs(const char *path);
 
 /* What tu_walk found in one file. */
 struct tu_walk {
