@@ -900,6 +900,57 @@ static void test_attrs(void **state)
 	assert_int_equal(c.n, 0);
 }
 
+/* tok_attrs_take keeps the buffer it is given (or, short, inline);
+ * tok_attrs_move hands every value of one set to another, pointer and all,
+ * replacing the types the destination had, and leaves the source empty. */
+static void test_attrs_move(void **state)
+{
+	struct tok_attrs d = { 0 }, m = { 0 };
+	uint8_t *heap = malloc(40), *small = malloc(8);
+	const uint8_t *moved;
+	CK_ULONG v;
+
+	(void)state;
+	assert_non_null(heap);
+	assert_non_null(small);
+	memset(heap, 0x5a, 40);
+	memcpy(small, "12345678", 8);
+	assert_int_equal(tok_attrs_take(&m, CKA_MODULUS, heap, 40), CKR_OK);
+	assert_ptr_equal(tok_attrs_get(&m, CKA_MODULUS)->value, heap); /* kept, not copied */
+	assert_int_equal(tok_attrs_take(&m, CKA_PUBLIC_EXPONENT, small, 8), CKR_OK); /* freed: inline */
+	assert_ptr_equal(tok_attrs_get(&m, CKA_PUBLIC_EXPONENT)->value, tok_attrs_get(&m, CKA_PUBLIC_EXPONENT)->inl);
+	assert_memory_equal(tok_attrs_get(&m, CKA_PUBLIC_EXPONENT)->value, "12345678", 8);
+	assert_int_equal(tok_attrs_take(&m, CKA_ID, NULL, 0), CKR_OK);
+	assert_int_equal(tok_attrs_set_ulong(&m, CKA_KEY_TYPE, CKK_RSA), CKR_OK);
+	/* a destination with a type of its own, one the source replaces, and
+	 * full, so the move grows it */
+	for (CK_ULONG i = 0; i < 15; i++)
+		assert_int_equal(tok_attrs_set_ulong(&d, 0x80000000UL + i, i), CKR_OK);
+	assert_int_equal(tok_attrs_set_ulong(&d, CKA_KEY_TYPE, CKK_EC), CKR_OK);
+	assert_int_equal(d.n, d.cap);
+	moved = tok_attrs_get(&m, CKA_MODULUS)->value;
+	assert_int_equal(tok_attrs_move(&d, &m), CKR_OK);
+	assert_int_equal(m.n, 0);
+	assert_null(m.a);
+	assert_null(tok_attrs_get(&m, CKA_MODULUS));
+	assert_int_equal(d.n, 19);
+	assert_ptr_equal(tok_attrs_get(&d, CKA_MODULUS)->value, moved);
+	assert_int_equal(tok_attrs_get(&d, CKA_MODULUS)->len, 40);
+	assert_int_equal(tok_attrs_get(&d, CKA_MODULUS)->value[39], 0x5a);
+	assert_ptr_equal(tok_attrs_get(&d, CKA_PUBLIC_EXPONENT)->value, tok_attrs_get(&d, CKA_PUBLIC_EXPONENT)->inl);
+	assert_memory_equal(tok_attrs_get(&d, CKA_PUBLIC_EXPONENT)->value, "12345678", 8);
+	assert_int_equal(tok_attrs_get(&d, CKA_ID)->len, 0);
+	assert_true(tok_attrs_ulong(&d, CKA_KEY_TYPE, &v) && v == CKK_RSA);
+	for (CK_ULONG i = 0; i < 15; i++)
+		assert_true(tok_attrs_ulong(&d, 0x80000000UL + i, &v) && v == i);
+	/* an empty source moves nothing, and stays usable */
+	assert_int_equal(tok_attrs_move(&d, &m), CKR_OK);
+	assert_int_equal(d.n, 19);
+	assert_int_equal(tok_attrs_set_ulong(&m, CKA_CLASS, CKO_DATA), CKR_OK);
+	tok_attrs_free(&m);
+	tok_attrs_free(&d);
+}
+
 /* ---- secret key generation and checks ------------------------------------- */
 
 static void test_secret_keys(void **state)
@@ -1579,49 +1630,66 @@ static BIGNUM *attr_bn(const struct tok_attrs *s, CK_ATTRIBUTE_TYPE t)
  * and the public key's modulus and exponent are the private key's. */
 static void test_rsa_generated_parts(void **state)
 {
-	struct tok_attrs pt = { 0 }, vt = { 0 }, pub = { 0 }, priv = { 0 };
-	CK_MECHANISM mech = { CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0 };
+	/* 65537, and 2^64 + 1: an exponent longer than the 8 bytes keys.c
+	 * reads it into first, so its parts are read a second time */
+	static const struct {
+		const char *e;
+		size_t len;
+	} ex[] = { { NULL, 0 }, { "\x01\x00\x00\x00\x00\x00\x00\x00\x01", 9 } };
 	BN_CTX *bc = BN_CTX_new();
-	BIGNUM *t = BN_new(), *u = BN_new(), *p1 = BN_new(), *q1 = BN_new();
 
 	(void)state;
 	assert_non_null(bc);
-	tok_attrs_set_ulong(&pt, CKA_MODULUS_BITS, 2048);
-	assert_int_equal(tok_generate_key_pair(&mech, &pt, &vt, &pub, &priv), CKR_OK);
-	BIGNUM *n = attr_bn(&priv, CKA_MODULUS), *e = attr_bn(&priv, CKA_PUBLIC_EXPONENT),
-	       *d = attr_bn(&priv, CKA_PRIVATE_EXPONENT), *p = attr_bn(&priv, CKA_PRIME_1),
-	       *q = attr_bn(&priv, CKA_PRIME_2), *dp = attr_bn(&priv, CKA_EXPONENT_1),
-	       *dq = attr_bn(&priv, CKA_EXPONENT_2), *qi = attr_bn(&priv, CKA_COEFFICIENT),
-	       *pn = attr_bn(&pub, CKA_MODULUS), *pe = attr_bn(&pub, CKA_PUBLIC_EXPONENT);
-	CK_ULONG bits = 0;
+	for (size_t k = 0; k < sizeof(ex) / sizeof(ex[0]); k++) {
+		struct tok_attrs pt = { 0 }, vt = { 0 }, pub = { 0 }, priv = { 0 };
+		CK_MECHANISM mech = { CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0 };
+		BIGNUM *t = BN_new(), *u = BN_new(), *p1 = BN_new(), *q1 = BN_new(), *want_e = NULL;
 
-	assert_true(tok_attrs_ulong(&pub, CKA_MODULUS_BITS, &bits));
-	assert_int_equal(bits, 2048);
-	assert_int_equal(BN_num_bits(n), 2048);
-	assert_int_equal(BN_get_word(e), 65537);
-	assert_int_equal(BN_cmp(pn, n), 0);
-	assert_int_equal(BN_cmp(pe, e), 0);
-	assert_null(tok_attrs_get(&pub, CKA_PRIVATE_EXPONENT));
-	assert_true(BN_mul(t, p, q, bc)); /* n = p q */
-	assert_int_equal(BN_cmp(t, n), 0);
-	assert_true(BN_sub(p1, p, BN_value_one()) && BN_sub(q1, q, BN_value_one()));
-	assert_true(BN_mod(t, d, p1, bc)); /* dP = d mod (p - 1), dQ = d mod (q - 1) */
-	assert_int_equal(BN_cmp(t, dp), 0);
-	assert_true(BN_mod(t, d, q1, bc));
-	assert_int_equal(BN_cmp(t, dq), 0);
-	assert_true(BN_mod_mul(t, e, dp, p1, bc)); /* e dP = 1 mod (p - 1), and for q */
-	assert_true(BN_is_one(t));
-	assert_true(BN_mod_mul(t, e, dq, q1, bc));
-	assert_true(BN_is_one(t));
-	assert_true(BN_mod_mul(u, qi, q, p, bc)); /* qInv q = 1 mod p */
-	assert_true(BN_is_one(u));
-	BIGNUM *all[] = { n, e, d, p, q, dp, dq, qi, pn, pe, t, u, p1, q1 };
-	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-		BN_clear_free(all[i]);
+		tok_attrs_set_ulong(&pt, CKA_MODULUS_BITS, 2048);
+		if (ex[k].e) {
+			tok_attrs_set(&pt, CKA_PUBLIC_EXPONENT, ex[k].e, ex[k].len);
+			want_e = BN_bin2bn((const uint8_t *)ex[k].e, (int)ex[k].len, NULL);
+		} else {
+			want_e = BN_new();
+			assert_true(want_e && BN_set_word(want_e, 65537));
+		}
+		assert_int_equal(tok_generate_key_pair(&mech, &pt, &vt, &pub, &priv), CKR_OK);
+		BIGNUM *n = attr_bn(&priv, CKA_MODULUS), *e = attr_bn(&priv, CKA_PUBLIC_EXPONENT),
+		       *d = attr_bn(&priv, CKA_PRIVATE_EXPONENT), *p = attr_bn(&priv, CKA_PRIME_1),
+		       *q = attr_bn(&priv, CKA_PRIME_2), *dp = attr_bn(&priv, CKA_EXPONENT_1),
+		       *dq = attr_bn(&priv, CKA_EXPONENT_2), *qi = attr_bn(&priv, CKA_COEFFICIENT),
+		       *pn = attr_bn(&pub, CKA_MODULUS), *pe = attr_bn(&pub, CKA_PUBLIC_EXPONENT);
+		CK_ULONG bits = 0;
+
+		assert_true(tok_attrs_ulong(&pub, CKA_MODULUS_BITS, &bits));
+		assert_int_equal(bits, 2048);
+		assert_int_equal(BN_num_bits(n), 2048);
+		assert_int_equal(BN_cmp(e, want_e), 0);
+		assert_int_equal(tok_attrs_get(&priv, CKA_PUBLIC_EXPONENT)->len, ex[k].e ? 9 : 3);
+		assert_int_equal(BN_cmp(pn, n), 0);
+		assert_int_equal(BN_cmp(pe, e), 0);
+		assert_null(tok_attrs_get(&pub, CKA_PRIVATE_EXPONENT));
+		assert_true(BN_mul(t, p, q, bc)); /* n = p q */
+		assert_int_equal(BN_cmp(t, n), 0);
+		assert_true(BN_sub(p1, p, BN_value_one()) && BN_sub(q1, q, BN_value_one()));
+		assert_true(BN_mod(t, d, p1, bc)); /* dP = d mod (p - 1), dQ = d mod (q - 1) */
+		assert_int_equal(BN_cmp(t, dp), 0);
+		assert_true(BN_mod(t, d, q1, bc));
+		assert_int_equal(BN_cmp(t, dq), 0);
+		assert_true(BN_mod_mul(t, e, dp, p1, bc)); /* e dP = 1 mod (p - 1), and for q */
+		assert_true(BN_is_one(t));
+		assert_true(BN_mod_mul(t, e, dq, q1, bc));
+		assert_true(BN_is_one(t));
+		assert_true(BN_mod_mul(u, qi, q, p, bc)); /* qInv q = 1 mod p */
+		assert_true(BN_is_one(u));
+		BIGNUM *all[] = { n, e, d, p, q, dp, dq, qi, pn, pe, t, u, p1, q1, want_e };
+		for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+			BN_clear_free(all[i]);
+		tok_attrs_free(&pt);
+		tok_attrs_free(&pub);
+		tok_attrs_free(&priv);
+	}
 	BN_CTX_free(bc);
-	tok_attrs_free(&pt);
-	tok_attrs_free(&pub);
-	tok_attrs_free(&priv);
 }
 
 /* One RSA generation context is kept from call to call (keys.c rsa_gen):
@@ -2589,6 +2657,7 @@ int main(void)
 		cmocka_unit_test(test_aes_block),
 		cmocka_unit_test(test_aes_gcm),
 		cmocka_unit_test(test_attrs),
+		cmocka_unit_test(test_attrs_move),
 		cmocka_unit_test(test_secret_keys),
 		cmocka_unit_test(test_wrap_vectors),
 		cmocka_unit_test(test_ec),

@@ -93,12 +93,50 @@ static CK_RV attrs_grow(struct tok_attrs *s)
 	return CKR_OK;
 }
 
+/* The entry of type t, emptied (its old value cleansed), or a new one; NULL
+ * when the set cannot grow. */
+static struct tok_attr *entry_for(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t)
+{
+	struct tok_attr *e = (struct tok_attr *)tok_attrs_get(s, t);
+	unsigned w;
+	uint64_t bit;
+
+	if (e) {
+		attr_clear(e);
+		return e;
+	}
+	if (attrs_grow(s) != CKR_OK)
+		return NULL;
+	e = &s->a[s->n++];
+	e->type = t;
+	e->value = NULL;
+	e->len = 0;
+	type_bit(t, &w, &bit);
+	s->seen[w] |= bit;
+	return e;
+}
+
+/* Give e the value: heap (len > TOK_ATTR_INLINE, taken over) or copied
+ * inline from small (cleansed after). */
+static void entry_fill(struct tok_attr *e, uint8_t *heap, uint8_t *small, CK_ULONG len)
+{
+	e->len = len;
+	if (heap) {
+		e->value = heap;
+	} else if (len) {
+		memcpy(e->inl, small, len);
+		e->value = e->inl;
+		OPENSSL_cleanse(small, len);
+	} else {
+		e->value = NULL;
+	}
+}
+
 CK_RV tok_attrs_set(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, const void *value, CK_ULONG len)
 {
-	struct tok_attr *e = NULL;
+	struct tok_attr *e;
 	uint8_t small[TOK_ATTR_INLINE];
 	uint8_t *copy = NULL;
-	CK_RV rv;
 
 	/* The value is copied before the set changes: it may be one of the
 	 * set's own. */
@@ -109,33 +147,56 @@ CK_RV tok_attrs_set(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, const void *value,
 			return CKR_HOST_MEMORY;
 		memcpy(copy, value, len);
 	}
-	e = (struct tok_attr *)tok_attrs_get(s, t);
-	if (e) {
-		attr_clear(e);
-	} else {
-		unsigned w;
-		uint64_t bit;
-		if ((rv = attrs_grow(s)) != CKR_OK) {
-			free(copy);
-			OPENSSL_cleanse(small, sizeof(small));
-			return rv;
-		}
-		e = &s->a[s->n++];
-		e->type = t;
-		type_bit(t, &w, &bit);
-		s->seen[w] |= bit;
-	}
-	e->len = len;
-	if (copy) {
-		e->value = copy;
-	} else if (len) {
-		memcpy(e->inl, small, len);
-		e->value = e->inl;
+	if (!(e = entry_for(s, t))) {
+		if (copy)
+			OPENSSL_cleanse(copy, len);
+		free(copy);
 		OPENSSL_cleanse(small, sizeof(small));
-	} else {
-		e->value = NULL;
+		return CKR_HOST_MEMORY;
 	}
+	entry_fill(e, copy, small, len);
 	return CKR_OK;
+}
+
+CK_RV tok_attrs_take(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, uint8_t *value, CK_ULONG len)
+{
+	struct tok_attr *e;
+	uint8_t small[TOK_ATTR_INLINE];
+
+	if (len <= TOK_ATTR_INLINE) { /* inline, as tok_attrs_set keeps it */
+		if (len)
+			memcpy(small, value, len);
+		OPENSSL_cleanse(value, len);
+		free(value);
+		value = NULL;
+	}
+	if (!(e = entry_for(s, t))) {
+		OPENSSL_cleanse(value ? value : small, len);
+		free(value);
+		return CKR_HOST_MEMORY;
+	}
+	entry_fill(e, value, small, len);
+	return CKR_OK;
+}
+
+CK_RV tok_attrs_move(struct tok_attrs *dst, struct tok_attrs *src)
+{
+	CK_RV rv = CKR_OK;
+	size_t i;
+
+	for (i = 0; i < src->n && rv == CKR_OK; i++) {
+		struct tok_attr *a = &src->a[i], *e = entry_for(dst, a->type);
+
+		if (!e) {
+			rv = CKR_HOST_MEMORY;
+			break;
+		}
+		entry_fill(e, attr_inline(a->len) ? NULL : a->value, a->inl, a->len);
+		a->value = NULL; /* handed over, or its inline bytes cleansed */
+		a->len = 0;
+	}
+	tok_attrs_free(src);
+	return rv;
 }
 
 CK_RV tok_attrs_set_ulong(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, CK_ULONG v)

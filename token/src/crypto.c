@@ -433,22 +433,19 @@ CK_RV C_DecryptVerifyUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR in, CK_ULONG n, CK_
 
 /* ---- keys --------------------------------------------------------------------------- */
 
-/* Template + what the mechanism determined; the template may not set the
- * values the mechanism makes. */
-static CK_RV merge(struct tok_attrs *dst, const struct tok_attrs *made)
+/* Template + what the mechanism determined, moved into the template's set
+ * (made is left empty: a key's parts are not copied again); the template may
+ * not set the values the mechanism makes. */
+static CK_RV merge(struct tok_attrs *dst, struct tok_attrs *made)
 {
 	for (size_t i = 0; i < made->n; i++) {
 		const struct tok_attr *t = tok_attrs_get(dst, made->a[i].type);
-		CK_RV rv;
 		if (t && (t->len != made->a[i].len ||
 			  (t->len && memcmp(t->value, made->a[i].value, t->len) != 0)) &&
 		    made->a[i].type != CKA_LOCAL && made->a[i].type != CKA_KEY_GEN_MECHANISM)
 			return CKR_TEMPLATE_INCONSISTENT;
-		rv = tok_attrs_set(dst, made->a[i].type, made->a[i].value, made->a[i].len);
-		if (rv != CKR_OK)
-			return rv;
 	}
-	return CKR_OK;
+	return tok_attrs_move(dst, made);
 }
 
 /* The token-only attributes the engine fills are set after the template's

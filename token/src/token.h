@@ -55,6 +55,14 @@ void tok_attrs_free(struct tok_attrs *s); /* cleanses every value */
 const struct tok_attr *tok_attrs_get(const struct tok_attrs *s, CK_ATTRIBUTE_TYPE t);
 /* Set (replace or add) a copy of value. CKR_OK or CKR_HOST_MEMORY. */
 CK_RV tok_attrs_set(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, const void *value, CK_ULONG len);
+/* Set t to value, a malloc'd buffer of len bytes the set takes over (or
+ * cleanses and frees, when it keeps the value inline or cannot grow). */
+CK_RV tok_attrs_take(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, uint8_t *value, CK_ULONG len);
+/* Move every attribute of src into dst, replacing dst's of the same types;
+ * the values are handed over, not copied (a key's parts then exist once on
+ * the heap). src is left empty, also on CKR_HOST_MEMORY (what was not moved
+ * yet is cleansed and freed). */
+CK_RV tok_attrs_move(struct tok_attrs *dst, struct tok_attrs *src);
 CK_RV tok_attrs_set_ulong(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, CK_ULONG v);
 CK_RV tok_attrs_set_bool(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, bool v);
 void tok_attrs_del(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t);
