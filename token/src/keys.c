@@ -829,30 +829,34 @@ static CK_RV ec_attrs(const uint8_t *pv, size_t pv_len, const uint8_t *pt, size_
 
 /* An OSSL_PARAM_UNSIGNED_INTEGER (native byte order, OSSL_PARAM(3)) as the
  * big-endian bytes without leading zeros PKCS#11 wants, into attribute t. */
+/* Set t from p, an unsigned integer of data_size bytes in the host's order,
+ * as PKCS#11's big-endian bytes without leading zeros; written once, into
+ * the buffer the set keeps. */
 static CK_RV set_uint_param(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, const OSSL_PARAM *p)
 {
-	uint8_t buf[RSA_IMPORT_MAX / 8 + 8];
 	const uint8_t *d = p->data;
 	size_t n = p->data_size;
-	CK_RV rv;
+	uint8_t *v = NULL;
 
-	if (p->data_type != OSSL_PARAM_UNSIGNED_INTEGER || n > sizeof(buf))
+	if (p->data_type != OSSL_PARAM_UNSIGNED_INTEGER)
 		return CKR_GENERAL_ERROR;
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 	while (n && !d[n - 1])
 		n--;
+	if (n && !(v = malloc(n)))
+		return CKR_HOST_MEMORY;
 	for (size_t i = 0; i < n; i++)
-		buf[i] = d[n - 1 - i];
+		v[i] = d[n - 1 - i];
 #else
 	while (n && !d[0]) {
 		d++;
 		n--;
 	}
-	memcpy(buf, d, n);
+	if (n && !(v = malloc(n)))
+		return CKR_HOST_MEMORY;
+	memcpy(v, d, n);
 #endif
-	rv = tok_attrs_set(s, t, buf, (CK_ULONG)n);
-	OPENSSL_cleanse(buf, n);
-	return rv;
+	return tok_attrs_take(s, t, n ? v : NULL, (CK_ULONG)n);
 }
 
 /* Fill priv (and pub when not NULL) from pk of type kt on curve cv (RSA, EC,
@@ -868,32 +872,49 @@ static CK_RV attrs_of_pkey(EVP_PKEY *pk, CK_KEY_TYPE kt, const struct curve *cv,
 
 	if (kt == CKK_RSA) {
 		/* Every part in one EVP_PKEY_get_params, written by the provider
-		 * into buffers of the modulus's size (no part is longer). Each
+		 * into buffers of our own. Each
 		 * EVP_PKEY_get_bn_param exports all eight again (38 µs warm);
 		 * EVP_PKEY_export builds and copies a parameter list first
 		 * (11.3 µs right after a prime search, against 6.2 for this:
 		 * docs/benchmarks.md, "RSA-2048 key generation: the parts in
 		 * place, ..."). */
 		int bits = EVP_PKEY_get_bits(pk);
-		size_t nlen = bits > 0 ? ((size_t)bits + 7) / 8 : 0;
+		size_t nlen = bits > 0 ? ((size_t)bits + 7) / 8 : 0, off = 0;
+		/* The export pads every part to its buffer a byte at a time
+		 * (constant time): the parts of p or q get buffers their size,
+		 * e 8 bytes. A key they do not fit (an exponent of more than 64
+		 * bits) is read again at the modulus's size. */
+		size_t half = ((size_t)(bits + 1) / 2 + 7) / 8;
+		const size_t tight[8] = { nlen, 8, nlen, half, half, half, half, half };
 		OSSL_PARAM ps[9];
 		uint8_t *b;
+		int ok;
 
 		if (!nlen || nlen > RSA_IMPORT_MAX / 8)
 			return CKR_GENERAL_ERROR;
 		if (!(b = malloc(8 * nlen)))
 			return CKR_HOST_MEMORY;
-		for (int i = 0; i < 8; i++)
-			ps[i] = OSSL_PARAM_construct_BN(rsa_param[i], b + (size_t)i * nlen, nlen);
+		for (int i = 0; i < 8; off += tight[i], i++)
+			ps[i] = OSSL_PARAM_construct_BN(rsa_param[i], b + off, tight[i]);
 		ps[8] = OSSL_PARAM_construct_end();
-		if (EVP_PKEY_get_params(pk, ps) != 1)
+		ERR_set_mark();
+		ok = EVP_PKEY_get_params(pk, ps);
+		if (ok != 1) {
+			ERR_pop_to_mark();
+			for (int i = 0; i < 8; i++)
+				ps[i] = OSSL_PARAM_construct_BN(rsa_param[i], b + (size_t)i * nlen, nlen);
+			ok = EVP_PKEY_get_params(pk, ps);
+		} else {
+			ERR_clear_last_mark();
+		}
+		if (ok != 1)
 			rv = tok_ossl_fail();
 		for (int i = 0; i < 8 && rv == CKR_OK; i++) {
 			/* what it wrote (3.0 pads the buffer and says so) */
 			OSSL_PARAM v = ps[i];
 
 			v.data_size = ps[i].return_size;
-			if (!OSSL_PARAM_modified(&ps[i]) || v.data_size > nlen) /* a public key */
+			if (!OSSL_PARAM_modified(&ps[i]) || v.data_size > ps[i].data_size) /* a public key */
 				rv = CKR_GENERAL_ERROR;
 			else if (i < 2 && pub)
 				rv = set_uint_param(pub, rsa_attr[i], &v);
