@@ -611,6 +611,65 @@ static void test_sync_durable(void **state)
 	sync_durable(AUDITLOG_BACKEND_PWRITE, false);
 }
 
+/* ---- a log whose file is deleted ------------------------------------------- */
+
+/* The file deleted (or its directory, whole) under a running log: the next
+ * batch's records fail with -ENOENT, durable in a file nobody can reach;
+ * the log fails closed, every later call says so, and the file is not made
+ * again. how: 0 the file unlinked, 1 the directory removed; ring: every batch
+ * through io_uring, else a lone record_sync committed inline. */
+static void unlinked(enum auditlog_backend be, bool ring, int how)
+{
+	char *dir = tu_mkdtemp();
+	char *path = tu_path(dir, "audit.log");
+	struct auditlog_config *cfg = tu_config(path);
+	struct al_io_hooks h = { .force_ring = ring };
+	struct auditlog_event ev = tu_event("C_Login", 1);
+	struct auditlog_stats st;
+	struct auditlog *log = NULL;
+	struct stat sb;
+
+	assert_int_equal(auditlog_config_set_backend(cfg, be), 0);
+	assert_int_equal(auditlog__config_set_io_hooks(cfg, &h), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	auditlog_config_free(cfg);
+	assert_int_equal(auditlog_record_sync(log, &ev), 0);
+	assert_int_equal(auditlog_record(log, &ev), 0);
+	assert_int_equal(auditlog_flush(log), 0);
+	if (how == 0)
+		assert_int_equal(unlink(path), 0);
+	else
+		tu_rmtree(dir);
+	assert_int_equal(auditlog_record_sync(log, &ev), -ENOENT);
+	/* failed closed: nothing more is taken, whatever the call */
+	assert_int_equal(auditlog_record(log, &ev), -ENOENT);
+	assert_int_equal(auditlog_record_sync(log, &ev), -ENOENT);
+	assert_int_equal(auditlog_flush(log), -ENOENT);
+	assert_int_equal(auditlog_get_stats(log, &st, sizeof(st)), 0);
+	assert_int_equal(st.error, -ENOENT);
+	assert_int_equal(st.events_written, 2);
+	assert_true(st.events_failed >= 1);
+	assert_int_equal(st.failovers, 0);
+	assert_int_equal(auditlog_close(log), -ENOENT);
+	assert_int_equal(stat(path, &sb), -1); /* not made again */
+	assert_int_equal(errno, ENOENT);
+	if (how == 1)
+		assert_int_equal(stat(dir, &sb), -1);
+	tu_rmtree(dir);
+	free(path);
+	free(dir);
+}
+
+static void test_unlinked(void **state)
+{
+	(void)state;
+	for (int how = 0; how < 2; how++) {
+		unlinked(AUDITLOG_BACKEND_IO_URING, false, how);
+		unlinked(AUDITLOG_BACKEND_IO_URING, true, how);
+		unlinked(AUDITLOG_BACKEND_PWRITE, false, how);
+	}
+}
+
 /* ---- queue policies ------------------------------------------------------- */
 
 static int slow_write(void *ctx, int fd, uint64_t off, size_t *len)
@@ -1100,6 +1159,7 @@ int main(void)
 		cmocka_unit_test(test_full_eagain),
 		cmocka_unit_test(test_full_block),
 		cmocka_unit_test(test_sync_durable),
+		cmocka_unit_test(test_unlinked),
 		cmocka_unit_test(test_threads_uring),
 		cmocka_unit_test(test_threads_pwrite),
 		cmocka_unit_test(test_caller_commits),
