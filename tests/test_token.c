@@ -1402,6 +1402,39 @@ static void test_audit_dir_deleted(void **state)
 	assert_string_equal(r[n - 1].detail, "");
 }
 
+/* The log file alone deleted while only queued records are written (no
+ * durable record to notice it): libauditlog finds it at the first batch
+ * written after the deletion, the log fails closed, and a later queued
+ * record answers CKR_DEVICE_ERROR. The file is not made again. */
+static void test_audit_file_deleted_queued(void **state)
+{
+	CK_SESSION_HANDLE h;
+	CK_BYTE rnd[16];
+	CK_RV rv = CKR_OK;
+	struct stat st;
+	char *log;
+	int i;
+
+	init();
+	init_token(0, "gone");
+	h = open_rw(0);
+	log = tu_path(audit_dir, "softtoken-0.log");
+	assert_int_equal(unlink(log), 0);
+	/* each call queues a record; one of the first few is refused once the
+	 * worker has written one (bounded: 5 s) */
+	for (i = 0; i < 5000 && rv == CKR_OK; i++) {
+		rv = f->C_GenerateRandom(h, rnd, sizeof(rnd));
+		if (rv == CKR_OK)
+			usleep(1000);
+	}
+	assert_int_equal(rv, CKR_DEVICE_ERROR);
+	assert_int_equal(stat(log, &st), -1); /* not made again */
+	assert_int_equal(f->C_GenerateRandom(h, rnd, sizeof(rnd)), CKR_DEVICE_ERROR);
+	assert_int_equal(f->C_CloseSession(h), CKR_OK);
+	assert_int_equal(f->C_Finalize(NULL), CKR_OK);
+	free(log);
+}
+
 /* A secret handed out while the overall rv is an error is recorded as what
  * it is: outcome success, the attribute named. */
 static void test_secret_out_with_error_rv(void **state)
@@ -1913,6 +1946,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_store_checks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_text_fields_every_byte, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_audit_dir_deleted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_audit_file_deleted_queued, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_audit_drop_behind, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_secret_out_with_error_rv, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exit_without_finalize, setup, teardown),

@@ -395,37 +395,44 @@ bool tok_audit_unrecorded(void)
 	return true;
 }
 
-/* Has the log file lost its last link (the audit directory deleted, or the
- * file)? Records then go nowhere a reader can find: fail closed, never
- * reopen quietly in a re-created directory. After a rotation the active
- * file is another one: reopened by name (libauditlog created it). */
-static bool trail_unlinked(void)
+/* After a rotation the active file is another one, made 0600 by
+ * libauditlog: reopened by name, and in a shared audit_dir made 0660 with
+ * the rotated files that missed it (share_active, share_rotated). Only
+ * with rotation configured; without, the file never changes and no stats
+ * are read (a lock and ~40 counters, cold after a key generation's search).
+ * A deleted trail is libauditlog's to find: the first batch written after
+ * the deletion fails, and with it the log (-ENOENT). */
+static void reshare_rotated(void)
 {
 	struct auditlog_stats st;
+
+	if (!tok_g.cfg.audit_rotate_bytes && !tok_g.cfg.audit_rotate_age_s)
+		return;
+	pthread_mutex_lock(&tok_g.audit_mu);
+	if (tok_g.audit_fd >= 0 && auditlog_get_stats(tok_g.log, &st, sizeof(st)) == 0 &&
+	    st.rotations != tok_g.audit_rotations) {
+		int fd = open(tok_g.log_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd >= 0) {
+			close(tok_g.audit_fd);
+			tok_g.audit_fd = fd;
+			tok_g.audit_rotations = st.rotations;
+			share_active();
+			share_rotated();
+		}
+	}
+	pthread_mutex_unlock(&tok_g.audit_mu);
+}
+
+/* Whether the file the token opened has no link left: what -ENOENT from
+ * libauditlog means, said in the message (a v2 log's sealing state deleted
+ * answers -ENOENT too). Only on that error. */
+static bool trail_unlinked(void)
+{
 	struct stat sb;
 	bool gone;
 
 	pthread_mutex_lock(&tok_g.audit_mu);
-	if (tok_g.audit_fd < 0) {
-		pthread_mutex_unlock(&tok_g.audit_mu);
-		return false;
-	}
-	/* without rotation configured the file never changes: no stats read
-	 * (a lock and ~40 counters, cold after a key generation's search) */
-	if ((tok_g.cfg.audit_rotate_bytes || tok_g.cfg.audit_rotate_age_s) &&
-	    auditlog_get_stats(tok_g.log, &st, sizeof(st)) == 0 && st.rotations != tok_g.audit_rotations) {
-		int fd = open(tok_g.log_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		if (fd < 0) {
-			pthread_mutex_unlock(&tok_g.audit_mu);
-			return true;
-		}
-		close(tok_g.audit_fd);
-		tok_g.audit_fd = fd;
-		tok_g.audit_rotations = st.rotations;
-		share_active();
-		share_rotated();
-	}
-	gone = fstat(tok_g.audit_fd, &sb) < 0 || sb.st_nlink == 0;
+	gone = tok_g.audit_fd >= 0 && fstat(tok_g.audit_fd, &sb) == 0 && sb.st_nlink == 0;
 	pthread_mutex_unlock(&tok_g.audit_mu);
 	return gone;
 }
@@ -505,21 +512,19 @@ CK_RV tok_audit_write(const struct tok_audit *a)
 		sync = a->kind == TOK_AUD_SENSITIVE;
 	}
 	if (!sync) {
-		/* Queued records: the link count at most every 100 ms. */
+		/* Queued records: rotations looked for at most every 100 ms. */
 		int64_t now = coarse_ms(), last = atomic_load(&tok_g.audit_checked_ms);
-		if (now - last >= 100 && atomic_compare_exchange_strong(&tok_g.audit_checked_ms, &last, now) &&
-		    trail_unlinked())
-			r = -ENOENT;
-		else
-			r = auditlog_record(tok_g.log, &ev);
+		if (now - last >= 100 && atomic_compare_exchange_strong(&tok_g.audit_checked_ms, &last, now))
+			reshare_rotated();
+		r = auditlog_record(tok_g.log, &ev);
 	} else {
 		r = auditlog_record_sync(tok_g.log, &ev);
-		if (r == 0 && trail_unlinked())
-			r = -ENOENT; /* durable in a file nobody can reach */
+		if (r == 0)
+			reshare_rotated();
 	}
 	if (r == 0)
 		return CKR_OK;
-	if (r == -ENOENT && !atomic_load(&tok_g.audit_failed))
+	if (r == -ENOENT && !atomic_load(&tok_g.audit_failed) && trail_unlinked())
 		tok_msg("the audit log %s was deleted while the token ran (link count 0): failing closed",
 			tok_g.log_path);
 	atomic_fetch_add(&tok_g.audit_errors, 1);

@@ -173,12 +173,13 @@ struct tok_module {
 	char *log_path;
 	atomic_bool audit_failed; /* fail-closed tripped: audited calls answer CKR_DEVICE_ERROR */
 	atomic_uint_fast64_t audit_errors;
-	/* The log file as we opened it: its link count tells a deleted trail
-	 * (audit.c); reopened by name after a rotation. */
+	/* The log file as we opened it, reopened by name after a rotation: the
+	 * one a shared audit_dir makes 0660, and whose link count names a
+	 * deleted trail in the message (audit.c). */
 	pthread_mutex_t audit_mu; /* guards audit_fd and audit_rotations */
 	int audit_fd;
 	uint64_t audit_rotations;
-	atomic_int_fast64_t audit_checked_ms; /* last link-count check for queued records */
+	atomic_int_fast64_t audit_checked_ms; /* last look for a rotation, queued records */
 	/* Privilege-reducing calls (C_Logout, C_CloseSession,
 	 * C_CloseAllSessions, C_Finalize) that succeeded without a record after
 	 * fail-closed; named by the next trail's C_Initialize record. Survives
