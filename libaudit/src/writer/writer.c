@@ -647,7 +647,8 @@ static void issue_io(struct auditlog *l, struct batch *b)
 	 * can reach is not worth an fdatasync. One fstat a batch, ~1 µs, and
 	 * 4-8 µs where it is the first system call after a stretch of
 	 * computing, as any is on the VM we measure on (docs/benchmarks.md,
-	 * "A deleted log found by the library") */
+	 * "RSA-2048 key generation: the parts copied once, and a deleted log
+	 * found by the library") */
 	if (w >= 0 && (size_t)w == want)
 		check_linked(l, b);
 	if (do_fsync) {
