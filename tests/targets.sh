@@ -113,4 +113,11 @@ grep -E "^$row +0.5 FAIL +NOT MET$" "$tmp/e.txt" >/dev/null || { cat "$tmp/e.txt
 setv 0.95 0.95 0.97
 "$T" --input "$tmp/out" >"$tmp/f.txt"
 grep -E "^$row +0.97 ok +met$" "$tmp/f.txt" >/dev/null || { cat "$tmp/f.txt"; fail "v2 at 0.97 of v1's, both disk-bound, not met"; }
+# a library above its ceiling is said so (the ceiling was not the disk's), one at it is not
+grep -q "above its ceiling" "$tmp/f.txt" && fail "a library at 0.95 of its ceiling is said to run above it"
+setv 1.6 1.05 0.85
+"$T" --input "$tmp/out" >"$tmp/g.txt"
+grep -E "^  run 1: .*the library ran above its ceiling \(v1 1\.60 of it\): that ceiling was not the disk's limit$" \
+	"$tmp/g.txt" >/dev/null || { cat "$tmp/g.txt"; fail "a library at 1.6 of its ceiling is not said to run above it"; }
+grep -E "^$row +0.85 FAIL +NOT MET$" "$tmp/g.txt" >/dev/null || { cat "$tmp/g.txt"; fail "the row is no longer judged by DESIGN.md's text"; }
 echo "PASS"
