@@ -827,11 +827,9 @@ static CK_RV ec_attrs(const uint8_t *pv, size_t pv_len, const uint8_t *pt, size_
 	return rv;
 }
 
-/* An OSSL_PARAM_UNSIGNED_INTEGER (native byte order, OSSL_PARAM(3)) as the
- * big-endian bytes without leading zeros PKCS#11 wants, into attribute t. */
-/* Set t from p, an unsigned integer of data_size bytes in the host's order,
- * as PKCS#11's big-endian bytes without leading zeros; written once, into
- * the buffer the set keeps. */
+/* Set t from p, an OSSL_PARAM_UNSIGNED_INTEGER of data_size bytes (the
+ * host's byte order, OSSL_PARAM(3)), as the big-endian bytes without leading
+ * zeros PKCS#11 wants; written once, into the buffer the set keeps. */
 static CK_RV set_uint_param(struct tok_attrs *s, CK_ATTRIBUTE_TYPE t, const OSSL_PARAM *p)
 {
 	const uint8_t *d = p->data;
@@ -872,8 +870,8 @@ static CK_RV attrs_of_pkey(EVP_PKEY *pk, CK_KEY_TYPE kt, const struct curve *cv,
 
 	if (kt == CKK_RSA) {
 		/* Every part in one EVP_PKEY_get_params, written by the provider
-		 * into buffers of our own. Each
-		 * EVP_PKEY_get_bn_param exports all eight again (38 µs warm);
+		 * into buffers of our own. Each EVP_PKEY_get_bn_param exports
+		 * all eight again (38 µs warm);
 		 * EVP_PKEY_export builds and copies a parameter list first
 		 * (11.3 µs right after a prime search, against 6.2 for this:
 		 * docs/benchmarks.md, "RSA-2048 key generation: the parts in
