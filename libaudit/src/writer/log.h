@@ -178,8 +178,6 @@ struct batch {
 	bool complete;       /* written and fdatasync'ed */
 	bool issued;         /* its I/O was issued (else it waits its turn) */
 	bool write_cqe_skipped; /* the write was issued with IOSQE_CQE_SKIP_SUCCESS */
-	bool link_checked;   /* the file's link count was read after the write */
-	bool unlinked;       /* ... and was 0: the file is gone (check_linked) */
 	bool retry_pending;  /* ENOSPC: resubmit at retry_at_ns */
 	uint64_t retry_at_ns;
 	uint64_t retry_delay_ms;

@@ -556,17 +556,20 @@ static void fake_complete(struct auditlog *l, struct batch *b, uint8_t op, int32
 }
 
 /* Has the file lost its last link (it was deleted, or its directory was)?
- * Then what b wrote reaches nobody once the file is closed, and the log
- * fails closed with -ENOENT (handle_cqe): it never makes the file again on
- * its own, which would hide the deletion behind a fresh start. Read after
- * the batch's write, so a deletion before the write is always seen; one
- * after the read is the next batch's to see. */
-static void check_linked(struct auditlog *l, struct batch *b)
+ * Then what a batch wrote reaches nobody once the file is closed, and the
+ * log fails closed with -ENOENT (handle_cqe): it never makes the file again
+ * on its own, which would hide the deletion behind a fresh start. Read once
+ * a batch's write and fdatasync completed, on every path (inline or the
+ * ring), so a deletion before the write is always seen; one after the read
+ * is the next batch's to see. One fstat a batch: ~1 µs, 4-8 µs where it is
+ * the first system call after a stretch of computing, as any is on the VM
+ * we measure on (docs/benchmarks.md, "RSA-2048 key generation: the parts
+ * copied once, and a deleted log found by the library"). */
+static bool file_unlinked(struct auditlog *l)
 {
 	struct stat st;
 
-	b->link_checked = true;
-	b->unlinked = fstat(l->fd, &st) == 0 && st.st_nlink == 0;
+	return fstat(l->fd, &st) == 0 && st.st_nlink == 0;
 }
 
 /* Issue the write of what is left of b, linked to an fdatasync of the batch. */
@@ -582,7 +585,6 @@ static void issue_io(struct auditlog *l, struct batch *b)
 	b->f_res = PENDING_RES;
 	b->ops = 2;
 	b->write_cqe_skipped = false;
-	b->link_checked = b->unlinked = false;
 	if (h && h->before_write)
 		inj_w = h->before_write(h->ctx, l->fd, off, &len);
 	if (inj_w < 0) {
@@ -643,19 +645,11 @@ static void issue_io(struct auditlog *l, struct batch *b)
 		w = pwrite(l->fd, b->buf + b->written, len, (off_t)off);
 	while (w < 0 && errno == EINTR);
 	fake_complete(l, b, OP_WRITE, w < 0 ? -errno : (int32_t)w);
-	/* the link count between the write and its fdatasync: a file nobody
-	 * can reach is not worth an fdatasync. One fstat a batch, ~1 µs, and
-	 * 4-8 µs where it is the first system call after a stretch of
-	 * computing, as any is on the VM we measure on (docs/benchmarks.md,
-	 * "RSA-2048 key generation: the parts copied once, and a deleted log
-	 * found by the library") */
-	if (w >= 0 && (size_t)w == want)
-		check_linked(l, b);
 	if (do_fsync) {
 		int fr = 0;
 		if (w < 0 || (size_t)w < want)
 			fr = -ECANCELED;
-		else if (!b->unlinked && fdatasync(l->fd) < 0)
+		else if (fdatasync(l->fd) < 0)
 			fr = -errno;
 		fake_complete(l, b, OP_FSYNC, fr);
 	}
@@ -757,9 +751,7 @@ static void handle_cqe(struct auditlog *l, unsigned bi, unsigned op, int32_t res
 		fail_inflight_from(l, b, b->f_res);
 		return;
 	}
-	if (!b->link_checked) /* written through the ring */
-		check_linked(l, b);
-	if (b->unlinked) { /* no failover: nothing of it is acknowledged */
+	if (file_unlinked(l)) { /* no failover: nothing of it is acknowledged */
 		fail_closed(l, -ENOENT);
 		fail_inflight_from(l, b, -ENOENT);
 		return;
