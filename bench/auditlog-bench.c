@@ -20,6 +20,7 @@
  *                  [--phases LIST] [--coalesce-us N] [--token-records N]
  *                  [--token-gap-us N] [--max-batch-bytes N] [--rotate-bytes N] [--queue N]
  *                  [--worker-nice N] [--drop-behind-bytes N] [--sweep-seconds N]
+ *                  [--prime-bytes N]
  *                  [--dir DIR] [--keep] [--backend B] [--sync-samples N]
  *                  [--enqueue-samples N] [--sealer-socket PATH]
  *   auditlog-bench --log PATH [--events N] [--threads N] [--format-version 0|1|2]
@@ -105,6 +106,9 @@ const char *const bench_prog = PROG;
 #define SWEEP_MAX_S 600u            /* than twice that */
 #define SWEEP_MIN_BATCHES 4u
 #define FSYNC_FLOOR_NS 2000.0       /* a faster median fdatasync is no fdatasync */
+#define PRIME_EVENT_BYTES 512u      /* --prime-bytes auto: this much a sustained event... */
+#define PRIME_MIN (UINT64_C(64) << 20)  /* ...at least this... */
+#define PRIME_MAX (UINT64_C(1) << 30)   /* ...at most this, and a quarter of MemAvailable */
 
 #define T_SUSTAINED 1000000.0
 #define T_RATIO 0.9
@@ -264,6 +268,8 @@ struct opts {
 	bool has_worker_nice;
 	uint64_t drop_behind;  /* auditlog_config_set_drop_behind_bytes, when has_drop_behind */
 	bool has_drop_behind;
+	uint64_t prime_bytes;  /* written and unlinked before the sustained phase and its ceiling */
+	bool has_prime_bytes;  /* else auto (prime_size()) */
 	unsigned token_records;
 	uint64_t token_gap_us;
 };
@@ -441,6 +447,10 @@ static void usage(FILE *f)
 	      "                       default: not set, the worker keeps the bench's nice)\n"
 	      "  --drop-behind-bytes N auditlog_config_set_drop_behind_bytes of every log\n"
 	      "                       (K/M/G suffixes; 0 = never; default: the library's, 1 GiB)\n"
+	      "  --prime-bytes N      before the sustained phase and before its raw ceiling,\n"
+	      "                       write N bytes to a scratch file and unlink it, so that\n"
+	      "                       both take memory the guest touched a moment ago (K/M/G;\n"
+	      "                       0 = off; default: 512 bytes an event, 64 MiB to 1 GiB)\n"
 	      "  --sweep-seconds N    each raw ceiling batch size runs at least N s (and 128 MB),\n"
 	      "                       at most 2N (1..600, default 1); with --events large\n"
 	      "                       enough, both sides of the ratio run that long\n"
@@ -464,7 +474,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		OPT_JSON = 256, OPT_EVENTS, OPT_THREADS, OPT_VERSION, OPT_ROTATE, OPT_DIR, OPT_LOG, OPT_KEEP,
 		OPT_BACKEND, OPT_SYNC, OPT_ENQ, OPT_SEAL, OPT_SIGN, OPT_LINE, OPT_PHASES, OPT_COALESCE,
 		OPT_TOKEN_N, OPT_TOKEN_GAP, OPT_MAX_BATCH, OPT_SEALER, OPT_QUEUE, OPT_NICE, OPT_SWEEP_S,
-		OPT_DROP
+		OPT_DROP, OPT_PRIME
 	};
 	static const struct option lo[] = {
 		{"json", no_argument, NULL, OPT_JSON},
@@ -489,6 +499,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{"queue", required_argument, NULL, OPT_QUEUE},
 		{"sweep-seconds", required_argument, NULL, OPT_SWEEP_S},
 		{"drop-behind-bytes", required_argument, NULL, OPT_DROP},
+		{"prime-bytes", required_argument, NULL, OPT_PRIME},
 		{"worker-nice", required_argument, NULL, OPT_NICE},
 		{"sealer-socket", required_argument, NULL, OPT_SEALER},
 		{"help", no_argument, NULL, 'h'},
@@ -590,6 +601,10 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case OPT_DROP:
 			o->drop_behind = arg_u64("--drop-behind-bytes", optarg, 0, UINT64_C(1) << 50, true);
 			o->has_drop_behind = true;
+			break;
+		case OPT_PRIME:
+			o->prime_bytes = arg_u64("--prime-bytes", optarg, 0, UINT64_C(1) << 40, true);
+			o->has_prime_bytes = true;
 			break;
 		case OPT_SWEEP_S:
 			o->sweep_s = (unsigned)arg_u64("--sweep-seconds", optarg, SWEEP_MIN_S, SWEEP_MAX_S,
@@ -1244,7 +1259,77 @@ static off_t file_size(const char *path)
 	return stat(path, &st) == 0 ? st.st_size : -1;
 }
 
-/* ---- phase 1: sustained throughput ------------------------------------------ */
+/* ---- memory for the page cache, the same for both sides of the ratio ------------ */
+
+/*
+ * On a guest with free page reporting (this project's VM: "A growing file on
+ * this VM" in docs/benchmarks.md) memory the guest freed a while ago has gone
+ * back to the host, and its next first touch costs microseconds a page:
+ * a file whose page cache grows into such memory is written at a third of
+ * the speed or less. Whichever of the library and the raw ceiling met it
+ * first ran slower for it, not for the disk, and the ratio went from 0.38 to
+ * 1.63 with the machine's history. So before each side the same number of
+ * bytes is written to a scratch file (no fdatasync) and unlinked: its dirty
+ * pages are dropped unwritten, and the side that follows takes those pages.
+ */
+static uint64_t prime_size(const struct opts *o)
+{
+	uint64_t want = o->events * PRIME_EVENT_BYTES, avail = 0;
+	char buf[4096], *p;
+
+	if (o->has_prime_bytes)
+		return o->prime_bytes;
+	if (want < PRIME_MIN)
+		want = PRIME_MIN;
+	if (want > PRIME_MAX)
+		want = PRIME_MAX;
+	if (read_small("/proc/meminfo", buf, sizeof(buf)) >= 0 &&
+	    (p = strstr(buf, "MemAvailable:")) && sscanf(p + 13, "%" SCNu64, &avail) == 1 &&
+	    avail * 1024 / 4 < want)
+		want = avail * 1024 / 4;
+	return want & ~((UINT64_C(1) << 20) - 1);
+}
+
+/* Write `bytes` to a scratch file in dir and unlink it; the seconds it took,
+ * or a negative errno (reported by the caller, not fatal: the phase runs). */
+static double prime_cache(const char *dir, uint64_t bytes)
+{
+	static uint8_t chunk[1u << 20];
+	char path[PATH_MAX];
+	uint64_t t0 = now_ns(), off;
+	int fd, r = 0;
+
+	if (!bytes)
+		return 0;
+	if (join_path(path, sizeof(path), dir, "prime.dat") < 0)
+		return -ENAMETOOLONG;
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	memset(chunk, 'p', sizeof(chunk));
+	for (off = 0; off < bytes && r == 0; off += sizeof(chunk))
+		r = write_full(fd, chunk, bytes - off < sizeof(chunk) ? bytes - off : sizeof(chunk), off);
+	if (unlink(path) < 0 && r == 0)
+		r = -errno;
+	close(fd);
+	return r < 0 ? r : (double)(now_ns() - t0) / 1e9;
+}
+
+static void prime_before(const char *dir, const char *what, uint64_t bytes, double *ret_s)
+{
+	double s;
+
+	if (!bytes)
+		return;
+	progress("priming %" PRIu64 " MiB of page cache before %s", bytes >> 20, what);
+	s = prime_cache(dir, bytes);
+	if (s < 0)
+		error_msg("priming the page cache before %s: %s (measured unprimed)", what,
+			  strerror((int)-s));
+	*ret_s = s;
+}
+
+/* ---- phase 1: sustained throughput --------------------------------------- */
 
 struct sustained {
 	double seconds, events_per_s, line_avg;
@@ -2543,6 +2628,8 @@ struct report {
 	const struct parts *parts;
 	double raw_line_avg;
 	double ratio;
+	uint64_t prime_bytes;
+	double prime_s[2]; /* before the sustained phase, before the ceiling; < 0: -errno */
 	struct target t[NTARGETS];
 	bool t_run[NTARGETS]; /* its phase ran */
 };
@@ -2624,6 +2711,12 @@ static void print_table(const struct report *R)
 		       "busy %.0f %% of the phase\n",
 		       a, 100 * su->cpu_busy);
 
+		if (R->prime_bytes)
+			printf("\nprimed         %" PRIu64 " MiB written and unlinked before each side "
+			       "(%.2f s, %.2f s; a negative figure is an error)\n",
+			       R->prime_bytes >> 20, R->prime_s[0], R->prime_s[1]);
+		else
+			printf("\nprimed         no (--prime-bytes 0)\n");
 		printf("\nraw ceiling (pwrite at a growing offset + fdatasync, same directory, real "
 		       "lines; each size >= %u s)\n", o->sweep_s);
 		printf("  %12s %14s %10s %12s %10s\n", "batch lines", "events/s", "MB/s",
@@ -2799,6 +2892,9 @@ static void print_json(const struct report *R)
 		jfix(&j, "sustained_seconds", su->seconds, 3);
 		jfix(&j, "raw_ceiling_events_per_s", c->events_per_s, 0);
 		ju64(&j, "raw_ceiling_batch_lines", c->pt[c->best].batch);
+		ju64(&j, "prime_bytes", R->prime_bytes);
+		jfix(&j, "prime_sustained_s", R->prime_s[0], 3);
+		jfix(&j, "prime_ceiling_s", R->prime_s[1], 3);
 		jfix(&j, "ratio_to_ceiling", R->ratio, 3);
 	}
 	if (ph & PH_SYNC) {
@@ -3108,8 +3204,9 @@ static int run_bench(const struct opts *o)
 	struct parts parts = {0};
 	struct pool pl = {0};
 	struct stat st;
-	double probe_ns = 0, line_avg;
+	double probe_ns = 0, line_avg, prime_s[2] = {0, 0};
 	unsigned ph = o->phases;
+	uint64_t prime_bytes = (ph & PH_SUSTAINED) ? prime_size(o) : 0;
 	int r, ret = 1;
 
 	if (stat(base, &st) < 0)
@@ -3149,6 +3246,7 @@ static int run_bench(const struct opts *o)
 			error_msg("%s: path too long", tmpl);
 			goto out;
 		}
+		prime_before(tmpl, "the sustained phase", prime_bytes, &prime_s[0]);
 		if (phase_sustained(o, &e, lpath, &su) < 0)
 			goto out;
 	}
@@ -3159,8 +3257,11 @@ static int run_bench(const struct opts *o)
 			goto out;
 		}
 	}
-	if ((ph & PH_SUSTAINED) && phase_ceiling(tmpl, &pl, o->sweep_s, &c) < 0)
-		goto out;
+	if (ph & PH_SUSTAINED) {
+		prime_before(tmpl, "the raw ceiling", prime_bytes, &prime_s[1]);
+		if (phase_ceiling(tmpl, &pl, o->sweep_s, &c) < 0)
+			goto out;
+	}
 	/* the raw sync line: the library's average, else the pool's */
 	line_avg = (ph & PH_SUSTAINED) ? su.line_avg : pl.avg;
 	if ((ph & PH_SYNC) && phase_sync(o, tmpl, &pl, line_avg, &sy) < 0)
@@ -3186,6 +3287,8 @@ static int run_bench(const struct opts *o)
 		.parts = &parts,
 		.raw_line_avg = pl.avg,
 		.ratio = (ph & PH_SUSTAINED) ? su.events_per_s / c.events_per_s : NAN,
+		.prime_bytes = prime_bytes,
+		.prime_s = {prime_s[0], prime_s[1]},
 	};
 	R.t[0] = (struct target){"sustained_events_per_s", su.events_per_s, T_SUSTAINED, true,
 				 "events/s"};

@@ -151,6 +151,10 @@ assert rep["raw_ceiling_events_per_s"] == best["events_per_s"], (rep["raw_ceilin
 assert rep["raw_ceiling_batch_lines"] == best["batch_lines"], (rep["raw_ceiling_batch_lines"], best)
 # batches formed ahead (the stats' batches_ahead) are some of the phase's batches
 assert isinstance(rep["batches_ahead"], int) and 0 <= rep["batches_ahead"] <= rep["batches"], (rep["batches_ahead"], rep["batches"])
+# both sides primed with the same bytes (auto: 512 an event, at least 64 MiB), written
+primed = rep["prime_bytes"]
+assert primed == 64 << 20, primed
+assert rep["prime_sustained_s"] > 0 and rep["prime_ceiling_s"] > 0, rep
 # the library's default drops the page cache only 1 GiB behind: a short log, never
 assert rep["cache_drops"] == 0 and "drop_behind_bytes" not in rep, rep["cache_drops"]
 for t in ("worker_cpu_ns_per_event", "total_cpu_ns_per_event", "ratio_to_ceiling"):
@@ -181,14 +185,17 @@ EOF
 
 # -- --queue: the sustained phase's queue as asked, filled no further
 run 0 --json --dir "$vtmp" --phases sustained --events 20000 --threads 2 --queue 64 \
-	--drop-behind-bytes 0
+	--drop-behind-bytes 0 --prime-bytes 0
 "$PY" - "$vtmp/out" <<'EOF' || fail "--queue 64"
 import json, sys
 rep = json.load(open(sys.argv[1]))
+assert rep["prime_bytes"] == 0 and rep["prime_sustained_s"] == rep["prime_ceiling_s"] == 0, rep
 assert rep["queue_slots"] == 64, rep["queue_slots"]
 assert 0 < rep["queue_high_water"] <= 64, rep["queue_high_water"]
 assert rep["drop_behind_bytes"] == 0, rep.get("drop_behind_bytes")
 EOF
+run 2 --prime-bytes 1Q
+grep -q "prime-bytes" "$vtmp/err" || fail "--prime-bytes 1Q: $(cat "$vtmp/err")"
 run 2 --drop-behind-bytes 5
 grep -q "the library refuses 5" "$vtmp/err" || fail "--drop-behind-bytes 5: $(cat "$vtmp/err")"
 run 2 --queue 63
@@ -200,13 +207,23 @@ grep -q "out of range 1..600" "$vtmp/err" || fail "--sweep-seconds 601: $(cat "$
 
 # -- --worker-nice: reported as set (a higher nice needs no privilege), absent
 #    when not set; out of range refused
-run 0 --json --dir "$vtmp" --phases sustained --events 20000 --threads 2 --worker-nice 19
-"$PY" - "$vtmp/out" <<'EOF' || fail "--worker-nice 19"
+#    (and --prime-bytes as asked, its scratch file gone from the kept directory)
+kdir="$vtmp/keep"
+mkdir "$kdir"
+run 0 --json --dir "$kdir" --keep --phases sustained --events 20000 --threads 2 --worker-nice 19 \
+	--prime-bytes 3M
+"$PY" - "$vtmp/out" <<'EOF' || fail "--worker-nice 19 --prime-bytes 3M"
 import json, sys
 rep = json.load(open(sys.argv[1]))
 assert rep["worker_nice"] == 19, rep.get("worker_nice")
 assert rep["sustained_events_per_s"] > 0, rep
+assert rep["prime_bytes"] == 3 << 20, rep["prime_bytes"]
+assert rep["prime_sustained_s"] > 0 and rep["prime_ceiling_s"] > 0, rep
 EOF
+kept=$(echo "$kdir"/auditlog-bench.*)
+[ -s "$kept/sustained.log" ] || fail "--keep kept no sustained.log in $kept"
+[ -e "$kept/prime.dat" ] && fail "the prime's scratch file was left in $kept"
+rm -rf "$kdir"
 run 0 --json --dir "$vtmp" --phases sustained --events 2000 --threads 1
 grep -q '"worker_nice"' "$vtmp/out" && fail "worker_nice reported though not set"
 run 2 --worker-nice 20
