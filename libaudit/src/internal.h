@@ -58,6 +58,10 @@ struct al_io_hooks {
 	/* At an fdatasync's completion: the result the worker acts on (res, or a
 	 * -errno failing a batch whose fdatasync ran). */
 	int (*fsync_result)(void *ctx, uint64_t off, size_t len, int res);
+	/* The file system reports no link count (st_nlink 0 for every file, as
+	 * some FUSE file systems do): the writer reads 0 wherever it reads the
+	 * active file's link count (al_nlink()). */
+	bool no_link_count;
 };
 
 int auditlog__config_set_io_hooks(struct auditlog_config *cfg, const struct al_io_hooks *h);

@@ -126,7 +126,7 @@ static int open_locked(struct auditlog *l, bool excl, struct stat *ret_st)
 		r = -EINVAL;
 		goto err;
 	}
-	if (st.st_nlink > 1) {
+	if (al_nlink(l, &st) > 1) {
 		r = -EMLINK;
 		goto err;
 	}
@@ -137,6 +137,20 @@ static int open_locked(struct auditlog *l, bool excl, struct stat *ret_st)
 	if (fstat(fd, &st) < 0) {
 		r = -errno;
 		goto err;
+	}
+	/* A file system that reports no link count for a file just opened by
+	 * its name (0, as some FUSE ones do) would have every batch fail as
+	 * written into a deleted file (writer.c, file_unlinked()). When the name
+	 * still leads to this file, that check is off for it; when not, the file
+	 * was deleted meanwhile. */
+	l->nlink_known = al_nlink(l, &st) != 0;
+	if (!l->nlink_known) {
+		struct stat by_name;
+		if (fstatat(l->dirfd, l->base, &by_name, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    by_name.st_dev != st.st_dev || by_name.st_ino != st.st_ino) {
+			r = -ENOENT;
+			goto err;
+		}
 	}
 	l->fd = fd;
 	l->dropped_upto = 0; /* a file of its own: its cache from its start (writer.c) */

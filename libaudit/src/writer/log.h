@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include <liburing.h>
 
@@ -262,6 +263,7 @@ struct auditlog {
 	struct head durable;   /* last record made durable */
 	uint64_t durable_size; /* file bytes through the durable head */
 	uint64_t dropped_upto; /* the active file's page cache dropped below this */
+	bool nlink_known;      /* the active file's link count shows a deletion */
 	bool drop_inflight;    /* an IORING_OP_FADVISE of it not completed yet */
 	uint64_t last_ts_ns;
 	bool need_header;      /* the next batch starts with a header */
@@ -407,5 +409,11 @@ static inline uint64_t al_wall_ns(const struct auditlog *l)
 }
 /* The header the next file starts with (l->need_header state). */
 long al_format_header(struct auditlog *l, uint8_t *out);
+/* The active file's link count from its fstat, through the test hooks when
+ * set (no_link_count: a file system that reports none). */
+static inline nlink_t al_nlink(const struct auditlog *l, const struct stat *st)
+{
+	return l->cfg.has_hooks && l->cfg.hooks.no_link_count ? 0 : st->st_nlink;
+}
 
 #endif

@@ -564,12 +564,13 @@ static void fake_complete(struct auditlog *l, struct batch *b, uint8_t op, int32
  * is the next batch's to see. One fstat a batch: ~1 µs, 4-8 µs where it is
  * the first system call after a stretch of computing, as any is on the VM
  * we measure on (docs/benchmarks.md, "RSA-2048 key generation: the parts
- * copied once, and a deleted log found by the library"). */
+ * copied once, and a deleted log found by the library"). Not read on a file
+ * system that reports no link count (l->nlink_known, open_locked()). */
 static bool file_unlinked(struct auditlog *l)
 {
 	struct stat st;
 
-	return fstat(l->fd, &st) == 0 && st.st_nlink == 0;
+	return l->nlink_known && fstat(l->fd, &st) == 0 && al_nlink(l, &st) == 0;
 }
 
 /* Issue the write of what is left of b, linked to an fdatasync of the batch. */
