@@ -1682,6 +1682,9 @@ struct sweep_pt {
 	unsigned batch;
 	uint64_t lines, bytes, batches;
 	double seconds, events_per_s, mb_per_s, batch_ms;
+	/* of batch_ms: in pwrite (the copy into the page cache, where the guest's
+	 * first touches of memory show) and in fdatasync (the disk) */
+	double write_ms, fsync_ms;
 };
 
 struct ceiling {
@@ -1702,7 +1705,7 @@ static int phase_ceiling(const char *dir, const struct pool *pl, unsigned min_s,
 	for (unsigned k = 0; k < NSWEEP && r == 0; k++) {
 		struct sweep_pt *pt = &c->pt[k];
 		unsigned b = sweep_sizes[k];
-		uint64_t off = 0, t0, el = 0;
+		uint64_t off = 0, t0, el = 0, tw, tf, w_ns = 0, f_ns = 0;
 		size_t at = 0;
 		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 
@@ -1716,9 +1719,13 @@ static int phase_ceiling(const char *dir, const struct pool *pl, unsigned min_s,
 		t0 = now_ns();
 		while (r == 0) {
 			size_t len = pl->off[at + b] - pl->off[at];
+			tw = now_ns();
 			r = write_full(fd, pl->buf + pl->off[at], len, off);
+			tf = now_ns();
 			if (r == 0)
 				r = datasync(fd);
+			w_ns += tf - tw;
+			f_ns += now_ns() - tf;
 			if (r < 0) {
 				error_msg("raw ceiling: write/fdatasync: %s", strerror(-r));
 				break;
@@ -1739,6 +1746,8 @@ static int phase_ceiling(const char *dir, const struct pool *pl, unsigned min_s,
 		pt->events_per_s = pt->seconds > 0 ? (double)pt->lines / pt->seconds : 0;
 		pt->mb_per_s = pt->seconds > 0 ? (double)off / 1e6 / pt->seconds : 0;
 		pt->batch_ms = pt->batches ? (double)el / 1e6 / (double)pt->batches : 0;
+		pt->write_ms = pt->batches ? (double)w_ns / 1e6 / (double)pt->batches : 0;
+		pt->fsync_ms = pt->batches ? (double)f_ns / 1e6 / (double)pt->batches : 0;
 		if (pt->events_per_s > c->events_per_s) {
 			c->events_per_s = pt->events_per_s;
 			c->best = k;
@@ -2719,13 +2728,14 @@ static void print_table(const struct report *R)
 			printf("\nprimed         no (--prime-bytes 0)\n");
 		printf("\nraw ceiling (pwrite at a growing offset + fdatasync, same directory, real "
 		       "lines; each size >= %u s)\n", o->sweep_s);
-		printf("  %12s %14s %10s %12s %10s\n", "batch lines", "events/s", "MB/s",
-		       "ms/batch", "seconds");
+		printf("  %12s %14s %10s %12s %10s %10s %10s\n", "batch lines", "events/s", "MB/s",
+		       "ms/batch", "pwrite", "fdatasync", "seconds");
 		for (unsigned k = 0; k < NSWEEP; k++) {
 			const struct sweep_pt *pt = &c->pt[k];
 			fmt_count(pt->events_per_s, a, sizeof(a));
-			printf("  %12u %14s %10.1f %12.3f %10.2f%s\n", pt->batch, a, pt->mb_per_s,
-			       pt->batch_ms, pt->seconds, k == c->best ? "  <- ceiling" : "");
+			printf("  %12u %14s %10.1f %12.3f %10.3f %10.3f %10.2f%s\n", pt->batch, a,
+			       pt->mb_per_s, pt->batch_ms, pt->write_ms, pt->fsync_ms, pt->seconds,
+			       k == c->best ? "  <- ceiling" : "");
 		}
 		fmt_count(c->events_per_s, a, sizeof(a));
 		printf("  ceiling       %s events/s; sustained / ceiling = %.3f\n", a, R->ratio);
@@ -2980,6 +2990,8 @@ static void print_json(const struct report *R)
 			jfix(&j, "events_per_s", pt->events_per_s, 0);
 			jfix(&j, "mb_per_s", pt->mb_per_s, 1);
 			jfix(&j, "ms_per_batch", pt->batch_ms, 3);
+			jfix(&j, "write_ms_per_batch", pt->write_ms, 3);
+			jfix(&j, "fsync_ms_per_batch", pt->fsync_ms, 3);
 			jfix(&j, "seconds", pt->seconds, 3);
 			jclose(&j, '}');
 		}

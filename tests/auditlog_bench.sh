@@ -143,6 +143,10 @@ assert 0 < rep["cpu_busy_fraction"] <= 1.05 and abs(rep["cpu_busy_fraction"] - b
 sw = rep["raw_sweep"]
 assert [p["batch_lines"] for p in sw] == [16, 64, 256, 1024, 2048, 4096, 8192, 16384], sw
 assert all(p["events_per_s"] > 0 for p in sw), sw
+# each batch's time split into its pwrite and its fdatasync, both timed, within the whole
+assert all(p["write_ms_per_batch"] > 0 and p["fsync_ms_per_batch"] > 0 for p in sw), sw
+assert all(p["write_ms_per_batch"] + p["fsync_ms_per_batch"] <= p["ms_per_batch"] + 0.002
+           for p in sw), sw
 # each size ran at least --sweep-seconds (default 1), at most twice that and a batch
 assert rep["sweep_seconds"] == 1, rep["sweep_seconds"]
 assert all(1.0 <= p["seconds"] <= 2.0 + p["ms_per_batch"] / 1e3 + 0.01 for p in sw), sw

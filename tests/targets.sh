@@ -52,6 +52,16 @@ for row in "worker CPU ns/event <= 500 (v1)" "worker CPU ns/event <= 350 (v2)" \
 done
 grep -q "targets met in all 1 runs" "$tmp/a.txt" || fail "no summary line"
 grep -q "steal" "$tmp/a.txt" || fail "no host line"
+# the ceiling's best batch split into pwrite and fdatasync, from its sweep point
+"$PY" - "$tmp/out/v1-1.json" "$tmp/a.txt" <<'PYEOF' || fail "the host line's split of the ceiling"
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+pt = [p for p in d["raw_sweep"] if p["batch_lines"] == d["raw_ceiling_batch_lines"]][0]
+want = (f"({pt['batch_lines']}-line batches: pwrite {pt['write_ms_per_batch']:.2f} + "
+        f"fdatasync {pt['fsync_ms_per_batch']:.2f} ms)")
+line = [l for l in open(sys.argv[2]) if l.startswith("  run 1:")][0]
+assert want in line, (want, line)
+PYEOF
 "$PY" - "$tmp/out/host-1.json" <<'PYEOF' || fail "host-1.json lacks the CPUs' busy share before each run"
 import json, sys
 h = json.load(open(sys.argv[1]))
