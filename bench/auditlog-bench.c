@@ -49,6 +49,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <sys/types.h>
@@ -450,7 +451,8 @@ static void usage(FILE *f)
 	      "  --prime-bytes N      before the sustained phase and before its raw ceiling,\n"
 	      "                       write N bytes to a scratch file and unlink it, so that\n"
 	      "                       both take memory the guest touched a moment ago (K/M/G;\n"
-	      "                       0 = off; default: 512 bytes an event, 64 MiB to 1 GiB)\n"
+	      "                       0 = off; default: 512 bytes an event, 64 MiB to 1 GiB,\n"
+	      "                       at most a quarter of free memory and of free disk)\n"
 	      "  --sweep-seconds N    each raw ceiling batch size runs at least N s (and 128 MB),\n"
 	      "                       at most 2N (1..600, default 1); with --events large\n"
 	      "                       enough, both sides of the ratio run that long\n"
@@ -1272,10 +1274,11 @@ static off_t file_size(const char *path)
  * bytes is written to a scratch file (no fdatasync) and unlinked: its dirty
  * pages are dropped unwritten, and the side that follows takes those pages.
  */
-static uint64_t prime_size(const struct opts *o)
+static uint64_t prime_size(const struct opts *o, const char *dir)
 {
 	uint64_t want = o->events * PRIME_EVENT_BYTES, avail = 0;
 	char buf[4096], *p;
+	struct statvfs vfs;
 
 	if (o->has_prime_bytes)
 		return o->prime_bytes;
@@ -1287,6 +1290,9 @@ static uint64_t prime_size(const struct opts *o)
 	    (p = strstr(buf, "MemAvailable:")) && sscanf(p + 13, "%" SCNu64, &avail) == 1 &&
 	    avail * 1024 / 4 < want)
 		want = avail * 1024 / 4;
+	/* the file system reserves the dirty pages' blocks though none is written */
+	if (statvfs(dir, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize / 4 < want)
+		want = (uint64_t)vfs.f_bavail * vfs.f_frsize / 4;
 	return want & ~((UINT64_C(1) << 20) - 1);
 }
 
@@ -3218,7 +3224,7 @@ static int run_bench(const struct opts *o)
 	struct stat st;
 	double probe_ns = 0, line_avg, prime_s[2] = {0, 0};
 	unsigned ph = o->phases;
-	uint64_t prime_bytes = (ph & PH_SUSTAINED) ? prime_size(o) : 0;
+	uint64_t prime_bytes = 0;
 	int r, ret = 1;
 
 	if (stat(base, &st) < 0)
@@ -3250,6 +3256,8 @@ static int run_bench(const struct opts *o)
 		return 2;
 	}
 	calibrate_timer(&e);
+	if (ph & PH_SUSTAINED)
+		prime_bytes = prime_size(o, tmpl);
 
 	if (ph & PH_SUSTAINED) {
 		progress("sustained: %" PRIu64 " events by %u threads in %s", o->events, o->threads,

@@ -69,6 +69,8 @@ sys.exit(0 if all(0 <= h[k]["busy_before_pct"] <= 100 and h[k]["idle_wait_s"] >=
                   for k in ("v1", "v2", "p11")) else 1)
 PYEOF
 
+grep "^  run 1:" "$tmp/a.txt" | grep -qi "primed" && fail "a primed run is said not to be: $(grep '^  run 1:' "$tmp/a.txt")"
+
 # --- judged again from the files; one figure made to fail --------------------
 "$T" --input "$tmp/out" >"$tmp/b.txt"
 diff <(grep -v "^  run" "$tmp/a.txt") <(grep -v "^  run" "$tmp/b.txt") >/dev/null ||
@@ -93,6 +95,25 @@ json.dump(h, open(sys.argv[1], "w"))
 PYEOF
 "$T" --input "$tmp/out" | grep -E "^  run 1: .*/55%.*\(NOT IDLE at the start of v1\)" >/dev/null ||
 	fail "a busy start is not flagged"
+# --- a run whose prime failed (or was off) is flagged ------------------------------
+cp "$tmp/out/v1-1.json" "$tmp/v1-1.saved"
+"$PY" - "$tmp/out/v1-1.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["prime_ceiling_s"] = -28.0
+json.dump(d, open(sys.argv[1], "w"))
+PYEOF
+"$T" --input "$tmp/out" | grep -E "^  run 1: .*; NOT PRIMED \(the prime failed" >/dev/null ||
+	fail "a failed prime is not flagged"
+"$PY" - "$tmp/out/v1-1.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["prime_bytes"] = 0
+json.dump(d, open(sys.argv[1], "w"))
+PYEOF
+"$T" --input "$tmp/out" | grep -E "^  run 1: .*; not primed \(--prime-bytes 0\)" >/dev/null ||
+	fail "a run without the prime is not flagged"
+mv "$tmp/v1-1.saved" "$tmp/out/v1-1.json"
 
 # --- v2 / v1: judged only where both were disk-bound ---------------------------
 setv() { # setv RATIO_V1 RATIO_V2 SUSTAINED_V2_OVER_V1
