@@ -2731,7 +2731,7 @@ static void print_table(const struct report *R)
 			       "(%.2f s, %.2f s; a negative figure is an error)\n",
 			       R->prime_bytes >> 20, R->prime_s[0], R->prime_s[1]);
 		else
-			printf("\nprimed         no (--prime-bytes 0)\n");
+			printf("\nprimed         no (--prime-bytes 0, or no free memory or disk for it)\n");
 		printf("\nraw ceiling (pwrite at a growing offset + fdatasync, same directory, real "
 		       "lines; each size >= %u s)\n", o->sweep_s);
 		printf("  %12s %14s %10s %12s %10s %10s %10s\n", "batch lines", "events/s", "MB/s",

@@ -111,7 +111,7 @@ d = json.load(open(sys.argv[1]))
 d["prime_bytes"] = 0
 json.dump(d, open(sys.argv[1], "w"))
 PYEOF
-"$T" --input "$tmp/out" | grep -E "^  run 1: .*; not primed \(--prime-bytes 0\)" >/dev/null ||
+"$T" --input "$tmp/out" | grep -E "^  run 1: .*; not primed \(0 bytes: --prime-bytes 0, or no room for it\)" >/dev/null ||
 	fail "a run without the prime is not flagged"
 mv "$tmp/v1-1.saved" "$tmp/out/v1-1.json"
 
