@@ -2092,7 +2092,10 @@ static int emit_block(struct vctx *c, const struct al_vblock *b)
  * allows (can_take). */
 static int walk_file(struct vctx *c, struct vfile *f, struct walk *w)
 {
-	size_t cap = WALK_BUF, have = 0, pos = 0;
+	/* a file smaller than the buffer gets a buffer of its size (+1: a line
+	 * is never judged longer than the buffer then, as with the full one):
+	 * verifying many small files need not touch 1 MiB of fresh memory each */
+	size_t cap = f->limit < WALK_BUF ? (size_t)f->limit + 1 : WALK_BUF, have = 0, pos = 0;
 	uint8_t *buf = malloc(cap);
 	uint64_t base = 0, lineno = 0; /* base: file offset of buf[0] */
 	bool eof = false, draining = false;
