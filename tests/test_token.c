@@ -1435,6 +1435,48 @@ static void test_audit_file_deleted_queued(void **state)
 	free(log);
 }
 
+/* The log truncated under the token (logrotate's copytruncate): the next
+ * durable record finds the hole the truncation left before it, the token
+ * fails closed and says why on stderr, once; the file is left as it is. */
+static void test_audit_file_truncated(void **state)
+{
+	CK_SESSION_HANDLE h;
+	CK_BYTE rnd[16];
+	char *log, *err = tu_path(audit_dir, "stderr.txt");
+	char msg[4096];
+	int fd, saved;
+	ssize_t n;
+
+	init();
+	init_token(0, "cut");
+	h = open_rw(0);
+	log = tu_path(audit_dir, "softtoken-0.log");
+	assert_int_equal(truncate(log, 0), 0);
+	usleep(20000); /* the library reads the byte before a batch at most every 10 ms */
+	fd = open(err, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	fflush(stderr);
+	saved = dup(2);
+	assert_true(saved >= 0);
+	assert_int_equal(dup2(fd, 2), 2);
+	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_DEVICE_ERROR);
+	assert_int_equal(f->C_GenerateRandom(h, rnd, sizeof(rnd)), CKR_DEVICE_ERROR);
+	fflush(stderr);
+	assert_int_equal(dup2(saved, 2), 2);
+	close(saved);
+	n = pread(fd, msg, sizeof(msg) - 1, 0);
+	close(fd);
+	assert_true(n > 0);
+	msg[n] = '\0';
+	assert_non_null(strstr(msg, "was truncated while the token ran"));
+	assert_null(strstr(strstr(msg, "truncated") + 1, "truncated while")); /* once */
+	assert_true(tu_file_size(log) > 0); /* the batch that found it, over a hole */
+	assert_int_equal(f->C_CloseSession(h), CKR_OK);
+	assert_int_equal(f->C_Finalize(NULL), CKR_OK);
+	free(log);
+	free(err);
+}
+
 /* A secret handed out while the overall rv is an error is recorded as what
  * it is: outcome success, the attribute named. */
 static void test_secret_out_with_error_rv(void **state)
@@ -1952,6 +1994,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_text_fields_every_byte, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_audit_dir_deleted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_audit_file_deleted_queued, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_audit_file_truncated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_audit_drop_behind, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_secret_out_with_error_rv, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exit_without_finalize, setup, teardown),

@@ -670,6 +670,97 @@ static void test_unlinked(void **state)
 	}
 }
 
+/* An after_fsync hook that cuts the file inside the batch it just made
+ * durable, once armed: a truncation between a batch's fdatasync and its
+ * acknowledgment, which only the file's size shows. */
+struct cut_ctx {
+	bool armed;
+};
+
+static void cut_after_fsync(void *ctx, int fd, uint64_t off, size_t len, int res)
+{
+	struct cut_ctx *c = ctx;
+
+	if (c->armed && res == 0 && len > 1) {
+		c->armed = false;
+		assert_int_equal(ftruncate(fd, (off_t)(off + len / 2)), 0);
+	}
+}
+
+/* The file truncated under a running log (logrotate's copytruncate, or a
+ * hand): the next batch extends the file over a hole, and its records fail
+ * with -ENODATA; the log fails closed, every later call says so, and the
+ * file is left as it is. how: 0 to nothing, 1 to half, 2 by its last byte
+ * (the '\n' of the last durable record: the hole is one byte), 3 to half
+ * right after the open wrote its header, before any batch, 4 inside a batch
+ * between its fdatasync and its acknowledgment. Then (2) the file
+ * reopened: recovery ends the damage with a '\n', and the log goes on. */
+static void truncated(enum auditlog_backend be, bool ring, int how)
+{
+	char *dir = tu_mkdtemp();
+	char *path = tu_path(dir, "audit.log");
+	struct auditlog_config *cfg = tu_config(path);
+	struct cut_ctx cut = {0};
+	struct al_io_hooks h = {.force_ring = ring, .after_fsync = cut_after_fsync, .ctx = &cut};
+	struct auditlog_event ev = tu_event("C_Login", 1);
+	struct auditlog_stats st;
+	struct auditlog *log = NULL;
+	uint64_t size;
+
+	assert_int_equal(auditlog_config_set_backend(cfg, be), 0);
+	assert_int_equal(auditlog__config_set_io_hooks(cfg, &h), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	if (how != 3) {
+		assert_int_equal(auditlog_record_sync(log, &ev), 0);
+		assert_int_equal(auditlog_record(log, &ev), 0);
+		assert_int_equal(auditlog_flush(log), 0);
+	}
+	size = tu_file_size(path);
+	usleep(2 * AL_CUT_CHECK_NS / 1000); /* the byte before a batch is read again */
+	if (how == 4)
+		cut.armed = true;
+	else
+		assert_int_equal(truncate(path, how == 0	 ? 0
+						: how == 2 ? (off_t)size - 1
+							   : (off_t)size / 2),
+				 0);
+	assert_int_equal(auditlog_record_sync(log, &ev), -ENODATA);
+	assert_int_equal(auditlog_record(log, &ev), -ENODATA);
+	assert_int_equal(auditlog_flush(log), -ENODATA);
+	assert_int_equal(auditlog_get_stats(log, &st, sizeof(st)), 0);
+	assert_int_equal(st.error, -ENODATA);
+	assert_int_equal(st.events_written, how == 3 ? 0 : 2);
+	assert_true(st.events_failed >= 1);
+	assert_int_equal(st.failovers, 0);
+	assert_int_equal(auditlog_close(log), -ENODATA);
+	assert_int_equal(tu_file_size(path) > size / 2, true); /* the batch that found it */
+
+	/* Reopened: recovery repairs what it can reach and the log goes on,
+	 * past the hole it cannot (its bytes precede the log's own). */
+	if (how == 2) {
+		assert_int_equal(auditlog_open(cfg, &log), 0);
+		for (unsigned i = 0; i < 4; i++) {
+			assert_int_equal(auditlog_record_sync(log, &ev), 0);
+			assert_int_equal(auditlog_record(log, &ev), 0);
+		}
+		assert_int_equal(auditlog_close(log), 0);
+	}
+	auditlog_config_free(cfg);
+	tu_rmtree(dir);
+	free(path);
+	free(dir);
+}
+
+static void test_truncated(void **state)
+{
+	(void)state;
+	for (int how = 0; how < 5; how++) {
+		truncated(AUDITLOG_BACKEND_IO_URING, false, how);
+		truncated(AUDITLOG_BACKEND_IO_URING, true, how);
+		truncated(AUDITLOG_BACKEND_PWRITE, false, how);
+	}
+}
+
 /* A file system that reports no link count (st_nlink 0, some FUSE ones):
  * the log must work there, not fail every batch as written into a deleted
  * file; the price is that a deletion goes unseen, as docs/durability.md
@@ -1213,6 +1304,7 @@ int main(void)
 		cmocka_unit_test(test_sync_durable),
 		cmocka_unit_test(test_unlinked),
 		cmocka_unit_test(test_no_link_count),
+		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_threads_uring),
 		cmocka_unit_test(test_threads_pwrite),
 		cmocka_unit_test(test_caller_commits),

@@ -29,7 +29,8 @@ struct al_io_hooks {
 	/* Before an fdatasync that covers a batch written at [off, off+len). */
 	int (*before_fsync)(void *ctx, int fd, uint64_t off, size_t len);
 	void (*after_fsync)(void *ctx, int fd, uint64_t off, size_t len, int res);
-	/* Before a read (open reads only the head line and the tail). */
+	/* Before a read (open reads only the head line and the tail; the
+	 * writer, the byte before a batch: writer.c, file_check()). */
 	void (*before_read)(void *ctx, int fd, uint64_t off, size_t len);
 	/* Negative control for the power-loss test: pretend every fdatasync
 	 * succeeded without issuing it. Never set outside that test. */
@@ -65,6 +66,11 @@ struct al_io_hooks {
 };
 
 int auditlog__config_set_io_hooks(struct auditlog_config *cfg, const struct al_io_hooks *h);
+
+/* The writer reads the byte before a batch, to find a truncated file, at most
+ * this often (writer.c, file_check()): a test that truncates a log waits this
+ * long before the batch that must find it. */
+#define AL_CUT_CHECK_NS (10 * 1000000u)
 
 /*
  * Clock hooks (tests only): when set, the writer reads every wall-clock time

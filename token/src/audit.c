@@ -423,18 +423,28 @@ static void reshare_rotated(void)
 	pthread_mutex_unlock(&tok_g.audit_mu);
 }
 
-/* Whether the file the token opened has no link left: what -ENOENT from
- * libauditlog means, said in the message (a v2 log's sealing state deleted
- * answers -ENOENT too). Only on that error. */
-static bool trail_unlinked(void)
+/* Why the log failed, said at the first error, in the words of libauditlog's errors
+ * (auditlog.h, docs/durability.md "When the disk fails"). -ENOENT from an
+ * in-process sealing log may be its sealing state as well as its file: the
+ * library alone knows which, and the token does not guess. */
+static void trail_failed(int r)
 {
-	struct stat sb;
-	bool gone;
+	const char *path = tok_g.log_path;
 
-	pthread_mutex_lock(&tok_g.audit_mu);
-	gone = tok_g.audit_fd >= 0 && fstat(tok_g.audit_fd, &sb) == 0 && sb.st_nlink == 0;
-	pthread_mutex_unlock(&tok_g.audit_mu);
-	return gone;
+	if (r == -ENOENT && tok_g.cfg.audit_format_version == 2 && !tok_g.cfg.audit_sealer_socket)
+		tok_msg("the audit log %s, or its sealing state %s, was deleted while the token ran: "
+			"failing closed",
+			path, tok_g.cfg.audit_seal_state ? tok_g.cfg.audit_seal_state : "(none)");
+	else if (r == -ENOENT)
+		tok_msg("the audit log %s (or its directory) was deleted while the token ran: failing closed",
+			path);
+	else if (r == -ENODATA)
+		tok_msg("the audit log %s was truncated while the token ran (logrotate's copytruncate? "
+			"docs/siem.md): failing closed",
+			path);
+	else
+		tok_msg("the audit log %s failed: %s: %s", path, strerror(-r),
+			tok_g.cfg.audit_fail_closed ? "failing closed" : "audit_fail_closed is off, going on");
 }
 
 static int64_t coarse_ms(void)
@@ -524,10 +534,8 @@ CK_RV tok_audit_write(const struct tok_audit *a)
 	}
 	if (r == 0)
 		return CKR_OK;
-	if (r == -ENOENT && !atomic_load(&tok_g.audit_failed) && trail_unlinked())
-		tok_msg("the audit log %s was deleted while the token ran (link count 0): failing closed",
-			tok_g.log_path);
-	atomic_fetch_add(&tok_g.audit_errors, 1);
+	if (atomic_fetch_add(&tok_g.audit_errors, 1) == 0)
+		trail_failed(r);
 	if (!tok_g.cfg.audit_fail_closed)
 		return CKR_OK;
 	atomic_store(&tok_g.audit_failed, true);

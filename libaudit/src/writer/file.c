@@ -140,7 +140,7 @@ static int open_locked(struct auditlog *l, bool excl, struct stat *ret_st)
 	}
 	/* A file system that reports no link count for a file just opened by
 	 * its name (0, as some FUSE ones do) would have every batch fail as
-	 * written into a deleted file (writer.c, file_unlinked()). When the name
+	 * written into a deleted file (writer.c, file_check()). When the name
 	 * still leads to this file, that check is off for it; when not, the file
 	 * was deleted meanwhile. */
 	l->nlink_known = al_nlink(l, &st) != 0;

@@ -555,22 +555,53 @@ static void fake_complete(struct auditlog *l, struct batch *b, uint8_t op, int32
 	l->fake_n++;
 }
 
-/* Has the file lost its last link (it was deleted, or its directory was)?
- * Then what a batch wrote reaches nobody once the file is closed, and the
- * log fails closed with -ENOENT (handle_cqe): it never makes the file again
- * on its own, which would hide the deletion behind a fresh start. Read once
- * a batch's write and fdatasync completed, on every path (inline or the
- * ring), so a deletion before the write is always seen; one after the read
- * is the next batch's to see. One fstat a batch: ~1 µs, 4-8 µs where it is
- * the first system call after a stretch of computing, as any is on the VM
- * we measure on (docs/benchmarks.md, "RSA-2048 key generation: the parts
- * copied once, and a deleted log found by the library"). Not read on a file
- * system that reports no link count (l->nlink_known, open_locked()). */
-static bool file_unlinked(struct auditlog *l)
+/* Is the active file still what the log wrote? Read when a batch is about to
+ * be acknowledged (retire_checked()): its write and fdatasync completed, on
+ * whichever path (inline or the ring), and so did those of every batch
+ * before it. A change before the read is this batch's to see, one after it
+ * the next batch's. The log then fails closed and never makes a file again
+ * on its own, which would hide what happened behind a fresh start:
+ *  - -ENOENT: the file lost its last link (it was deleted, or its
+ *    directory was): what a batch wrote reaches nobody once it is closed.
+ *    Not read on a file system that reports no link count (l->nlink_known,
+ *    open_locked()).
+ *  - -ENODATA: the file was truncated (logrotate's copytruncate). Either it
+ *    is shorter than this batch's end (the batch's own records were cut),
+ *    or the byte before this batch, the last of a batch this log wrote, is
+ *    no longer a '\n': a truncation before the write leaves a hole there,
+ *    read as NUL, that the write extended the file over. Every batch ends
+ *    with a '\n', and so does a file the log opened: recovery ends any
+ *    damage it leaves in place with one (file.c, open_batch()). That byte is
+ *    read at most every AL_CUT_CHECK_NS: what a truncation cut before it was
+ *    acknowledged long ago and is gone whenever it is found, and the records
+ *    of a batch written past the hole are durable there, so the batch may be
+ *    acknowledged; the log fails closed at the first batch read after.
+ * One fstat a batch (~1 µs; 4-8 µs where it is the first system call after a
+ * stretch of computing, as any is on the VM we measure on: docs/benchmarks.md,
+ * "RSA-2048 key generation: the parts copied once, and a deleted log found by
+ * the library"), and one pread of a byte in the page cache at most every
+ * 10 ms, off a lone record_sync's median ("A truncated log found by the
+ * library"). */
+static int file_check(struct auditlog *l, const struct batch *b)
 {
 	struct stat st;
+	uint64_t now;
+	char c;
 
-	return l->nlink_known && fstat(l->fd, &st) == 0 && al_nlink(l, &st) == 0;
+	if (fstat(l->fd, &st) < 0)
+		return 0; /* nothing learnt: the write and fdatasync succeeded */
+	if (l->nlink_known && al_nlink(l, &st) == 0)
+		return -ENOENT;
+	if ((uint64_t)st.st_size < b->off + b->len)
+		return -ENODATA;
+	if (b->off == 0 || (now = al_now_ns()) - l->cut_checked_ns < AL_CUT_CHECK_NS)
+		return 0;
+	l->cut_checked_ns = now;
+	if (l->cfg.has_hooks && l->cfg.hooks.before_read)
+		l->cfg.hooks.before_read(l->cfg.hooks.ctx, l->fd, b->off - 1, 1);
+	if (pread(l->fd, &c, 1, (off_t)(b->off - 1)) == 1 && c != '\n')
+		return -ENODATA;
+	return 0;
 }
 
 /* Issue the write of what is left of b, linked to an fdatasync of the batch. */
@@ -752,11 +783,6 @@ static void handle_cqe(struct auditlog *l, unsigned bi, unsigned op, int32_t res
 		fail_inflight_from(l, b, b->f_res);
 		return;
 	}
-	if (file_unlinked(l)) { /* no failover: nothing of it is acknowledged */
-		fail_closed(l, -ENOENT);
-		fail_inflight_from(l, b, -ENOENT);
-		return;
-	}
 	atomic_fetch_add(&l->st.fsyncs, 1);
 	b->complete = true;
 }
@@ -919,12 +945,30 @@ static void retire_ok(struct auditlog *l, struct batch *b)
 	b->state = B_FREE;
 }
 
+/* The oldest batch in flight, complete: acknowledged once its file is found
+ * still the log's (file_check(): every batch before it is acknowledged, so
+ * the byte before it was written and made durable). false: it is not, and
+ * the log failed closed, with no failover: nothing of the batch is
+ * acknowledged, and a new file would hide what happened. */
+static bool retire_checked(struct auditlog *l, struct batch *b)
+{
+	int r = file_check(l, b);
+
+	if (r < 0) {
+		fail_closed(l, r);
+		fail_inflight_from(l, b, r);
+		return false;
+	}
+	retire_ok(l, b);
+	return true;
+}
+
 static void retire(struct auditlog *l)
 {
 	struct batch *b;
 
-	while (!l->failover_err && (b = oldest_inflight(l)) && b->complete)
-		retire_ok(l, b);
+	while (!l->failover_err && (b = oldest_inflight(l)) && b->complete && retire_checked(l, b))
+		;
 }
 
 /* Keep the event lines of a failed batch for the next file, except those
@@ -978,8 +1022,9 @@ static void failover(struct auditlog *l)
 	int r;
 
 	/* batches before the failed one that completed are durable */
-	while ((b = oldest_inflight(l)) && b->complete && !b->err && b->off < l->failover_off)
-		retire_ok(l, b);
+	while ((b = oldest_inflight(l)) && b->complete && !b->err && b->off < l->failover_off &&
+	       retire_checked(l, b))
+		;
 	/* the failed batch and every later one (a held one last): nothing of
 	 * them is acknowledged */
 	while ((b = oldest_inflight(l)) || (b = l->held)) {
