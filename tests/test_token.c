@@ -1452,18 +1452,20 @@ static void test_audit_file_truncated(void **state)
 	h = open_rw(0);
 	log = tu_path(audit_dir, "softtoken-0.log");
 	assert_int_equal(truncate(log, 0), 0);
-	usleep(20000); /* the library reads the byte before a batch at most every 10 ms */
 	fd = open(err, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	assert_true(fd >= 0);
 	fflush(stderr);
 	saved = dup(2);
 	assert_true(saved >= 0);
 	assert_int_equal(dup2(fd, 2), 2);
-	assert_int_equal(f->C_Login(h, CKU_USER, PIN(USER_PIN)), CKR_DEVICE_ERROR);
-	assert_int_equal(f->C_GenerateRandom(h, rnd, sizeof(rnd)), CKR_DEVICE_ERROR);
+	/* nothing asserted while stderr is the file: cmocka reports there */
+	CK_RV login = f->C_Login(h, CKU_USER, PIN(USER_PIN));
+	CK_RV random = f->C_GenerateRandom(h, rnd, sizeof(rnd));
 	fflush(stderr);
 	assert_int_equal(dup2(saved, 2), 2);
 	close(saved);
+	assert_int_equal(login, CKR_DEVICE_ERROR);
+	assert_int_equal(random, CKR_DEVICE_ERROR);
 	n = pread(fd, msg, sizeof(msg) - 1, 0);
 	close(fd);
 	assert_true(n > 0);

@@ -67,11 +67,6 @@ struct al_io_hooks {
 
 int auditlog__config_set_io_hooks(struct auditlog_config *cfg, const struct al_io_hooks *h);
 
-/* The writer reads the byte before a batch, to find a truncated file, at most
- * this often (writer.c, file_check()): a test that truncates a log waits this
- * long before the batch that must find it. */
-#define AL_CUT_CHECK_NS (10 * 1000000u)
-
 /*
  * Clock hooks (tests only): when set, the writer reads every wall-clock time
  * (record timestamps it makes itself, rotation age, the epoch schedule),

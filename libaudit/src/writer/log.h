@@ -264,7 +264,6 @@ struct auditlog {
 	uint64_t durable_size; /* file bytes through the durable head */
 	uint64_t dropped_upto; /* the active file's page cache dropped below this */
 	bool nlink_known;      /* the active file's link count shows a deletion */
-	uint64_t cut_checked_ns; /* when file_check() last read the byte before a batch */
 	bool drop_inflight;    /* an IORING_OP_FADVISE of it not completed yet */
 	uint64_t last_ts_ns;
 	bool need_header;      /* the next batch starts with a header */

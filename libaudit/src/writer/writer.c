@@ -571,21 +571,18 @@ static void fake_complete(struct auditlog *l, struct batch *b, uint8_t op, int32
  *    no longer a '\n': a truncation before the write leaves a hole there,
  *    read as NUL, that the write extended the file over. Every batch ends
  *    with a '\n', and so does a file the log opened: recovery ends any
- *    damage it leaves in place with one (file.c, open_batch()). That byte is
- *    read at most every AL_CUT_CHECK_NS: what a truncation cut before it was
- *    acknowledged long ago and is gone whenever it is found, and the records
- *    of a batch written past the hole are durable there, so the batch may be
- *    acknowledged; the log fails closed at the first batch read after.
- * One fstat a batch (~1 µs; 4-8 µs where it is the first system call after a
- * stretch of computing, as any is on the VM we measure on: docs/benchmarks.md,
- * "RSA-2048 key generation: the parts copied once, and a deleted log found by
- * the library"), and one pread of a byte in the page cache at most every
- * 10 ms, off a lone record_sync's median ("A truncated log found by the
- * library"). */
+ *    damage it leaves in place with one (file.c, open_batch()). That byte
+ *    is read at every batch: a batch that skipped it would hide a hole
+ *    before it from every later batch's read.
+ * One fstat and one pread of a byte in the page cache a batch (~1-1.5 µs
+ * each; 4-8 µs for the first system call after a stretch of computing, as
+ * any is on the VM we measure on: docs/benchmarks.md, "RSA-2048 key
+ * generation: the parts copied once, and a deleted log found by the
+ * library", and "A truncated log found by the library"). */
 static int file_check(struct auditlog *l, const struct batch *b)
 {
+	const struct al_io_hooks *h = l->cfg.has_hooks ? &l->cfg.hooks : NULL;
 	struct stat st;
-	uint64_t now;
 	char c;
 
 	if (fstat(l->fd, &st) < 0)
@@ -594,11 +591,10 @@ static int file_check(struct auditlog *l, const struct batch *b)
 		return -ENOENT;
 	if ((uint64_t)st.st_size < b->off + b->len)
 		return -ENODATA;
-	if (b->off == 0 || (now = al_now_ns()) - l->cut_checked_ns < AL_CUT_CHECK_NS)
+	if (b->off == 0)
 		return 0;
-	l->cut_checked_ns = now;
-	if (l->cfg.has_hooks && l->cfg.hooks.before_read)
-		l->cfg.hooks.before_read(l->cfg.hooks.ctx, l->fd, b->off - 1, 1);
+	if (h && h->before_read)
+		h->before_read(h->ctx, l->fd, b->off - 1, 1);
 	if (pread(l->fd, &c, 1, (off_t)(b->off - 1)) == 1 && c != '\n')
 		return -ENODATA;
 	return 0;
