@@ -187,9 +187,11 @@ assert arms["async-coalesce"]["coalesce_us"] == 5000
 assert rep["token_sync_fsyncs_per_record"] == s["fsyncs_per_record"]
 EOF
 
-# -- --queue: the sustained phase's queue as asked, filled no further
-run 0 --json --dir "$vtmp" --phases sustained --events 20000 --threads 2 --queue 64 \
+# -- --queue: the sustained phase's queue as asked, filled no further; one
+#    producer; no worker_nice reported when it was not set
+run 0 --json --dir "$vtmp" --phases sustained --events 20000 --threads 1 --queue 64 \
 	--drop-behind-bytes 0 --prime-bytes 0
+grep -q '"worker_nice"' "$vtmp/out" && fail "worker_nice reported though not set"
 "$PY" - "$vtmp/out" <<'EOF' || fail "--queue 64"
 import json, sys
 rep = json.load(open(sys.argv[1]))
@@ -197,6 +199,7 @@ assert rep["prime_bytes"] == 0 and rep["prime_sustained_s"] == rep["prime_ceilin
 assert rep["queue_slots"] == 64, rep["queue_slots"]
 assert 0 < rep["queue_high_water"] <= 64, rep["queue_high_water"]
 assert rep["drop_behind_bytes"] == 0, rep.get("drop_behind_bytes")
+assert rep["threads"] == 1 and rep["sustained_events_per_s"] > 0, rep
 EOF
 run 2 --prime-bytes 1Q
 grep -q "prime-bytes" "$vtmp/err" || fail "--prime-bytes 1Q: $(cat "$vtmp/err")"
@@ -228,8 +231,6 @@ kept=$(echo "$kdir"/auditlog-bench.*)
 [ -s "$kept/sustained.log" ] || fail "--keep kept no sustained.log in $kept"
 [ -e "$kept/prime.dat" ] && fail "the prime's scratch file was left in $kept"
 rm -rf "$kdir"
-run 0 --json --dir "$vtmp" --phases sustained --events 2000 --threads 1
-grep -q '"worker_nice"' "$vtmp/out" && fail "worker_nice reported though not set"
 run 2 --worker-nice 20
 grep -q "not an integer in -20..19" "$vtmp/err" || fail "--worker-nice 20: $(cat "$vtmp/err")"
 
