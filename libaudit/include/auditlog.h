@@ -275,9 +275,9 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
  * -ENOMEM when a long string could not be copied, and once the log has failed
  * closed, the error that closed it (e.g. -EIO, -ENOSPC; -ENOENT: its file
  * was deleted, or its directory, while it was open; -ENODATA: its file was
- * truncated while it was open: docs/durability.md "When the disk fails"). -ECHILD in a process
- * forked from the one that opened the log: a child never uses its parent's
- * log (docs/sealer.md section 2). Thread-safe. */
+ * truncated while it was open: docs/durability.md "When the disk fails").
+ * -ECHILD in a process forked from the one that opened the log: a child
+ * never uses its parent's log (docs/sealer.md section 2). Thread-safe. */
 AUDITLOG_API int auditlog_record(struct auditlog *log, const struct auditlog_event *ev);
 
 /* Like auditlog_record(), then wait until this event's batch and every

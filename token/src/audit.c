@@ -430,21 +430,21 @@ static void reshare_rotated(void)
 static void trail_failed(int r)
 {
 	const char *path = tok_g.log_path;
+	const char *then = tok_g.cfg.audit_fail_closed ? "failing closed"
+						       : "audit_fail_closed is off: going on without a trail";
 
 	if (r == -ENOENT && tok_g.cfg.audit_format_version == 2 && !tok_g.cfg.audit_sealer_socket)
-		tok_msg("the audit log %s, or its sealing state %s, was deleted while the token ran: "
-			"failing closed",
-			path, tok_g.cfg.audit_seal_state ? tok_g.cfg.audit_seal_state : "(none)");
+		tok_msg("the audit log %s, or its sealing state %s, was deleted while the token ran: %s",
+			path, tok_g.cfg.audit_seal_state, then);
 	else if (r == -ENOENT)
-		tok_msg("the audit log %s (or its directory) was deleted while the token ran: failing closed",
-			path);
+		tok_msg("the audit log %s (or its directory) was deleted while the token ran: %s", path,
+			then);
 	else if (r == -ENODATA)
 		tok_msg("the audit log %s was truncated while the token ran (logrotate's copytruncate? "
-			"docs/siem.md): failing closed",
-			path);
+			"docs/siem.md): %s",
+			path, then);
 	else
-		tok_msg("the audit log %s failed: %s: %s", path, strerror(-r),
-			tok_g.cfg.audit_fail_closed ? "failing closed" : "audit_fail_closed is off, going on");
+		tok_msg("the audit log %s failed: %s: %s", path, strerror(-r), then);
 }
 
 static int64_t coarse_ms(void)
