@@ -705,6 +705,7 @@ static void truncated(enum auditlog_backend be, bool ring, int how)
 	struct auditlog_event ev = tu_event("C_Login", 1);
 	struct auditlog_stats st;
 	struct auditlog *log = NULL;
+	struct tu_walk w;
 	uint64_t size;
 
 	assert_int_equal(auditlog_config_set_backend(cfg, be), 0);
@@ -733,6 +734,10 @@ static void truncated(enum auditlog_backend be, bool ring, int how)
 	assert_int_equal(st.failovers, 0);
 	assert_int_equal(auditlog_close(log), -ENODATA);
 	assert_int_equal(tu_file_size(path) > size / 2, true); /* the batch that found it */
+	/* the file as it was left: the cut shows to a reader (a hole of NULs, or
+	 * a line cut short), where the chain breaks */
+	assert_int_equal(tu_walk_file(path, &w, NULL, NULL), -1);
+	assert_true(w.error[0]);
 
 	/* Reopened: recovery repairs what it can reach and the log goes on,
 	 * past the hole it cannot (its bytes precede the log's own). */
