@@ -134,6 +134,16 @@ cmp -s "$d/rep.log" "$d/rep1.log" && fail "the changed replay line is unchanged"
 expect 1 "$VERIFY" --dedup - <"$d/rep1.log"
 grep -q 'shipper-duplicate 30' "$d/out" || fail "--dedup with one changed: $(cat "$d/out")"
 
+# a hole of NUL bytes (a file truncated and written on past the cut, as a
+# writer did before it checked): named as a hole, where it starts in its line
+mkdir -p "$d/hole"
+head -c 3000 "$d/log/audit.log" >"$d/hole/audit.log"
+head -c 1000 /dev/zero >>"$d/hole/audit.log"
+tail -c +4001 "$d/log/audit.log" | head -c 2000 >>"$d/hole/audit.log"
+expect 1 "$VERIFY" "$d/hole"
+grep -q 'unparseable: a hole of 1000 NUL byte(s) at byte [0-9]* of the line' "$d/out" ||
+	fail "a hole: $(cat "$d/out")"
+
 # a deleted line: exit 1, with file, line, offset and seq
 sed -i '5d' "$d/log/audit.log"
 expect 1 "$VERIFY" "$d/log"

@@ -1442,7 +1442,7 @@ static void test_audit_file_truncated(void **state)
 {
 	CK_SESSION_HANDLE h;
 	CK_BYTE rnd[16];
-	char *log, *err = tu_path(audit_dir, "stderr.txt");
+	char *tmp = tu_mkdtemp(), *log, *err = tu_path(tmp, "stderr.txt");
 	char msg[4096];
 	int fd, saved;
 	ssize_t n;
@@ -1477,6 +1477,8 @@ static void test_audit_file_truncated(void **state)
 	assert_int_equal(f->C_Finalize(NULL), CKR_OK);
 	free(log);
 	free(err);
+	tu_rmtree(tmp);
+	free(tmp);
 }
 
 /* A secret handed out while the overall rv is an error is recorded as what

@@ -739,8 +739,8 @@ static void truncated(enum auditlog_backend be, bool ring, int how)
 	assert_int_equal(tu_walk_file(path, &w, NULL, NULL), -1);
 	assert_true(w.error[0]);
 
-	/* Reopened: recovery repairs what it can reach and the log goes on,
-	 * past the hole it cannot (its bytes precede the log's own). */
+	/* Reopened: recovery ends the damage in its window with a '\n' and a
+	 * recovery record, and the log goes on. */
 	if (how == 2) {
 		assert_int_equal(auditlog_open(cfg, &log), 0);
 		for (unsigned i = 0; i < 4; i++) {

@@ -1820,12 +1820,25 @@ static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t
 			char fields[160] = "";
 			w->damage_cls = e == AL_PERR_TOO_LONG ? AL_V_UNPARSEABLE :
 					classify_unparsed(line, len, e, fields, sizeof(fields));
-			snprintf(w->damage_msg, sizeof(w->damage_msg), "%s at byte %zu of the line%s",
-				 e == AL_PERR_VERSION ? "unknown format version" :
-				 e == AL_PERR_TOO_LONG ? "line longer than 8192 bytes" :
-				 w->damage_cls == AL_V_NONCANONICAL ? "JSON, but not the canonical line" :
-								     "not a record",
-				 e == AL_PERR_TOO_LONG ? (size_t)AL_LINE_MAX : eoff, fields);
+			/* NUL bytes in a line are a hole: what a writer wrote past
+			 * when a batch was lost in a crash, or the file was truncated
+			 * under it (docs/durability.md). The first run is named. */
+			const uint8_t *z = memchr(line, 0, len);
+			size_t nul = 0;
+			while (z && z + nul < line + len && !z[nul])
+				nul++;
+			if (z)
+				snprintf(w->damage_msg, sizeof(w->damage_msg),
+					 "a hole of %zu NUL byte(s) at byte %zu of the line (data lost in a "
+					 "crash, or the file truncated and written on past the cut)",
+					 nul, (size_t)(z - line));
+			else
+				snprintf(w->damage_msg, sizeof(w->damage_msg), "%s at byte %zu of the line%s",
+					 e == AL_PERR_VERSION ? "unknown format version" :
+					 e == AL_PERR_TOO_LONG ? "line longer than 8192 bytes" :
+					 w->damage_cls == AL_V_NONCANONICAL ? "JSON, but not the canonical line" :
+									     "not a record",
+					 e == AL_PERR_TOO_LONG ? (size_t)AL_LINE_MAX : eoff, fields);
 		}
 		w->damage_lines++;
 		w->damage_seqs += 1 + joined_records(c, line, len);
