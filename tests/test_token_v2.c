@@ -215,29 +215,24 @@ static void assert_intact(const struct auditlog_vsummary *s, uint64_t chains)
 	assert_true(s->checkpoints > 0 && s->checkpoints_checked == s->checkpoints);
 }
 
-/* stderr into a file while fn runs: the module's messages (tok_msg). */
+/* stderr while fn runs: the module's messages (tok_msg). */
+struct call {
+	CK_RV (*fn)(CK_VOID_PTR);
+	CK_RV rv;
+};
+
+static void call_fn(void *ctx)
+{
+	struct call *c = ctx;
+	c->rv = c->fn(NULL);
+}
+
 static char *stderr_of(CK_RV (*fn)(CK_VOID_PTR), CK_RV *ret_rv)
 {
-	char *path = tu_path(dir, "stderr.txt");
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), saved = dup(2);
-	size_t len;
-	char *out;
+	struct call c = {.fn = fn};
+	char *out = tu_stderr_of(dir, call_fn, &c);
 
-	assert_true(fd >= 0 && saved >= 0);
-	fflush(stderr);
-	assert_true(dup2(fd, 2) == 2);
-	*ret_rv = fn(NULL);
-	fflush(stderr);
-	assert_true(dup2(saved, 2) == 2);
-	close(saved);
-	close(fd);
-	out = (char *)tu_read_file(path, &len);
-	assert_non_null(out);
-	out = realloc(out, len + 1);
-	assert_non_null(out);
-	out[len] = '\0';
-	unlink(path);
-	free(path);
+	*ret_rv = c.rv;
 	return out;
 }
 

@@ -78,6 +78,31 @@ char *tu_path(const char *dir, const char *name)
 	return p;
 }
 
+char *tu_stderr_of(const char *dir, void (*fn)(void *ctx), void *ctx)
+{
+	char *path = tu_path(dir, "stderr.txt");
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), saved = dup(2);
+	size_t len;
+	char *out;
+
+	assert_true(fd >= 0 && saved >= 0);
+	fflush(stderr);
+	assert_true(dup2(fd, 2) == 2);
+	fn(ctx);
+	fflush(stderr);
+	assert_true(dup2(saved, 2) == 2);
+	close(saved);
+	close(fd);
+	out = (char *)tu_read_file(path, &len);
+	assert_non_null(out);
+	out = realloc(out, len + 1);
+	assert_non_null(out);
+	out[len] = '\0';
+	unlink(path);
+	free(path);
+	return out;
+}
+
 uint64_t tu_file_size(const char *path)
 {
 	struct stat st;

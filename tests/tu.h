@@ -25,6 +25,10 @@ void tu_rmtree(const char *dir);
 /* Whole file into memory (NUL-terminated); NULL on error. */
 uint8_t *tu_read_file(const char *path, size_t *ret_len);
 char *tu_path(const char *dir, const char *name); /* malloc'ed dir/name */
+/* What fn(ctx) writes to stderr (a PKCS#11 module's messages), NUL-ended,
+ * malloc'ed; the file it goes through is made in dir and removed. fn must
+ * not assert: cmocka reports on stderr. */
+char *tu_stderr_of(const char *dir, void (*fn)(void *ctx), void *ctx);
 uint64_t tu_file_size(const char *path);
 /* How many pages of [off, off + len) of the file at path the page cache holds
  * (mincore); off a multiple of the page size. */
