@@ -443,6 +443,77 @@ static void test_hostile_dir(void **state)
 	free(dir);
 }
 
+/* A rotation while a directory was listed: the listing holds the active
+ * name, the writer then renames that file and opens a new one, which names
+ * the renamed file as its predecessor. With the directory given whole
+ * (al_vopts.dirs), the engine takes the renamed file in (and, for two
+ * rotations, the one before it): no finding. Given file by file, the file
+ * is missing from the inputs, as before. A FIFO or a symlink under that
+ * name is not taken in (nor blocks). */
+static void test_renamed_after_listing(void **state)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	char **paths, *dirs[] = {dir};
+	struct got g;
+	struct al_vopts o = {.threads = 1, .on_finding = collect, .ctx = &g};
+	struct al_vresult res;
+
+	write_log(path, 1, 300, 4096);
+	unsigned n = list_dir(dir, &paths); /* audit.log first, the rotated ones by time */
+	assert_true(n >= 4);
+	assert_string_equal(paths[0], path);
+	/* the newest rotated file was renamed after the listing: not in it */
+	for (unsigned drop = 1; drop <= 2; drop++) {
+		memset(&g, 0, sizeof(g));
+		o.dirs = dirs;
+		o.n_dirs = 1;
+		assert_int_equal(al_verify_files(paths, n - drop, &o, &res), 0);
+		assert_int_equal(res.files, n);
+		assert_int_equal(res.chains, 1);
+		assert_int_equal(total(&g), 0);
+		al_vresult_free(&res);
+		/* named one by one: the missing predecessor is a finding */
+		memset(&g, 0, sizeof(g));
+		o.dirs = NULL;
+		o.n_dirs = 0;
+		assert_int_equal(al_verify_files(paths, n - drop, &o, &res), 0);
+		assert_int_equal(res.files, n - drop);
+		assert_int_equal(g.n[AL_V_MISSING_FILE], 1);
+		al_vresult_free(&res);
+	}
+	/* under that name a FIFO, then a symlink to the real file: not taken
+	 * in, the predecessor is missing */
+	char *moved = tu_path(dir, "moved");
+	assert_int_equal(rename(paths[n - 1], moved), 0);
+	for (int how = 0; how < 2; how++) {
+		if (how == 0)
+			assert_int_equal(mkfifo(paths[n - 1], 0600), 0);
+		else
+			assert_int_equal(symlink(moved, paths[n - 1]), 0);
+		memset(&g, 0, sizeof(g));
+		o.dirs = dirs;
+		o.n_dirs = 1;
+		assert_int_equal(al_verify_files(paths, n - 1, &o, &res), 0);
+		assert_int_equal(res.files, n - 1);
+		assert_int_equal(g.n[AL_V_MISSING_FILE], 1);
+		al_vresult_free(&res);
+		assert_int_equal(unlink(paths[n - 1]), 0);
+	}
+	assert_int_equal(rename(moved, paths[n - 1]), 0);
+	/* a directory not given whole (another one is): not taken in */
+	char *other[] = {moved};
+	o.dirs = other;
+	memset(&g, 0, sizeof(g));
+	assert_int_equal(al_verify_files(paths, n - 1, &o, &res), 0);
+	assert_int_equal(g.n[AL_V_MISSING_FILE], 1);
+	al_vresult_free(&res);
+	free(moved);
+	free_list(paths, n);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 /* --emit with workers passes on the bytes they checked: a line changed in
  * the file after its block was checked (while the walk is behind) is never
  * emitted changed. */
@@ -503,6 +574,7 @@ int main(void)
 		cmocka_unit_test(test_recovered),    cmocka_unit_test(test_first_header),
 		cmocka_unit_test(test_from_checkpoint),
 		cmocka_unit_test(test_hostile_dir),
+		cmocka_unit_test(test_renamed_after_listing),
 		cmocka_unit_test(test_emit_verified_bytes),
 	};
 	tu_filter();

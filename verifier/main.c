@@ -679,6 +679,7 @@ int main(int argc, char **argv)
 	struct report rep = {0};
 	struct al_vopts o = {.on_finding = on_finding, .ctx = &rep};
 	char **paths = NULL;
+	char **dirs = NULL;
 	unsigned n = 0, n_anchors = 0;
 	int c, r, ret, follow_tries = 0;
 	/* evidence bundles (prove.c): one of --prove, --prove-consistency, --check-proof */
@@ -944,6 +945,19 @@ int main(int argc, char **argv)
 	}
 	if (from_stdin)
 		goto verify;
+	/* the directories given: the engine takes in a file the writer renamed
+	 * in one after it was listed (al_vopts.dirs) */
+	dirs = calloc((size_t)(argc - optind) + 1, sizeof(*dirs));
+	if (!dirs) {
+		ret = 2;
+		goto out;
+	}
+	for (int i = optind; i < argc; i++) {
+		struct stat st;
+		if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode))
+			dirs[o.n_dirs++] = argv[i];
+	}
+	o.dirs = dirs;
 relist:
 	/* --follow: a rotation may rename a file between the listing and the
 	 * opening; list until two listings agree (names). */
@@ -1191,5 +1205,6 @@ out:
 	free(wkeys);
 	al_witness_free(witness, n_witness);
 	al_registry_free(&reg);
+	free(dirs);
 	return ret;
 }

@@ -30,6 +30,7 @@
 #define al_hex auditlog__al_hex
 #define al_put_dec auditlog__al_put_dec
 #define al_verify_add_path auditlog__al_verify_add_path
+#define al_verify_note_dir auditlog__al_verify_note_dir
 #define al_verify_files auditlog__al_verify_files
 #define al_vresult_free auditlog__al_vresult_free
 #define al_vstream_end auditlog__al_vstream_end

@@ -217,6 +217,11 @@ static CK_RV verify_audit_dir(char *err, size_t errlen)
 		return CKR_GENERAL_ERROR;
 	}
 	if (n) {
+		/* every file of audit_dir: one rotated by another process while it
+		 * was listed is taken in (the engine's take_in_renamed) */
+		char *dirs[1] = {tok_g.cfg.audit_dir};
+		o.dirs = dirs;
+		o.n_dirs = 1;
 		r = al_verify_files(paths, n, &o, &res);
 		if (r < 0) {
 			snprintf(err, errlen, "cannot verify %s: %s", tok_g.cfg.audit_dir, strerror(-r));

@@ -125,7 +125,7 @@ struct vctx {
 	const struct al_vopts *o;
 	struct al_vresult *res;
 	struct vfile *files;
-	unsigned n;
+	unsigned n, cap_files; /* cap_files: room for files taken in (take_in_renamed) */
 	uint8_t *dec, *work, *line2;
 	uint64_t total_bytes, done_bytes; /* progress */
 	/* expect-head and from bookkeeping */
@@ -2930,43 +2930,113 @@ static void witness_end(struct vctx *c, const char *last)
 	}
 }
 
+/* Is the file at path in one of the directories the inputs hold whole? */
+static bool in_listed_dir(const struct al_vopts *o, const struct vfile *f)
+{
+	size_t dl = (size_t)(f->base - f->path);
+
+	for (unsigned k = 0; k < o->n_dirs; k++) {
+		size_t l = strlen(o->dirs[k]);
+		if (dl == l + 1 && strncmp(f->path, o->dirs[k], l) == 0 && f->path[l] == '/')
+			return true;
+	}
+	return false;
+}
+
+/* Open input i (path) and read its header. */
+static int add_input(struct vctx *c, unsigned i, const char *path, unsigned *kept)
+{
+	struct vfile *f = &c->files[i];
+	const char *sl = strrchr(path, '/');
+	uint64_t rs;
+
+	f->fd = -1;
+	f->path = path;
+	f->base = sl ? sl + 1 : path;
+	f->next = f->prevf = f->chain = f->fork_of = -1;
+	/* a file under a name the writer renames (its active name, not a
+	 * rotated one) stays open: a rotation while we run must not make
+	 * the path name another file (at most 64 such descriptors) */
+	bool active = !rotated_name(f->base, &rs) && *kept < 64;
+	*kept += active;
+	int r = read_head(c, f, active);
+	if (r < 0)
+		return r;
+	f->limit = f->size;
+	c->total_bytes += f->size;
+	c->res->files++;
+	return 0;
+}
+
+/* At most this many files are taken in by rotations that raced the listing. */
+#define TAKE_IN_MAX 16
+
+/* A rotation while a directory the inputs hold whole was listed: the writer
+ * renamed its active file after the listing, and its new file (opened under
+ * the active name) names the renamed one as its predecessor, which is not
+ * among the inputs but is beside it now (or readdir did not return a name
+ * being renamed). Take that file in, as the listing would have a moment
+ * later: a regular file under exactly the name the header gives, in the
+ * same directory. Not for a file named alone (o->dirs): its predecessor is
+ * then missing from the inputs, as the caller chose. */
+static int take_in_renamed(struct vctx *c, unsigned *kept)
+{
+	for (unsigned i = 0; i < c->n && c->n < c->cap_files; i++) {
+		const struct vfile *g = &c->files[i];
+		bool found = false;
+		struct stat st;
+		/* only a name a listing returns: no '/', no dot file */
+		if (!g->hdr_ok || !g->has_prev || !in_listed_dir(c->o, g) || g->prev_name[0] == '.' ||
+		    strchr(g->prev_name, '/'))
+			continue;
+		for (unsigned k = 0; k < c->n && !found; k++)
+			found = strcmp(c->files[k].base, g->prev_name) == 0;
+		if (found)
+			continue;
+		const char *p = keep_path(c, g->path, (int)(g->base - g->path), g->prev_name);
+		if (!p)
+			return -ENOMEM;
+		if (lstat(p, &st) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		int r = add_input(c, c->n, p, kept);
+		if (r == -ENOENT)
+			continue; /* renamed again since: a missing file after all */
+		if (r < 0)
+			return r;
+		c->n++;
+	}
+	return 0;
+}
+
 int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, struct al_vresult *res)
 {
 	struct vctx c = {.o = o, .res = res, .n = n};
+	const char *last = n ? paths[n - 1] : ""; /* where a finding of no file is told */
 	unsigned kept = 0;
 	int r = 0;
 
 	memset(res, 0, sizeof(*res));
-	c.files = calloc(n ? n : 1, sizeof(*c.files));
+	c.cap_files = n + (o->n_dirs ? TAKE_IN_MAX : 0);
+	c.files = calloc(c.cap_files ? c.cap_files : 1, sizeof(*c.files));
 	c.dec = malloc(AL_LINE_MAX);
 	c.line2 = malloc(AL_LINE_MAX);
 	c.work = malloc(AL_HASH_LEN + AL_BODY_MAX);
-	res->chain = calloc(n ? n : 1, sizeof(*res->chain));
+	res->chain = calloc(c.cap_files ? c.cap_files : 1, sizeof(*res->chain));
 	if (!c.files || !c.dec || !c.work || !c.line2 || !res->chain) {
 		r = -ENOMEM;
 		goto out;
 	}
-	for (unsigned i = 0; i < n; i++)
+	for (unsigned i = 0; i < c.cap_files; i++)
 		c.files[i].fd = -1;
 	for (unsigned i = 0; i < n; i++) {
-		struct vfile *f = &c.files[i];
-		f->path = paths[i];
-		const char *sl = strrchr(paths[i], '/');
-		f->base = sl ? sl + 1 : paths[i];
-		f->next = f->prevf = f->chain = f->fork_of = -1;
-		/* a file under a name the writer renames (its active name, not a
-		 * rotated one) stays open: a rotation while we run must not make
-		 * the path name another file (at most 64 such descriptors) */
-		uint64_t rs;
-		bool active = !rotated_name(f->base, &rs) && kept < 64;
-		kept += active;
-		r = read_head(&c, f, active);
+		r = add_input(&c, i, paths[i], &kept);
 		if (r < 0)
 			goto out;
-		f->limit = f->size;
-		c.total_bytes += f->size;
-		res->files++;
 	}
+	r = take_in_renamed(&c, &kept);
+	if (r < 0)
+		goto out;
+	n = c.n;
 	mark_sealed(&c);
 	/* links: the successor of a file is the file whose header names it as
 	 * prev, in the same chain (an altered header or none: by name alone) */
@@ -3101,11 +3171,11 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 	r = overlaps(&c);
 	if (r < 0)
 		goto out;
-	anchors(&c, n ? paths[n - 1] : "");
-	witness_end(&c, n ? paths[n - 1] : "");
+	anchors(&c, last);
+	witness_end(&c, last);
 out:
 	v2_done(&c);
-	for (unsigned i = 0; c.files && i < n; i++)
+	for (unsigned i = 0; c.files && i < c.cap_files; i++)
 		if (c.files[i].fd >= 0)
 			close(c.files[i].fd);
 	while (c.more) {

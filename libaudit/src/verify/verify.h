@@ -128,6 +128,11 @@ struct al_vopts {
 	const struct al_vanchor *anchors; /* with anchors given, a chain without one is unanchored */
 	unsigned n_anchors;
 	bool one_chain; /* more than one chain among the inputs is a finding */
+	/* The directories whose every file is among the inputs (listed by
+	 * al_verify_add_path): a file in one that the writer renamed after the
+	 * listing, named as a predecessor, is taken in (take_in_renamed). */
+	char *const *dirs;
+	unsigned n_dirs;
 	/* --dedup (a central copy a shipper may repeat lines in): a line
 	 * byte-identical to one of the last AL_VRING records seen is
 	 * shipper-duplicate (a notice), not duplicated */
@@ -259,6 +264,10 @@ void al_vstream_free(struct al_vstream *s);
 /* Append PATH to *list (n used, cap allocated): a file as given, or a
  * directory's regular files (not dot files), in directory order. 0 or -errno. */
 int al_verify_add_path(const char *path, char ***list, unsigned *n, unsigned *cap);
+
+/* Append PATH to *list when it is a directory (for al_vopts.dirs: its every
+ * file is among the inputs). 0 or -errno. */
+int al_verify_note_dir(const char *path, char ***list, unsigned *n, unsigned *cap);
 
 /* ---- the sealer's registry of chains (verify_registry.c, docs/format.md 26) ---- */
 

@@ -43,6 +43,8 @@ SAME(AUDITLOG_V__COUNT, AL_V__MAX);
 struct auditlog_verifier {
 	char **paths;
 	unsigned n, cap;
+	char **dirs; /* o.dirs: the directories added */
+	unsigned n_dirs, cap_dirs;
 	struct al_vopts o;
 	bool strict, ran;
 	struct al_vresult res;
@@ -83,6 +85,9 @@ AUDITLOG_API void auditlog_verifier_free(struct auditlog_verifier *v)
 	for (unsigned i = 0; i < v->n; i++)
 		free(v->paths[i]);
 	free(v->paths);
+	for (unsigned i = 0; i < v->n_dirs; i++)
+		free(v->dirs[i]);
+	free(v->dirs);
 	al_vstream_free(v->stream);
 	al_vresult_free(&v->res);
 	free(v->stream_name);
@@ -104,7 +109,8 @@ AUDITLOG_API int auditlog_verifier_add_path(struct auditlog_verifier *v, const c
 {
 	if (!v || !path || v->ran || v->stream_name)
 		return -EINVAL;
-	return al_verify_add_path(path, &v->paths, &v->n, &v->cap);
+	int r = al_verify_add_path(path, &v->paths, &v->n, &v->cap);
+	return r < 0 ? r : al_verify_note_dir(path, &v->dirs, &v->n_dirs, &v->cap_dirs);
 }
 
 AUDITLOG_API int auditlog_verifier_add_stream(struct auditlog_verifier *v, const char *name)
@@ -438,6 +444,8 @@ AUDITLOG_API int auditlog_verifier_run(struct auditlog_verifier *v, struct audit
 		}
 	} else {
 		engine_opts(v);
+		v->o.dirs = v->dirs;
+		v->o.n_dirs = v->n_dirs;
 		r = al_verify_files(v->paths, v->n, &v->o, &v->res);
 	}
 	v->ran = true;

@@ -59,3 +59,12 @@ int al_verify_add_path(const char *path, char ***list, unsigned *n, unsigned *ca
 	closedir(d);
 	return r;
 }
+
+int al_verify_note_dir(const char *path, char ***list, unsigned *n, unsigned *cap)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	return push(list, n, cap, strdup(path));
+}

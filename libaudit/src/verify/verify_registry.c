@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <openssl/crypto.h>
 
@@ -175,6 +176,12 @@ int al_registry_load(const char *path, const struct al_vopts *o, struct al_vregi
 	l->o = o;
 	ro.ctx = rr.ctx = l;
 	r = al_verify_add_path(path, &paths, &n, &cap);
+	char *dirs[1] = {(char *)path};
+	struct stat st;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) { /* a rotation while it is listed */
+		ro.dirs = rr.dirs = dirs;
+		ro.n_dirs = rr.n_dirs = 1;
+	}
 	if (r == 0 && n == 0)
 		r = -ENOENT;
 	if (r == 0)
