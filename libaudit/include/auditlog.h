@@ -496,6 +496,9 @@ struct auditlog_verifier; /* opaque */
 AUDITLOG_API int auditlog_verifier_new(struct auditlog_verifier **ret_v);
 AUDITLOG_API void auditlog_verifier_free(struct auditlog_verifier *v);
 /* A log file, or a directory whose regular files (not dot files) are taken.
+ * A directory is taken whole: a file a writer renamed in it after it was
+ * listed (a rotation), which a file read from it names as its predecessor,
+ * is read too (docs/auditlog-verify.md, "Description").
  * 0, -ENOENT and the like from stat/opendir, -ENOMEM. */
 AUDITLOG_API int auditlog_verifier_add_path(struct auditlog_verifier *v, const char *path);
 /* Instead of files: a stream, the bytes of a log fed in order with
