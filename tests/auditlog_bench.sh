@@ -97,6 +97,7 @@ done
 # -- one short run of every phase, the JSON's figures and their relations
 run 0 --json --dir "$vtmp" --events 20000 --threads 2 --sync-samples 20 \
 	--enqueue-samples 1000 --token-records 50 --token-gap-us 50
+grep -q '"worker_nice"' "$vtmp/out" && fail "worker_nice reported though not set"
 "$PY" - "$vtmp/out" <<'EOF' || fail "the JSON report of a full run"
 import json, sys
 rep = json.load(open(sys.argv[1]))
@@ -187,20 +188,29 @@ assert arms["async-coalesce"]["coalesce_us"] == 5000
 assert rep["token_sync_fsyncs_per_record"] == s["fsyncs_per_record"]
 EOF
 
-# -- --queue: the sustained phase's queue as asked, filled no further; one
-#    producer; no worker_nice reported when it was not set
-run 0 --json --dir "$vtmp" --phases sustained --events 20000 --threads 1 --queue 64 \
-	--drop-behind-bytes 0 --prime-bytes 0
-grep -q '"worker_nice"' "$vtmp/out" && fail "worker_nice reported though not set"
-"$PY" - "$vtmp/out" <<'EOF' || fail "--queue 64"
+# -- --queue, --worker-nice and --prime-bytes in one sustained run (each such run
+#    sweeps the raw ceiling, ~9 s): the queue as asked, filled no further; one
+#    producer; the worker's nice reported as set (a higher nice needs no
+#    privilege); the prime as asked, its scratch file gone from the kept directory
+kdir="$vtmp/keep"
+mkdir "$kdir"
+run 0 --json --dir "$kdir" --keep --phases sustained --events 20000 --threads 1 --queue 64 \
+	--drop-behind-bytes 0 --worker-nice 19 --prime-bytes 3M
+"$PY" - "$vtmp/out" <<'EOF' || fail "--queue 64 --worker-nice 19 --prime-bytes 3M"
 import json, sys
 rep = json.load(open(sys.argv[1]))
-assert rep["prime_bytes"] == 0 and rep["prime_sustained_s"] == rep["prime_ceiling_s"] == 0, rep
 assert rep["queue_slots"] == 64, rep["queue_slots"]
 assert 0 < rep["queue_high_water"] <= 64, rep["queue_high_water"]
 assert rep["drop_behind_bytes"] == 0, rep.get("drop_behind_bytes")
 assert rep["threads"] == 1 and rep["sustained_events_per_s"] > 0, rep
+assert rep["worker_nice"] == 19, rep.get("worker_nice")
+assert rep["prime_bytes"] == 3 << 20, rep["prime_bytes"]
+assert rep["prime_sustained_s"] > 0 and rep["prime_ceiling_s"] > 0, rep
 EOF
+kept=$(echo "$kdir"/auditlog-bench.*)
+[ -s "$kept/sustained.log" ] || fail "--keep kept no sustained.log in $kept"
+[ -e "$kept/prime.dat" ] && fail "the prime's scratch file was left in $kept"
+rm -rf "$kdir"
 run 2 --prime-bytes 1Q
 grep -q "prime-bytes" "$vtmp/err" || fail "--prime-bytes 1Q: $(cat "$vtmp/err")"
 run 2 --drop-behind-bytes 5
@@ -211,26 +221,6 @@ run 2 --sweep-seconds 0
 grep -q "out of range 1..600" "$vtmp/err" || fail "--sweep-seconds 0: $(cat "$vtmp/err")"
 run 2 --sweep-seconds 601
 grep -q "out of range 1..600" "$vtmp/err" || fail "--sweep-seconds 601: $(cat "$vtmp/err")"
-
-# -- --worker-nice: reported as set (a higher nice needs no privilege), absent
-#    when not set; out of range refused
-#    (and --prime-bytes as asked, its scratch file gone from the kept directory)
-kdir="$vtmp/keep"
-mkdir "$kdir"
-run 0 --json --dir "$kdir" --keep --phases sustained --events 20000 --threads 2 --worker-nice 19 \
-	--prime-bytes 3M
-"$PY" - "$vtmp/out" <<'EOF' || fail "--worker-nice 19 --prime-bytes 3M"
-import json, sys
-rep = json.load(open(sys.argv[1]))
-assert rep["worker_nice"] == 19, rep.get("worker_nice")
-assert rep["sustained_events_per_s"] > 0, rep
-assert rep["prime_bytes"] == 3 << 20, rep["prime_bytes"]
-assert rep["prime_sustained_s"] > 0 and rep["prime_ceiling_s"] > 0, rep
-EOF
-kept=$(echo "$kdir"/auditlog-bench.*)
-[ -s "$kept/sustained.log" ] || fail "--keep kept no sustained.log in $kept"
-[ -e "$kept/prime.dat" ] && fail "the prime's scratch file was left in $kept"
-rm -rf "$kdir"
 run 2 --worker-nice 20
 grep -q "not an integer in -20..19" "$vtmp/err" || fail "--worker-nice 20: $(cat "$vtmp/err")"
 
@@ -255,11 +245,12 @@ if [ -n "$KEYGEN" ]; then
 		fail "auditlog-keygen: $(cat "$vtmp/err")"
 	run 0 --json --dir "$vtmp" --format-version 2 --seal-state "$vtmp/keys/sealing-state" \
 		--signing-key "$vtmp/keys/signing-key" --phases sustained,token,parts --events 20000 \
-		--threads 2 --token-records 30 --token-gap-us 50
+		--threads 2 --token-records 30 --token-gap-us 50 --prime-bytes 0
 	"$PY" - "$vtmp/out" <<'EOF' || fail "the JSON report of a v2 run"
 import json, sys
 rep = json.load(open(sys.argv[1]))
 assert rep["format_version"] == 2 and rep["phases"] == ["sustained", "token", "parts"], rep
+assert rep["prime_bytes"] == 0 and rep["prime_sustained_s"] == rep["prime_ceiling_s"] == 0, rep
 assert rep["targets"]["worker_cpu_ns_per_event"]["target"] == "<= 350"
 # every batch ends with its seal (and the open and close seals frame the log)
 assert rep["log_seals"] >= rep["batches"] >= 1, (rep["log_seals"], rep["batches"])
