@@ -7,7 +7,7 @@ PKGS="build-essential cmake ninja-build pkg-config python3
 libssl-dev libjansson-dev liburing-dev libcmocka-dev libp11-kit-dev
 clang libclang-rt-14-dev softhsm2 opensc python3-pykcs11 python3-cryptography openssl
 gnutls-bin libnss3-tools libengine-pkcs11-openssl p11-kit p11-kit-modules passwd
-rsyslog rsyslog-relp"
+rsyslog rsyslog-relp bindfs"
 
 # --packaging: also what scripts/package-test.sh needs (build, lint, clean root)
 if [ "${1:-}" = --packaging ]; then

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -633,6 +634,12 @@ static void unlinked(enum auditlog_backend be, bool ring, int how)
 	assert_int_equal(auditlog__config_set_io_hooks(cfg, &h), 0);
 	assert_int_equal(auditlog_open(cfg, &log), 0);
 	auditlog_config_free(cfg);
+	/* FUSE (tests/fuse_files.sh runs this on bindfs): a file unlinked while
+	 * open is renamed .fuse_hidden* until closed, so its directory is not
+	 * empty and stays; the kernel still reports the link count as 0 */
+	struct statfs fs;
+	assert_int_equal(statfs(dir, &fs), 0);
+	bool on_fuse = fs.f_type == 0x65735546; /* FUSE_SUPER_MAGIC */
 	assert_int_equal(auditlog_record_sync(log, &ev), 0);
 	assert_int_equal(auditlog_record(log, &ev), 0);
 	assert_int_equal(auditlog_flush(log), 0);
@@ -653,7 +660,7 @@ static void unlinked(enum auditlog_backend be, bool ring, int how)
 	assert_int_equal(auditlog_close(log), -ENOENT);
 	assert_int_equal(stat(path, &sb), -1); /* not made again */
 	assert_int_equal(errno, ENOENT);
-	if (how == 1)
+	if (how == 1 && !on_fuse)
 		assert_int_equal(stat(dir, &sb), -1);
 	tu_rmtree(dir);
 	free(path);
