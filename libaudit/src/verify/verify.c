@@ -2977,8 +2977,8 @@ static int add_input(struct vctx *c, unsigned i, const char *path, unsigned *kep
  * among the inputs but is beside it now (or readdir did not return a name
  * being renamed). Take that file in, as the listing would have a moment
  * later: a regular file under exactly the name the header gives, in the
- * same directory. Not for a file named alone (o->dirs): its predecessor is
- * then missing from the inputs, as the caller chose. */
+ * same directory. Only in a directory given whole (o->dirs): a file named
+ * alone keeps its predecessor missing from the inputs, as the caller chose. */
 static int take_in_renamed(struct vctx *c, unsigned *kept)
 {
 	for (unsigned i = 0; i < c->n && c->n < c->cap_files; i++) {
