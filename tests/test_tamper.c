@@ -208,6 +208,8 @@ static void same_result(const struct al_vresult *a, const struct al_vresult *b)
  * that block edges fall everywhere). Both must report the same, finding for
  * finding (verify_par.c). */
 static uint64_t taken_total; /* records the workers checked, over all runs */
+static bool par_sparse;        /* flip_line: the parallel arm every fourth run under TSan */
+static unsigned par_skipped;
 
 /* The records passed on (--emit), as a count and an FNV-1a digest: the same
  * lines in the same order. */
@@ -243,6 +245,11 @@ static struct al_vresult verify_paths(char **paths, unsigned n, struct got *g, c
 	e1 = emitted;
 	n1 = emitted_n;
 	assert_int_equal(res.taken, 0);
+	/* the bit flips in the TSan build (AUDITLOG_TEST_SCALE=20) start the
+	 * workers every fourth flip: thread start-up is most of its time there,
+	 * and races show in any run; debug and ASan compare every flip */
+	if (par_sparse && tu_test_scale() > 4 && par_skipped++ % 4)
+		return res;
 	o.ctx = &gp;
 	o.threads = 3;
 	o.block = base && base->block ? base->block : blocks[turn++ % (sizeof(blocks) / sizeof(blocks[0]))];
@@ -909,6 +916,7 @@ static unsigned flip_line(struct fx *fx, unsigned fi, size_t k)
 	int fd = open(fx->files[fi], O_WRONLY | O_CLOEXEC);
 	assert_true(fd >= 0);
 	memcpy(buf, l->buf, l->size);
+	par_sparse = true;
 	for (size_t i = a; i <= end; i++) {
 		if (pad && i > (size_t)(pad - l->buf) + 8 && i < end - 80 && i % 16)
 			continue;
@@ -940,6 +948,7 @@ static unsigned flip_line(struct fx *fx, unsigned fi, size_t k)
 		buf[i] = l->buf[i];
 		assert_int_equal(pwrite(fd, buf + i, 1, (off_t)i), 1);
 	}
+	par_sparse = false;
 	close(fd);
 	free(buf);
 	lines_free(l);
