@@ -1435,9 +1435,6 @@ static void test_audit_file_deleted_queued(void **state)
 	free(log);
 }
 
-/* The log truncated under the token (logrotate's copytruncate): the next
- * durable record finds the hole the truncation left before it, the token
- * fails closed and says why on stderr, once; the file is left as it is. */
 struct login_then_random {
 	CK_SESSION_HANDLE h;
 	CK_RV login, random;
@@ -1452,6 +1449,9 @@ static void login_then_random(void *ctx)
 	c->random = f->C_GenerateRandom(c->h, rnd, sizeof(rnd));
 }
 
+/* The log truncated under the token (logrotate's copytruncate): the next
+ * durable record finds the hole the truncation left before it, the token
+ * fails closed and says why on stderr, once; the file is left as it is. */
 static void test_audit_file_truncated(void **state)
 {
 	struct login_then_random c = {0};

@@ -93,11 +93,8 @@ char *tu_stderr_of(const char *dir, void (*fn)(void *ctx), void *ctx)
 	assert_true(dup2(saved, 2) == 2);
 	close(saved);
 	close(fd);
-	out = (char *)tu_read_file(path, &len);
+	out = (char *)tu_read_file(path, &len); /* NUL-terminated */
 	assert_non_null(out);
-	out = realloc(out, len + 1);
-	assert_non_null(out);
-	out[len] = '\0';
 	unlink(path);
 	free(path);
 	return out;

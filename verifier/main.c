@@ -680,6 +680,7 @@ int main(int argc, char **argv)
 	struct al_vopts o = {.on_finding = on_finding, .ctx = &rep};
 	char **paths = NULL;
 	char **dirs = NULL;
+	unsigned dirs_cap = 0;
 	unsigned n = 0, n_anchors = 0;
 	int c, r, ret, follow_tries = 0;
 	/* evidence bundles (prove.c): one of --prove, --prove-consistency, --check-proof */
@@ -947,15 +948,11 @@ int main(int argc, char **argv)
 		goto verify;
 	/* the directories given: the engine takes in a file the writer renamed
 	 * in one after it was listed (al_vopts.dirs) */
-	dirs = calloc((size_t)(argc - optind) + 1, sizeof(*dirs));
-	if (!dirs) {
-		ret = 2;
-		goto out;
-	}
 	for (int i = optind; i < argc; i++) {
-		struct stat st;
-		if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode))
-			dirs[o.n_dirs++] = argv[i];
+		if (al_verify_note_dir(argv[i], &dirs, &o.n_dirs, &dirs_cap) < 0) {
+			ret = 2;
+			goto out;
+		}
 	}
 	o.dirs = dirs;
 relist:
@@ -1205,6 +1202,6 @@ out:
 	free(wkeys);
 	al_witness_free(witness, n_witness);
 	al_registry_free(&reg);
-	free(dirs);
+	free_list(dirs, o.n_dirs);
 	return ret;
 }

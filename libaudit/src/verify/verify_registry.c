@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <openssl/crypto.h>
 
@@ -161,8 +160,8 @@ int al_registry_load(const char *path, const struct al_vopts *o, struct al_vregi
 	};
 	struct al_vresult res2 = {0};
 	struct load *l;
-	char **paths = NULL;
-	unsigned n = 0, cap = 0;
+	char **paths = NULL, **dirs = NULL;
+	unsigned n = 0, cap = 0, n_dirs = 0, cap_dirs = 0;
 	int r;
 
 	memset(g, 0, sizeof(*g));
@@ -176,12 +175,10 @@ int al_registry_load(const char *path, const struct al_vopts *o, struct al_vregi
 	l->o = o;
 	ro.ctx = rr.ctx = l;
 	r = al_verify_add_path(path, &paths, &n, &cap);
-	char *dirs[1] = {(char *)path};
-	struct stat st;
-	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) { /* a rotation while it is listed */
-		ro.dirs = rr.dirs = dirs;
-		ro.n_dirs = rr.n_dirs = 1;
-	}
+	if (r == 0) /* a directory: taken whole, a rotation while it is listed too */
+		r = al_verify_note_dir(path, &dirs, &n_dirs, &cap_dirs);
+	ro.dirs = rr.dirs = dirs;
+	ro.n_dirs = rr.n_dirs = n_dirs;
 	if (r == 0 && n == 0)
 		r = -ENOENT;
 	if (r == 0)
@@ -192,6 +189,9 @@ int al_registry_load(const char *path, const struct al_vopts *o, struct al_vregi
 	for (unsigned i = 0; i < n; i++)
 		free(paths[i]);
 	free(paths);
+	for (unsigned i = 0; i < n_dirs; i++)
+		free(dirs[i]);
+	free(dirs);
 	free(l);
 	return r;
 }
