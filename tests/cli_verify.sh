@@ -119,6 +119,20 @@ if command -v script >/dev/null 2>&1; then
 	if grep -q 'MiB/s' "$d/tty"; then fail "a progress bar for a small input"; fi
 fi
 
+# one file under two names is read once: a file given alone and in its
+# directory says nothing; a hard link beside it is a same-file notice (exit 0)
+expect 0 "$VERIFY" "$d/log" "$d/log/audit.log"
+grep -q '^intact: 1 file(s), 1 chain(s), 4001 records' "$d/out" || fail "the same path twice: $(cat "$d/out")"
+grep -q '^findings' "$d/out" && fail "the same path twice is a finding: $(cat "$d/out")"
+mkdir -p "$d/linked"
+cp "$d/log/audit.log" "$d/linked/audit.log"
+ln "$d/linked/audit.log" "$d/linked/zz-link"
+expect 0 "$VERIFY" "$d/linked"
+grep -q "zz-link:0: offset 0: same-file: the same file as $d/linked/audit.log" "$d/out" ||
+	fail "a hard link: $(cat "$d/out")"
+grep -q '^intact: 1 file(s), 1 chain(s), 4001 records' "$d/out" || fail "a hard link's summary: $(cat "$d/out")"
+rm -rf "$d/linked"
+
 # --dedup on standard input (a central copy): lines 100..130 replayed after line
 # 130, as RELP may after a reconnect, are shipper-duplicate (exit 0, counted);
 # without --dedup they are duplicated (exit 1); one byte changed in the replay

@@ -518,6 +518,79 @@ static void test_renamed_after_listing(void **state)
 	free(dir);
 }
 
+/* One file reached under two names is read once: the same path twice (a
+ * file given alone and in its directory) says nothing; a hard link is a
+ * same-file notice at the other name, and the name kept is the one the
+ * successor's header links by, wherever the link sorts. A copy (another
+ * inode, the same bytes) is still a finding. */
+static void test_same_file_two_names(void **state)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	char **paths;
+	struct got g;
+	struct al_vopts o = {.threads = 1, .on_finding = collect, .ctx = &g};
+	struct al_vresult res;
+
+	write_log(path, 1, 300, 4096);
+	unsigned n = list_dir(dir, &paths);
+	assert_true(n >= 3);
+	/* every input twice */
+	char **twice = calloc(2 * n, sizeof(*twice));
+	assert_non_null(twice);
+	for (unsigned i = 0; i < n; i++)
+		twice[i] = twice[n + i] = paths[i];
+	memset(&g, 0, sizeof(g));
+	assert_int_equal(al_verify_files(twice, 2 * n, &o, &res), 0);
+	assert_int_equal(res.files, n);
+	assert_int_equal(res.chains, 1);
+	assert_int_equal(total(&g), 0);
+	al_vresult_free(&res);
+	/* a hard link to the newest rotated file (the active file's header
+	 * names it) and one to the active file, each listed before the file */
+	char *l1 = tu_path(dir, "0-link"), *l2 = tu_path(dir, "1-link");
+	assert_int_equal(link(paths[n - 1], l1), 0);
+	assert_int_equal(link(paths[0], l2), 0);
+	char **with = calloc(n + 2, sizeof(*with));
+	assert_non_null(with);
+	with[0] = l1;
+	with[1] = l2;
+	memcpy(with + 2, paths, n * sizeof(*paths));
+	memset(&g, 0, sizeof(g));
+	assert_int_equal(al_verify_files(with, n + 2, &o, &res), 0);
+	assert_int_equal(res.files, n);
+	assert_int_equal(res.chains, 1);
+	assert_int_equal(g.n[AL_V_SAME_FILE], 2);
+	assert_int_equal(total(&g), 2);
+	assert_false(al_vclass_is_integrity(AL_V_SAME_FILE, true));
+	al_vresult_free(&res);
+	/* a copy of that file under another name (a second file continuing
+	 * the one before it): forked, as before */
+	assert_int_equal(unlink(l1), 0);
+	uint8_t *b;
+	size_t blen;
+	assert_non_null(b = tu_read_file(paths[n - 1], &blen));
+	FILE *fp = fopen(l1, "w");
+	assert_non_null(fp);
+	assert_int_equal(fwrite(b, 1, blen, fp), blen);
+	fclose(fp);
+	free(b);
+	memset(&g, 0, sizeof(g));
+	assert_int_equal(al_verify_files(with, n + 2, &o, &res), 0);
+	assert_int_equal(res.files, n + 1);
+	assert_int_equal(g.n[AL_V_SAME_FILE], 1);
+	assert_int_equal(g.n[AL_V_FORKED], 1);
+	assert_int_equal(total(&g), 2);
+	al_vresult_free(&res);
+	free(with);
+	free(twice);
+	free(l1);
+	free(l2);
+	free_list(paths, n);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 /* --emit with workers passes on the bytes they checked: a line changed in
  * the file after its block was checked (while the walk is behind) is never
  * emitted changed. */
@@ -579,6 +652,7 @@ int main(void)
 		cmocka_unit_test(test_from_checkpoint),
 		cmocka_unit_test(test_hostile_dir),
 		cmocka_unit_test(test_renamed_after_listing),
+		cmocka_unit_test(test_same_file_two_names),
 		cmocka_unit_test(test_emit_verified_bytes),
 	};
 	tu_filter();

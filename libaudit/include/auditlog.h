@@ -449,7 +449,8 @@ enum auditlog_vclass {
 	AUDITLOG_V_MISSING_CHAIN = 21,  /* a witnessed chain absent from the inputs */
 	AUDITLOG_V_REWRITTEN = 22,  /* a witnessed checkpoint the chain no longer holds */
 	AUDITLOG_V_SHIPPER_DUPLICATE = 23, /* with dedup: a shipper's repeat of a verified line (a notice) */
-	AUDITLOG_V__COUNT = 24
+	AUDITLOG_V_SAME_FILE = 24,  /* one file given under two names (a hard link): read once (a notice) */
+	AUDITLOG_V__COUNT = 25
 };
 
 /* One finding, passed to the on_finding callback (valid during the call). */

@@ -47,6 +47,7 @@ static const char *const class_names[AL_V__MAX] = {
 	[AL_V_CLOCK] = "clock",             [AL_V_UNSIGNED_TAIL] = "unsigned-tail",
 	[AL_V_BAD_CHECKPOINT] = "bad-checkpoint", [AL_V_MISSING_CHAIN] = "missing-chain",
 	[AL_V_REWRITTEN] = "rewritten",     [AL_V_SHIPPER_DUPLICATE] = "shipper-duplicate",
+	[AL_V_SAME_FILE] = "same-file",
 };
 
 static const uint8_t zero_hash[AL_HASH_LEN];
@@ -65,6 +66,7 @@ bool al_vclass_is_integrity(enum al_vclass c, bool strict)
 	case AL_V_CLOCK:
 	case AL_V_UNSIGNED_TAIL:
 	case AL_V_SHIPPER_DUPLICATE:
+	case AL_V_SAME_FILE:
 		return false; /* notices (docs/format.md 23) */
 	default:
 		return true;
@@ -3008,6 +3010,51 @@ static int take_in_renamed(struct vctx *c, unsigned *kept)
 	return 0;
 }
 
+/* Is some input's header naming base as the file it continues? */
+static bool named_as_prev(const struct vctx *c, const char *base)
+{
+	for (unsigned i = 0; i < c->n; i++)
+		if (c->files[i].has_prev && strcmp(c->files[i].prev_name, base) == 0)
+			return true;
+	return false;
+}
+
+/* One file reached under two names (a path given twice, a file given alone
+ * and in its directory, a hard link) is read once: read twice, its records
+ * would be a second first file or a fork of itself, "inserted" where
+ * nothing was. The name kept is the one a successor's header uses (the
+ * chain links by name), else the first given; another name than the one
+ * kept is a same-file notice (docs/format.md 11), the same path twice is
+ * not worth one. Identity is the inode each was opened at (vfile_fd). */
+static void merge_same_files(struct vctx *c)
+{
+	for (unsigned i = 1; i < c->n; i++) {
+		struct vfile *f = &c->files[i];
+		unsigned k = 0;
+		while (k < i && !(c->files[k].ino == f->ino && c->files[k].dev == f->dev))
+			k++;
+		if (k == i)
+			continue;
+		struct vfile *g = &c->files[k];
+		if (strcmp(g->base, f->base) != 0 && !named_as_prev(c, g->base) && named_as_prev(c, f->base)) {
+			struct vfile t = *g; /* keep f's name, in g's place */
+			*g = *f;
+			*f = t;
+		}
+		if (strcmp(g->path, f->path) != 0)
+			report(c, AL_V_SAME_FILE, f->path, 0, 0, false, 0,
+			       "the same file as %s (one file under two names): read once", g->path);
+		if (f->fd >= 0)
+			close(f->fd);
+		c->total_bytes -= f->size;
+		c->res->files--;
+		memmove(f, f + 1, (size_t)(c->n - i - 1) * sizeof(*f));
+		c->n--;
+		c->files[c->n].fd = -1;
+		i--;
+	}
+}
+
 int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, struct al_vresult *res)
 {
 	struct vctx c = {.o = o, .res = res, .n = n};
@@ -3036,6 +3083,7 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 	r = take_in_renamed(&c, &kept);
 	if (r < 0)
 		goto out;
+	merge_same_files(&c);
 	n = c.n;
 	mark_sealed(&c);
 	/* links: the successor of a file is the file whose header names it as

@@ -47,6 +47,7 @@ enum al_vclass {
 	AL_V_MISSING_CHAIN,  /* a witnessed chain absent from the inputs */
 	AL_V_REWRITTEN,      /* a witnessed checkpoint the chain no longer holds */
 	AL_V_SHIPPER_DUPLICATE, /* --dedup: a verified record's line again (a notice) */
+	AL_V_SAME_FILE,      /* one input file under two names, read once (a notice) */
 	AL_V__MAX
 };
 
