@@ -133,6 +133,15 @@ grep -q "zz-link:0: offset 0: same-file: the same file as $d/linked/audit.log" "
 grep -q '^intact: 1 file(s), 1 chain(s), 4001 records' "$d/out" || fail "a hard link's summary: $(cat "$d/out")"
 rm -rf "$d/linked"
 
+# a symlink or a FIFO named on the command line: exit 2, at once, naming it
+ln -s "$d/log/audit.log" "$d/sl.log"
+expect 2 "$VERIFY" "$d/log" "$d/sl.log"
+grep -q "cannot read $d/sl.log: .*a symlink: never followed" "$d/err" || fail "a symlink: $(cat "$d/err")"
+mkfifo "$d/ff"
+expect 2 "$VERIFY" "$d/ff"
+grep -q "cannot read $d/ff: .*not a regular file" "$d/err" || fail "a FIFO: $(cat "$d/err")"
+rm -f "$d/sl.log" "$d/ff"
+
 # --dedup on standard input (a central copy): lines 100..130 replayed after line
 # 130, as RELP may after a reconnect, are shipper-duplicate (exit 0, counted);
 # without --dedup they are duplicated (exit 1); one byte changed in the replay

@@ -1063,7 +1063,15 @@ verify:
 	if (r < 0) {
 		if (r == -EXDEV)
 			fprintf(stderr, "auditlog-verify: --follow wants the files of one chain (found several)\n");
-		else
+		else if (res.err_path) { /* escaped: a listed name is any bytes */
+			fputs("auditlog-verify: cannot read ", stderr);
+			put_safe(stderr, res.err_path);
+			fprintf(stderr, ": %s%s\n", strerror(-r),
+				r == -ELOOP    ? " (a symlink: never followed, name the file it points to)"
+				: r == -EINVAL ? " (not a regular file)"
+				: r == -ESTALE ? " (replaced while it was being verified: run again)"
+					       : "");
+		} else
 			fprintf(stderr, "auditlog-verify: cannot read the input: %s\n", strerror(-r));
 		al_vresult_free(&res);
 		json_decref(rep.findings);

@@ -3003,6 +3003,8 @@ static int take_in_renamed(struct vctx *c, unsigned *kept)
 		int r = add_input(c, c->n, p, kept);
 		if (r == -ENOENT)
 			continue; /* renamed again since: a missing file after all */
+		if (r < 0 && r != -ENOMEM)
+			c->res->err_path = strdup(p);
 		if (r < 0)
 			return r;
 		c->n++;
@@ -3077,6 +3079,8 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 		c.files[i].fd = -1;
 	for (unsigned i = 0; i < n; i++) {
 		r = add_input(&c, i, paths[i], &kept);
+		if (r < 0 && r != -ENOMEM)
+			res->err_path = strdup(paths[i]);
 		if (r < 0)
 			goto out;
 	}
@@ -3222,6 +3226,8 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 	anchors(&c, last);
 	witness_end(&c, last);
 out:
+	if (r < 0 && r != -ENOMEM && r != -EXDEV && !res->err_path && c.cur)
+		res->err_path = strdup(c.cur->path); /* the walk's file */
 	v2_done(&c);
 	for (unsigned i = 0; c.files && i < c.cap_files; i++)
 		if (c.files[i].fd >= 0)
@@ -3760,4 +3766,6 @@ void al_vresult_free(struct al_vresult *res)
 		return;
 	free(res->chain);
 	res->chain = NULL;
+	free(res->err_path);
+	res->err_path = NULL;
 }

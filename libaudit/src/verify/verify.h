@@ -188,6 +188,7 @@ struct al_vresult {
 	/* v2: seals and checkpoints met; of them, MACs and signatures checked */
 	uint64_t seals, checkpoints, seals_checked, checkpoints_checked, unsigned_tail, pending;
 	struct al_vchain *chain; /* chains[] in the order found; freed by al_vresult_free */
+	char *err_path; /* -errno: the input that could not be read, when one was (freed too) */
 };
 
 /* Verify the given files (already expanded from directories). Returns 0 when
