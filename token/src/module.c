@@ -224,7 +224,8 @@ static CK_RV verify_audit_dir(char *err, size_t errlen)
 		o.n_dirs = 1;
 		r = al_verify_files(paths, n, &o, &res);
 		if (r < 0) {
-			snprintf(err, errlen, "cannot verify %s: %s", tok_g.cfg.audit_dir, strerror(-r));
+			snprintf(err, errlen, "cannot verify %s: %s: %s", tok_g.cfg.audit_dir,
+				 res.err_path ? res.err_path : "an input", strerror(-r));
 			rv = CKR_GENERAL_ERROR;
 		} else {
 			for (int c = 0; c < AL_V__MAX; c++) {
