@@ -142,6 +142,19 @@ expect 2 "$VERIFY" "$d/ff"
 grep -q "cannot read $d/ff: .*not a regular file" "$d/err" || fail "a FIFO: $(cat "$d/err")"
 rm -f "$d/sl.log" "$d/ff"
 
+# files that are not logs beside one (a README, a stray line): findings that
+# say so, and no chain head made up for them
+mkdir -p "$d/junk"
+cp "$d/log/audit.log" "$d/junk/audit.log"
+echo "see the wiki" >"$d/junk/README"
+printf '\n' >"$d/junk/stray"
+expect 1 "$VERIFY" "$d/junk"
+grep -q "README:1: offset 0: unparseable" "$d/out" || fail "a README: $(cat "$d/out")"
+grep -q "stray:1: offset 0: inserted: a second file without a header that no chain links to (the first is $d/junk/README)" "$d/out" ||
+	fail "a second headerless file: $(cat "$d/out")"
+grep -q '^chain (no header): 2 file(s), no records$' "$d/out" || fail "the headerless files' summary: $(cat "$d/out")"
+rm -rf "$d/junk"
+
 # --dedup on standard input (a central copy): lines 100..130 replayed after line
 # 130, as RELP may after a reconnect, are shipper-duplicate (exit 0, counted);
 # without --dedup they are duplicated (exit 1); one byte changed in the replay

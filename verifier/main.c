@@ -1155,6 +1155,11 @@ verify:
 			struct al_vchain *ch = &res.chain[i];
 			char hex[65] = {0};
 			al_hex(ch->head_hash, AL_HASH_LEN, hex);
+			if (!ch->records) { /* files with no header and no record (a README, junk) */
+				fprintf(rep.out, "chain %s: %u file(s), no records\n",
+					ch->chain_id[0] ? ch->chain_id : "(no header)", ch->files);
+				continue;
+			}
 			fprintf(rep.out, "chain %s: %u file(s), seq %" PRIu64 "..%" PRIu64 ", %s .. %s, v%u..v%u\n",
 			       ch->chain_id[0] ? ch->chain_id : "(no header)", ch->files, ch->first_seq,
 			       ch->last_seq, ch->first_ts, ch->last_ts, ch->min_version, ch->max_version);

@@ -2802,10 +2802,15 @@ static int plan(struct vctx *c)
 			}
 			const struct vfile *p = &c->files[first[f->chain]];
 			f->side = true;
-			report(c, AL_V_INSERTED, f->path, 1, 0, f->has_header, f->first_seq,
-			       "a second first file of chain %s (file id %s): the chain starts in %s (file id "
-			       "%s); this one is a copy or a decoy", res->chain[f->chain].chain_id,
-			       f->has_header ? f->file_id : "none", p->path, p->has_header ? p->file_id : "none");
+			if (!res->chain[f->chain].chain_id[0]) /* files with no header, linked to nothing */
+				report(c, AL_V_INSERTED, f->path, 1, 0, false, 0,
+				       "a second file without a header that no chain links to (the first is %s): "
+				       "a copy, a decoy or not a log file", p->path);
+			else
+				report(c, AL_V_INSERTED, f->path, 1, 0, f->has_header, f->first_seq,
+				       "a second first file of chain %s (file id %s): the chain starts in %s (file id "
+				       "%s); this one is a copy or a decoy", res->chain[f->chain].chain_id,
+				       f->has_header ? f->file_id : "none", p->path, p->has_header ? p->file_id : "none");
 		}
 	}
 	free(first);
