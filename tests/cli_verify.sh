@@ -155,6 +155,23 @@ grep -q "stray:1: offset 0: inserted: a second file without a header that no cha
 grep -q '^chain (no header): 2 file(s), no records$' "$d/out" || fail "the headerless files' summary: $(cat "$d/out")"
 rm -rf "$d/junk"
 
+# inputs without a record prove nothing: an empty directory, an empty pipe, a
+# torn first header alone are 'empty', exit 2; with an exported head, a trail
+# deleted whole is a finding (exit 1)
+mkdir -p "$d/none"
+expect 2 "$VERIFY" "$d/none"
+grep -q '^empty: 0 file(s), 0 chain(s), 0 records' "$d/out" || fail "an empty directory: $(cat "$d/out")"
+grep -q 'no log record: nothing was verified' "$d/err" || fail "an empty directory's message: $(cat "$d/err")"
+expect 2 "$VERIFY" - </dev/null
+grep -q '^empty: ' "$d/out" || fail "an empty pipe: $(cat "$d/out")"
+expect 2 "$VERIFY" --json "$d/none"
+python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["verdict"] == "empty"' "$d/out" || fail "--json: not empty"
+: >"$d/none/audit.log"
+expect 2 "$VERIFY" "$d/none"
+grep -q 'recovered: a torn first header' "$d/out" || fail "a torn first header alone: $(cat "$d/out")"
+expect 1 "$VERIFY" --expect-head "$head" "$d/none"
+rm -rf "$d/none"
+
 # --dedup on standard input (a central copy): lines 100..130 replayed after line
 # 130, as RELP may after a reconnect, are shipper-duplicate (exit 0, counted);
 # without --dedup they are duplicated (exit 1); one byte changed in the replay

@@ -1096,7 +1096,10 @@ verify:
 		if (al_vclass_is_integrity((enum al_vclass)k, rep.strict))
 			integrity += res.findings[k];
 	}
-	const char *verdict = integrity ? "findings" : "intact";
+	/* Nothing verified is no proof: an empty directory, an empty pipe (the
+	 * command feeding it failed), a trail deleted whole. Not "intact". */
+	bool empty = !o.follow && res.records == 0 && integrity == 0;
+	const char *verdict = integrity ? "findings" : empty ? "empty" : "intact";
 
 	if (rep.json) {
 		json_t *j = json_object(), *chains = json_array(), *counts = json_object();
@@ -1196,7 +1199,9 @@ verify:
 			fprintf(rep.out, "note: %s\n", threat_note);
 	}
 	al_vresult_free(&res);
-	ret = integrity ? 1 : 0;
+	ret = integrity ? 1 : empty ? 2 : 0;
+	if (empty && !rep.quiet)
+		fprintf(stderr, "auditlog-verify: the inputs hold no log record: nothing was verified\n");
 out:
 	if (rep.emit) { /* the last lines, and (--state) their position */
 		emit_save(&rep);
