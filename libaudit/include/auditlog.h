@@ -622,8 +622,9 @@ AUDITLOG_API int auditlog_verifier_add_registry(struct auditlog_verifier *v, con
  * second key of the same name), -ENOMEM, -EBUSY. */
 AUDITLOG_API int auditlog_verifier_add_witness_key(struct auditlog_verifier *v, const void *buf, size_t len);
 /* Verify everything added. Returns 0 when it ran (the verdict is in the
- * summary: intact when integrity_findings is 0), or -errno when an input
- * could not be read. size = sizeof(struct auditlog_vsummary) of the caller.
+ * summary: intact when integrity_findings is 0 and records is not: no
+ * record verified proves nothing, which auditlog-verify calls "empty"),
+ * or -errno when an input could not be read. size = sizeof(struct auditlog_vsummary) of the caller.
  * May be called once per verifier. */
 AUDITLOG_API int auditlog_verifier_run(struct auditlog_verifier *v, struct auditlog_vsummary *ret,
 				       size_t size);
