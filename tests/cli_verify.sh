@@ -121,9 +121,12 @@ fi
 
 # one file under two names is read once: a file given alone and in its
 # directory says nothing; a hard link beside it is a same-file notice (exit 0)
-expect 0 "$VERIFY" "$d/log" "$d/log/audit.log"
-grep -q '^intact: 1 file(s), 1 chain(s), 4001 records' "$d/out" || fail "the same path twice: $(cat "$d/out")"
-grep -q '^findings' "$d/out" && fail "the same path twice is a finding: $(cat "$d/out")"
+for spelt in "$d/log/audit.log" "$d/log//audit.log" "$d/log/./audit.log"; do
+	expect 0 "$VERIFY" "$d/log/" "$spelt"
+	grep -q '^intact: 1 file(s), 1 chain(s), 4001 records' "$d/out" || fail "the same path twice: $(cat "$d/out")"
+	grep -q '^findings' "$d/out" && fail "the same path twice is a finding: $(cat "$d/out")"
+	grep -q '//' "$d/out" && fail "a path spelt with //: $(cat "$d/out")"
+done
 mkdir -p "$d/linked"
 cp "$d/log/audit.log" "$d/linked/audit.log"
 ln "$d/linked/audit.log" "$d/linked/zz-link"

@@ -485,6 +485,16 @@ static void test_renamed_after_listing(void **state)
 		assert_int_equal(g.n[AL_V_MISSING_FILE], 1);
 		al_vresult_free(&res);
 	}
+	/* the directory given as "dir/" (as a user may type it): the same */
+	char *slashed = tu_path(dir, ""), *sdirs[] = {slashed};
+	memset(&g, 0, sizeof(g));
+	o.dirs = sdirs;
+	o.n_dirs = 1;
+	assert_int_equal(al_verify_files(paths, n - 1, &o, &res), 0);
+	assert_int_equal(res.files, n);
+	assert_int_equal(total(&g), 0);
+	al_vresult_free(&res);
+	free(slashed);
 	/* under that name a FIFO, then a symlink to the real file: not taken
 	 * in, the predecessor is missing */
 	char *moved = tu_path(dir, "moved");

@@ -2944,6 +2944,8 @@ static bool in_listed_dir(const struct al_vopts *o, const struct vfile *f)
 
 	for (unsigned k = 0; k < o->n_dirs; k++) {
 		size_t l = strlen(o->dirs[k]);
+		while (l > 0 && o->dirs[k][l - 1] == '/') /* "logs/": as listed (verify_paths.c) */
+			l--;
 		if (dl == l + 1 && strncmp(f->path, o->dirs[k], l) == 0 && f->path[l] == '/')
 			return true;
 	}
@@ -3031,8 +3033,9 @@ static bool named_as_prev(const struct vctx *c, const char *base)
  * would be a second first file or a fork of itself, "inserted" where
  * nothing was. The name kept is the one a successor's header uses (the
  * chain links by name), else the first given; another name than the one
- * kept is a same-file notice (docs/format.md 11), the same path twice is
- * not worth one. Identity is the inode each was opened at (vfile_fd). */
+ * kept is a same-file notice (docs/format.md 11); one name spelt twice
+ * ("x", "./x", a directory and a file in it) is not worth one. Identity is
+ * the inode each was opened at (vfile_fd). */
 static void merge_same_files(struct vctx *c)
 {
 	for (unsigned i = 1; i < c->n; i++) {
@@ -3048,7 +3051,7 @@ static void merge_same_files(struct vctx *c)
 			*g = *f;
 			*f = t;
 		}
-		if (strcmp(g->path, f->path) != 0)
+		if (strcmp(g->base, f->base) != 0) /* not "./x" and "x": two names */
 			report(c, AL_V_SAME_FILE, f->path, 0, 0, false, 0,
 			       "the same file as %s (one file under two names): read once", g->path);
 		if (f->fd >= 0)
