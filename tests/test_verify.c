@@ -24,6 +24,7 @@ struct got {
 	uint64_t n[AL_V__MAX];
 	uint64_t first_line[AL_V__MAX];
 	char first_file[AL_V__MAX][256];
+	char first_msg[AL_V__MAX][512];
 };
 
 static void collect(void *ctx, const struct al_finding *f)
@@ -32,6 +33,7 @@ static void collect(void *ctx, const struct al_finding *f)
 	if (!g->n[f->cls]++) {
 		g->first_line[f->cls] = f->line;
 		snprintf(g->first_file[f->cls], sizeof(g->first_file[0]), "%s", f->file);
+		snprintf(g->first_msg[f->cls], sizeof(g->first_msg[0]), "%s", f->msg);
 	}
 }
 
@@ -528,6 +530,47 @@ static void test_renamed_after_listing(void **state)
 	free(dir);
 }
 
+/* A rotated set streamed with its active file first (`cat audit.log*`, the
+ * shell's order): the findings stand, and the header out of place says the
+ * files may be out of order; streamed oldest first, it is intact. */
+static void test_stream_out_of_order(void **state)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	char **paths;
+	struct got g;
+	struct al_vopts o = {.threads = 1, .on_finding = collect, .ctx = &g};
+	struct al_vresult res;
+	struct al_vstream *st;
+
+	write_log(path, 1, 300, 4096);
+	unsigned n = list_dir(dir, &paths); /* audit.log, then the rotated ones, oldest first */
+	assert_true(n >= 3);
+	for (int active_first = 0; active_first < 2; active_first++) {
+		memset(&g, 0, sizeof(g));
+		assert_int_equal(al_vstream_new("stream", &o, &res, &st), 0);
+		for (unsigned k = 0; k < n; k++) {
+			unsigned i = active_first ? k : (k + 1) % n;
+			size_t len;
+			uint8_t *b = tu_read_file(paths[i], &len);
+			assert_non_null(b);
+			assert_int_equal(al_vstream_feed(st, b, len), 0);
+			free(b);
+		}
+		assert_int_equal(al_vstream_end(st), 0);
+		if (active_first) {
+			assert_true(g.n[AL_V_INSERTED] >= 1);
+			assert_non_null(strstr(g.first_msg[AL_V_INSERTED], "are the files out of order?"));
+		} else {
+			assert_int_equal(total(&g), 0);
+		}
+		al_vresult_free(&res);
+	}
+	free_list(paths, n);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 /* One file reached under two names is read once: the same path twice (a
  * file given alone and in its directory) says nothing; a hard link is a
  * same-file notice at the other name, and the name kept is the one the
@@ -663,6 +706,7 @@ int main(void)
 		cmocka_unit_test(test_hostile_dir),
 		cmocka_unit_test(test_renamed_after_listing),
 		cmocka_unit_test(test_same_file_two_names),
+		cmocka_unit_test(test_stream_out_of_order),
 		cmocka_unit_test(test_emit_verified_bytes),
 	};
 	tu_filter();

@@ -1496,7 +1496,13 @@ static void process(struct walk *w, const struct al_parsed *p, const uint8_t *li
 		return;
 	}
 	if (lineno > w->f->base_line + 1 && p->rec.type == AL_T_HEADER) {
-		report(c, AL_V_INSERTED, path, lineno, off, true, seq, "a header in the middle of a file");
+		if (c->stream && w->have_next && seq < w->next) /* `cat audit.log*`: the active file first */
+			report(c, AL_V_INSERTED, path, lineno, off, true, seq,
+			       "a header in the middle of the stream, of a file that comes earlier in the "
+			       "chain (seq %" PRIu64 " after %" PRIu64 "): are the files out of order? A rotated "
+			       "set goes oldest first (cat NAME.*-* NAME)", seq, w->next - 1);
+		else
+			report(c, AL_V_INSERTED, path, lineno, off, true, seq, "a header in the middle of a file");
 		remember(w, seq, line, off, len);
 		return;
 	}
