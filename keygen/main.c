@@ -57,7 +57,8 @@ static const char usage[] =
 	"  --t0 NS                the start of epoch 0, ns since 1970 (default: now); not in\n"
 	"                         the future and not before this boot began\n"
 	"  --dir DIR              write the four files under DIR as sealing-state, signing-key,\n"
-	"                         pubkey and verify-key (an option below names one elsewhere)\n"
+	"                         pubkey and verify-key (an option below names one elsewhere);\n"
+	"                         DIR is made (0700) when it does not exist\n"
 	"  --state FILE           the sealing state (0600)\n"
 	"  --signing-key FILE     the checkpoint signing key (0600)\n"
 	"  --pubkey FILE          the checkpoint public key (0644)\n"
@@ -350,6 +351,47 @@ stopped:
 	fprintf(stderr, PROG ": interrupted (%s); nothing was left behind\n", strsignal(interrupted));
 	remove_created(f);
 	return 1;
+}
+
+/* --dir DIR that does not exist yet: made, 0700 (it will hold secrets), and
+ * its parent fsync'ed so the new entry is as durable as the files in it.
+ * *made says whether this run made it (a failure later removes it). 0, or 1
+ * after saying why. */
+static int make_dir(const char *dir, bool *made)
+{
+	struct stat st;
+
+	*made = false;
+	if (stat(dir, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return 0;
+		fprintf(stderr, PROG ": %s (--dir) is not a directory; nothing was written\n", dir);
+		return 1;
+	}
+	if (errno != ENOENT || mkdir(dir, 0700) < 0) {
+		fprintf(stderr, PROG ": cannot make the directory %s (--dir): %s; nothing was written\n", dir,
+			strerror(errno));
+		return 1;
+	}
+	*made = true;
+	size_t l = strlen(dir);
+	while (l > 1 && dir[l - 1] == '/')
+		l--;
+	while (l > 0 && dir[l - 1] != '/')
+		l--;
+	char *parent = l ? strndup(dir, l) : strdup(".");
+	int fd = parent ? open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	int e = fd < 0 || fsync(fd) < 0 ? errno ? errno : ENOMEM : 0;
+	if (fd >= 0)
+		close(fd);
+	if (e) {
+		fprintf(stderr, PROG ": cannot fsync %s, the directory of %s: %s; nothing was left behind\n",
+			parent ? parent : "its parent", dir, strerror(e));
+		rmdir(dir);
+		*made = false;
+	}
+	free(parent);
+	return e ? 1 : 0;
 }
 
 /* "<origin>+<8 hex>+<b64(0x01 || pub)>" (docs/format.md 20.2), or with the
@@ -917,6 +959,7 @@ int main(int argc, char **argv)
 			snprintf(f[i].path, n, "%s%s%s", dir, dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/",
 				 f[i].name);
 			f[i].path_alloc = true;
+			f[i].opt = "--dir"; /* what the user gave, in the messages */
 		}
 		if (!f[i].path) {
 			ret = cli_usage_error(PROG, "where does the %s go? give --dir DIR or %s FILE",
@@ -1015,8 +1058,14 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	sigaction(SIGQUIT, &sa, NULL);
-	if ((ret = write_files(f)))
+	bool dir_made = false;
+	if (dir && (ret = make_dir(dir, &dir_made)))
 		goto out;
+	if ((ret = write_files(f))) {
+		if (dir_made)
+			rmdir(dir); /* empty again: write_files removed what it made */
+		goto out;
+	}
 	print_summary(strcmp(f[F_VKEY].path, "-") ? stdout : stderr, &p, max_jump, now.epoch, f, pub);
 	ret = 0;
 	if (fflush(stdout) != 0 || ferror(stdout)) /* the files are made: exit 0 says so */

@@ -95,6 +95,19 @@ for name in sealing-state signing-key verify-key; do
 	[ "$(ls "$d/x-$name")" = "$name" ] || fail "$name existed: left $(ls "$d/x-$name" | tr '\n' ' ')"
 	[ "$(cat "$d/x-$name/$name")" = keep ] || fail "$name was changed"
 done
+# --dir that does not exist: made 0700 and kept; removed again when the run
+# fails; a file in its place, or a missing parent, is refused
+expect 0 "$KEYGEN" --host n --dir "$d/new"
+[ "$(stat -c %a "$d/new")" = 700 ] || fail "--dir made with mode $(stat -c %a "$d/new")"
+check "$d/new"
+echo keep >"$d/vk-taken"
+expect 1 "$KEYGEN" --host n --dir "$d/new2" --verify-key "$d/vk-taken"
+[ -e "$d/new2" ] && fail "a --dir made by a failed run is left behind"
+expect 1 "$KEYGEN" --host n --dir "$d/vk-taken"
+grep -q "vk-taken (--dir) is not a directory" "$d/err" || fail "--dir a file: $(cat "$d/err")"
+expect 1 "$KEYGEN" --host n --dir "$d/no/such"
+grep -q "cannot make the directory" "$d/err" || fail "--dir without its parent: $(cat "$d/err")"
+[ "$(cat "$d/vk-taken")" = keep ] || fail "vk-taken was changed"
 # a dangling symlink at a path is not followed
 mkdir "$d/l"
 ln -s "$d/l-target" "$d/l/pubkey"
