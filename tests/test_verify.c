@@ -449,6 +449,31 @@ static void test_hostile_dir(void **state)
 	free(dir);
 }
 
+/* A rotated set of a v1 log (300 events, 4 KiB files) in a directory of
+ * its own, listed: audit.log first, then the rotated files by time. */
+struct rotated {
+	char *dir, *path, **paths;
+	unsigned n;
+};
+
+static void rotated_make(struct rotated *r)
+{
+	r->dir = tu_mkdtemp();
+	r->path = tu_path(r->dir, "audit.log");
+	write_log(r->path, 1, 300, 4096);
+	r->n = list_dir(r->dir, &r->paths);
+	assert_true(r->n >= 4);
+	assert_string_equal(r->paths[0], r->path);
+}
+
+static void rotated_free(struct rotated *r)
+{
+	free_list(r->paths, r->n);
+	free(r->path);
+	tu_rmtree(r->dir);
+	free(r->dir);
+}
+
 /* A rotation while a directory was listed: the listing holds the active
  * name, the writer then renames that file and opens a new one, which names
  * the renamed file as its predecessor. With the directory given whole
@@ -458,16 +483,14 @@ static void test_hostile_dir(void **state)
  * name is not taken in (nor blocks). */
 static void test_renamed_after_listing(void **state)
 {
-	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
-	char **paths, *dirs[] = {dir};
+	struct rotated r;
+	rotated_make(&r);
+	char *dir = r.dir, **paths = r.paths, *dirs[] = {dir};
+	unsigned n = r.n;
 	struct got g;
 	struct al_vopts o = {.threads = 1, .on_finding = collect, .ctx = &g};
 	struct al_vresult res;
 
-	write_log(path, 1, 300, 4096);
-	unsigned n = list_dir(dir, &paths); /* audit.log first, the rotated ones by time */
-	assert_true(n >= 4);
-	assert_string_equal(paths[0], path);
 	/* the newest rotated file was renamed after the listing: not in it */
 	for (unsigned drop = 1; drop <= 2; drop++) {
 		memset(&g, 0, sizeof(g));
@@ -524,10 +547,7 @@ static void test_renamed_after_listing(void **state)
 	assert_int_equal(g.n[AL_V_MISSING_FILE], 1);
 	al_vresult_free(&res);
 	free(moved);
-	free_list(paths, n);
-	free(path);
-	tu_rmtree(dir);
-	free(dir);
+	rotated_free(&r);
 }
 
 /* A rotated set streamed with its active file first (`cat audit.log*`, the
@@ -535,16 +555,15 @@ static void test_renamed_after_listing(void **state)
  * files may be out of order; streamed oldest first, it is intact. */
 static void test_stream_out_of_order(void **state)
 {
-	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
-	char **paths;
+	struct rotated r;
+	rotated_make(&r);
+	char **paths = r.paths;
+	unsigned n = r.n;
 	struct got g;
 	struct al_vopts o = {.threads = 1, .on_finding = collect, .ctx = &g};
 	struct al_vresult res;
 	struct al_vstream *st;
 
-	write_log(path, 1, 300, 4096);
-	unsigned n = list_dir(dir, &paths); /* audit.log, then the rotated ones, oldest first */
-	assert_true(n >= 3);
 	for (int active_first = 0; active_first < 2; active_first++) {
 		memset(&g, 0, sizeof(g));
 		assert_int_equal(al_vstream_new("stream", &o, &res, &st), 0);
@@ -565,10 +584,7 @@ static void test_stream_out_of_order(void **state)
 		}
 		al_vresult_free(&res);
 	}
-	free_list(paths, n);
-	free(path);
-	tu_rmtree(dir);
-	free(dir);
+	rotated_free(&r);
 }
 
 /* One file reached under two names is read once: the same path twice (a
@@ -578,15 +594,14 @@ static void test_stream_out_of_order(void **state)
  * inode, the same bytes) is still a finding. */
 static void test_same_file_two_names(void **state)
 {
-	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
-	char **paths;
+	struct rotated r;
+	rotated_make(&r);
+	char *dir = r.dir, **paths = r.paths;
+	unsigned n = r.n;
 	struct got g;
 	struct al_vopts o = {.threads = 1, .on_finding = collect, .ctx = &g};
 	struct al_vresult res;
 
-	write_log(path, 1, 300, 4096);
-	unsigned n = list_dir(dir, &paths);
-	assert_true(n >= 3);
 	/* every input twice */
 	char **twice = calloc(2 * n, sizeof(*twice));
 	assert_non_null(twice);
@@ -638,10 +653,7 @@ static void test_same_file_two_names(void **state)
 	free(twice);
 	free(l1);
 	free(l2);
-	free_list(paths, n);
-	free(path);
-	tu_rmtree(dir);
-	free(dir);
+	rotated_free(&r);
 }
 
 /* --emit with workers passes on the bytes they checked: a line changed in
