@@ -994,7 +994,8 @@ relist:
 			goto relist;
 		}
 	}
-	qsort(paths, n, sizeof(char *), cmp_str); /* stable output; order comes from the links */
+	if (n > 1) /* (an empty directory: paths is NULL, which qsort may not be given) */
+		qsort(paths, n, sizeof(char *), cmp_str); /* stable output; order comes from the links */
 verify:
 	if (rep.json && !rep.findings)
 		rep.findings = json_array();
