@@ -374,23 +374,22 @@ static int make_dir(const char *dir, bool *made)
 		return 1;
 	}
 	*made = true;
+	char name[4096], parent[4096];
 	size_t l = strlen(dir);
-	while (l > 1 && dir[l - 1] == '/')
+	while (l > 1 && dir[l - 1] == '/') /* "keys/": the parent of keys */
 		l--;
-	while (l > 0 && dir[l - 1] != '/')
-		l--;
-	char *parent = l ? strndup(dir, l) : strdup(".");
-	int fd = parent ? open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-	int e = fd < 0 || fsync(fd) < 0 ? errno ? errno : ENOMEM : 0;
+	snprintf(name, sizeof(name), "%.*s", (int)l, dir);
+	parent_dir(name, parent, sizeof(parent));
+	int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int e = fd < 0 || fsync(fd) < 0 ? errno : 0;
 	if (fd >= 0)
 		close(fd);
 	if (e) {
 		fprintf(stderr, PROG ": cannot fsync %s, the directory of %s: %s; nothing was left behind\n",
-			parent ? parent : "its parent", dir, strerror(e));
+			parent, dir, strerror(e));
 		rmdir(dir);
 		*made = false;
 	}
-	free(parent);
 	return e ? 1 : 0;
 }
 
