@@ -1157,16 +1157,16 @@ verify:
 		       res.files, res.chains, res.records, res.bytes);
 		for (unsigned i = 0; i < res.chains; i++) {
 			struct al_vchain *ch = &res.chain[i];
+			const char *id = ch->chain_id[0] ? ch->chain_id : "(no header)";
 			char hex[65] = {0};
-			al_hex(ch->head_hash, AL_HASH_LEN, hex);
 			if (!ch->records) { /* files with no header and no record (a README, junk) */
-				fprintf(rep.out, "chain %s: %u file(s), no records\n",
-					ch->chain_id[0] ? ch->chain_id : "(no header)", ch->files);
+				fprintf(rep.out, "chain %s: %u file(s), no records\n", id, ch->files);
 				continue;
 			}
+			al_hex(ch->head_hash, AL_HASH_LEN, hex);
 			fprintf(rep.out, "chain %s: %u file(s), seq %" PRIu64 "..%" PRIu64 ", %s .. %s, v%u..v%u\n",
-			       ch->chain_id[0] ? ch->chain_id : "(no header)", ch->files, ch->first_seq,
-			       ch->last_seq, ch->first_ts, ch->last_ts, ch->min_version, ch->max_version);
+			       id, ch->files, ch->first_seq, ch->last_seq, ch->first_ts, ch->last_ts,
+			       ch->min_version, ch->max_version);
 			fprintf(rep.out, "  head %" PRIu64 ":%s\n", ch->last_seq, hex);
 		}
 		if (total) {

@@ -2949,9 +2949,7 @@ static bool in_listed_dir(const struct al_vopts *o, const struct vfile *f)
 	size_t dl = (size_t)(f->base - f->path);
 
 	for (unsigned k = 0; k < o->n_dirs; k++) {
-		size_t l = strlen(o->dirs[k]);
-		while (l > 0 && o->dirs[k][l - 1] == '/') /* "logs/": as listed (verify_paths.c) */
-			l--;
+		size_t l = al_dir_len(o->dirs[k]); /* "logs/": as listed */
 		if (dl == l + 1 && strncmp(f->path, o->dirs[k], l) == 0 && f->path[l] == '/')
 			return true;
 	}

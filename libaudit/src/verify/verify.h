@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "format.h"
@@ -262,6 +263,18 @@ int al_vstream_feed(struct al_vstream *s, const uint8_t *buf, size_t n);
 int al_vstream_end(struct al_vstream *s);
 /* Give up a stream without ending it (res keeps what it had). */
 void al_vstream_free(struct al_vstream *s);
+
+/* A directory's path without its trailing slashes ("/" becomes ""): its
+ * files are listed as <that>/<name>, one spelling however the directory
+ * was given ("logs", "logs/"), and al_vopts.dirs is compared so too. */
+static inline size_t al_dir_len(const char *path)
+{
+	size_t l = strlen(path);
+
+	while (l > 0 && path[l - 1] == '/')
+		l--;
+	return l;
+}
 
 /* Append PATH to *list (n used, cap allocated): a file as given, or a
  * directory's regular files (not dot files), in directory order. 0 or -errno. */

@@ -27,18 +27,6 @@ static int push(char ***list, unsigned *n, unsigned *cap, char *p)
 	return 0;
 }
 
-/* A directory's path without its trailing slashes ("/" becomes ""): its
- * files are named <that>/<name>, one spelling however the directory was
- * given ("logs", "logs/"; verify.c's in_listed_dir reads dirs so too). */
-static int dir_len(const char *path)
-{
-	size_t l = strlen(path);
-
-	while (l > 0 && path[l - 1] == '/')
-		l--;
-	return (int)l;
-}
-
 int al_verify_add_path(const char *path, char ***list, unsigned *n, unsigned *cap)
 {
 	struct stat st;
@@ -58,7 +46,7 @@ int al_verify_add_path(const char *path, char ***list, unsigned *n, unsigned *ca
 		struct stat fs;
 		if (e->d_name[0] == '.')
 			continue;
-		if (asprintf(&p, "%.*s/%s", dir_len(path), path, e->d_name) < 0)
+		if (asprintf(&p, "%.*s/%s", (int)al_dir_len(path), path, e->d_name) < 0)
 			return closedir(d), -ENOMEM;
 		/* regular files only: a symlink, a FIFO, a device or a socket in a
 		 * log directory is not a log file (and a FIFO would block a read) */
