@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -656,6 +657,66 @@ static void test_same_file_two_names(void **state)
 	rotated_free(&r);
 }
 
+/* --follow: a stop asked for at the first wait (on_wait gets the
+ * finding collector's ctx) */
+static volatile sig_atomic_t follow_stop;
+static void stop_follow(void *ctx)
+{
+	(void)ctx;
+	follow_stop = 1;
+}
+
+/* --follow when a rotation came between the listing and the opening: the
+ * listed active name is now the writer's new file, still empty, and the
+ * file that was there has its rotated name, which no listed file names.
+ * The new file is left out (it is being created), the renamed one is met
+ * as the successor of the newest rotated file: every record, no finding,
+ * one chain. Kept, the empty file was a torn first header reported, and a
+ * second chain (-EXDEV: listed again, the report already out). */
+static void test_follow_file_being_created(void **state)
+{
+	struct rotated r;
+	rotated_make(&r);
+	char *dir = r.dir, **paths = r.paths, *dirs[] = {dir};
+	unsigned n = r.n;
+	struct got g;
+	struct al_vopts o = {.threads = 1, .on_finding = collect, .ctx = &g, .follow = true, .poll_ms = 1,
+			     .stop = &follow_stop, .on_wait = stop_follow, .dirs = dirs, .n_dirs = 1};
+	struct al_vresult res;
+
+	/* all records, for comparison: verified before the "rotation" */
+	struct al_vopts plain = {.threads = 1, .on_finding = collect, .ctx = &g};
+	memset(&g, 0, sizeof(g));
+	assert_int_equal(al_verify_files(paths, n, &plain, &res), 0);
+	uint64_t records = res.records;
+	al_vresult_free(&res);
+
+	/* the writer renames audit.log to <name>.<time>-<its first seq> and
+	 * creates audit.log anew: the listing (paths) is as it was */
+	size_t len;
+	char *head = (char *)tu_read_file(paths[0], &len), *sp = strstr(head, "\"seq\":");
+	assert_non_null(sp);
+	char name[128];
+	snprintf(name, sizeof(name), "audit.log.20990101T000000.000000000Z-%llu", strtoull(sp + 6, NULL, 10));
+	free(head);
+	char *moved = tu_path(dir, name);
+	assert_int_equal(rename(paths[0], moved), 0);
+	int fd = open(paths[0], O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+
+	memset(&g, 0, sizeof(g));
+	follow_stop = 0;
+	assert_int_equal(al_verify_files(paths, n, &o, &res), 0);
+	assert_int_equal(total(&g), 0);
+	assert_int_equal(res.chains, 1);
+	assert_int_equal(res.records, records);
+	assert_int_equal(res.files, n); /* the n - 1 rotated files, the renamed one */
+	al_vresult_free(&res);
+	free(moved);
+	rotated_free(&r);
+}
+
 /* --emit with workers passes on the bytes they checked: a line changed in
  * the file after its block was checked (while the walk is behind) is never
  * emitted changed. */
@@ -718,6 +779,7 @@ int main(void)
 		cmocka_unit_test(test_hostile_dir),
 		cmocka_unit_test(test_renamed_after_listing),
 		cmocka_unit_test(test_same_file_two_names),
+		cmocka_unit_test(test_follow_file_being_created),
 		cmocka_unit_test(test_stream_out_of_order),
 		cmocka_unit_test(test_emit_verified_bytes),
 	};

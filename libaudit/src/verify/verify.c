@@ -3023,6 +3023,20 @@ static int take_in_renamed(struct vctx *c, unsigned *kept)
 	return 0;
 }
 
+/* Forget input i (read, but not to be verified). */
+static void drop_input(struct vctx *c, unsigned i)
+{
+	struct vfile *f = &c->files[i];
+
+	if (f->fd >= 0)
+		close(f->fd);
+	c->total_bytes -= f->size;
+	c->res->files--;
+	memmove(f, f + 1, (size_t)(c->n - i - 1) * sizeof(*f));
+	c->n--;
+	c->files[c->n].fd = -1;
+}
+
 /* Is some input's header naming base as the file it continues? */
 static bool named_as_prev(const struct vctx *c, const char *base)
 {
@@ -3058,14 +3072,24 @@ static void merge_same_files(struct vctx *c)
 		if (strcmp(g->base, f->base) != 0) /* not "./x" and "x": two names */
 			report(c, AL_V_SAME_FILE, f->path, 0, 0, false, 0,
 			       "the same file as %s (one file under two names): read once", g->path);
-		if (f->fd >= 0)
-			close(f->fd);
-		c->total_bytes -= f->size;
-		c->res->files--;
-		memmove(f, f + 1, (size_t)(c->n - i - 1) * sizeof(*f));
-		c->n--;
-		c->files[c->n].fd = -1;
-		i--;
+		drop_input(c, i--);
+	}
+}
+
+/* --follow: an input under a writer's active name whose first line is
+ * not complete is a rotation's new file being created (it was listed
+ * with its header, then replaced before it was opened). It is left out,
+ * as the listing leaves such a file out (auditlog-verify): the follower
+ * meets it as the successor of the file it tails. Kept, it would be a
+ * torn first header and a second chain reported by an attempt that is
+ * then made again. A torn file under a rotated name is no file being
+ * created: it stays, and is reported. */
+static void drop_being_created(struct vctx *c)
+{
+	for (unsigned i = 0; i < c->n; i++) {
+		uint64_t seq;
+		if (c->files[i].torn_header && !rotated_name(c->files[i].base, &seq))
+			drop_input(c, i--);
 	}
 }
 
@@ -3096,6 +3120,8 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 		if (r < 0)
 			goto out;
 	}
+	if (o->follow)
+		drop_being_created(&c);
 	r = take_in_renamed(&c, &kept);
 	if (r < 0)
 		goto out;
