@@ -713,6 +713,28 @@ static void test_follow_file_being_created(void **state)
 	assert_int_equal(res.records, records);
 	assert_int_equal(res.files, n); /* the n - 1 rotated files, the renamed one */
 	al_vresult_free(&res);
+
+	/* the same empty file under a rotated name is a crash's torn header, a
+	 * second chain: --follow refuses (-EXDEV, the CLI lists again, then
+	 * exits 2) and has reported nothing, not even the torn header */
+	char *torn = tu_path(dir, "audit.log.20990101T000000.000000000Z-99999");
+	assert_int_equal(rename(paths[0], torn), 0);
+	char **with = calloc(n, sizeof(*with));
+	assert_non_null(with);
+	memcpy(with, paths + 1, (n - 1) * sizeof(*with));
+	with[n - 1] = torn;
+	memset(&g, 0, sizeof(g));
+	assert_int_equal(al_verify_files(with, n, &o, &res), -EXDEV);
+	assert_int_equal(total(&g), 0);
+	al_vresult_free(&res);
+	/* without --follow: reported */
+	o.follow = false;
+	memset(&g, 0, sizeof(g));
+	assert_int_equal(al_verify_files(with, n, &o, &res), 0);
+	assert_int_equal(g.n[AL_V_RECOVERED], 1);
+	al_vresult_free(&res);
+	free(with);
+	free(torn);
 	free(moved);
 	rotated_free(&r);
 }

@@ -3211,6 +3211,10 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 			f->chain = chain_of(res, f->has_header ? f->chain_id : "");
 		res->chain[f->chain].files++;
 	}
+	if (o->follow && res->chains != 1) {
+		r = -EXDEV; /* before plan() reports anything: the caller may list again */
+		goto out;
+	}
 	r = anchors_init(&c, n ? n : 1);
 	if (r < 0)
 		goto out;
@@ -3222,10 +3226,6 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 		goto out;
 	if (o->follow) { /* tail the head of the one chain: no successor, started last */
 		int head = -1;
-		if (res->chains != 1) {
-			r = -EXDEV;
-			goto out;
-		}
 		for (unsigned i = 0; i < n; i++)
 			if (c.files[i].next < 0 && !c.files[i].side && !c.files[i].sealed_branch &&
 			    (head < 0 || c.files[i].first_seq > c.files[head].first_seq))
