@@ -134,6 +134,8 @@ def part1(d):
             with open(k + "/sealing-state", "rb") as f:
                 before = f.read()
             st_before = os.stat(k + "/sealing-state")
+            if os.path.exists(s1):  # a try before: --out never overwrites
+                os.unlink(s1)
             attest(k + "/sealing-state", s1)
             with open(k + "/sealing-state", "rb") as f:
                 same = f.read() == before
