@@ -632,6 +632,23 @@ static void test_same_file_two_names(void **state)
 	assert_int_equal(total(&g), 2);
 	assert_false(al_vclass_is_integrity(AL_V_SAME_FILE, true));
 	al_vresult_free(&res);
+	/* the same, with an input dropped before the file whose name gives way
+	 * (the kept files move down over the dropped: the name goes to where
+	 * that file is now) */
+	char **moved = calloc(n + 2, sizeof(*moved));
+	assert_non_null(moved);
+	moved[0] = l2;
+	moved[1] = paths[0];
+	moved[2] = l1;
+	memcpy(moved + 3, paths + 1, (n - 1) * sizeof(*paths));
+	memset(&g, 0, sizeof(g));
+	assert_int_equal(al_verify_files(moved, n + 2, &o, &res), 0);
+	assert_int_equal(res.files, n);
+	assert_int_equal(res.chains, 1);
+	assert_int_equal(g.n[AL_V_SAME_FILE], 2);
+	assert_int_equal(total(&g), 2);
+	al_vresult_free(&res);
+	free(moved);
 	/* a copy of that file under another name (a second file continuing
 	 * the one before it): forked, as before */
 	assert_int_equal(unlink(l1), 0);
@@ -655,6 +672,95 @@ static void test_same_file_two_names(void **state)
 	free(l1);
 	free(l2);
 	rotated_free(&r);
+}
+
+/* A wall clock that stands still: two writers name their rotated files
+ * alike (<name>.<time>-<first seq>) when their files end at the same seqs */
+static uint64_t still_wall(void *ctx)
+{
+	(void)ctx;
+	return UINT64_C(1780000000) * 1000000000u;
+}
+
+static uint64_t boot_now(void *ctx)
+{
+	struct timespec ts;
+	(void)ctx;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void boot_id_of(void *ctx, uint8_t out[16])
+{
+	(void)ctx;
+	memset(out, 7, 16);
+}
+
+/* n records, each durable before the next (one a batch: the files end at
+ * the same seqs in every run), rotated every 4 KiB, at a still clock */
+static void write_still(const char *path, unsigned n)
+{
+	struct auditlog_config *cfg = tu_config(path);
+	struct al_clock_hooks h = {.realtime = still_wall, .boottime = boot_now, .boot_id = boot_id_of};
+	struct auditlog *log;
+
+	assert_int_equal(auditlog_config_set_format_version(cfg, 1), 0);
+	assert_int_equal(auditlog_config_set_rotate_bytes(cfg, 4096), 0);
+	assert_int_equal(auditlog__config_set_clock(cfg, &h), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	auditlog_config_free(cfg);
+	for (unsigned i = 0; i < n; i++) {
+		struct auditlog_event ev = tu_event("C_Sign", i);
+		assert_int_equal(auditlog_record_sync(log, &ev), 0);
+	}
+	assert_int_equal(auditlog_close(log), 0);
+}
+
+/* Two chains in two directories whose files have the same names: each
+ * file's predecessor is the input of that name in its own chain, in
+ * whichever order the inputs come (the links look a name up in a sorted
+ * index, where the files of one name are neighbours). */
+static void test_same_names_two_dirs(void **state)
+{
+	char *da = tu_mkdtemp(), *db = tu_mkdtemp();
+	char *pa = tu_path(da, "audit.log"), *pb = tu_path(db, "audit.log");
+	char **la, **lb;
+
+	write_still(pa, 120);
+	write_still(pb, 120);
+	unsigned na = list_dir(da, &la), nb = list_dir(db, &lb), n = na + nb;
+	assert_true(na >= 4);
+	assert_int_equal(na, nb);
+	for (unsigned i = 0; i < na; i++) /* the same names */
+		assert_string_equal(strrchr(la[i], '/'), strrchr(lb[i], '/'));
+	char **both = calloc(n, sizeof(*both));
+	assert_non_null(both);
+	for (int order = 0; order < 3; order++) {
+		/* a then b; the same backwards; a and b in turn */
+		for (unsigned i = 0; i < n; i++) {
+			unsigned k = order == 0 ? i : order == 1 ? n - 1 - i : (i % 2 ? na : 0) + i / 2;
+			both[i] = k < na ? la[k] : lb[k - na];
+		}
+		struct got g;
+		struct al_vopts o = {.threads = 1, .on_finding = collect, .ctx = &g};
+		struct al_vresult res;
+		memset(&g, 0, sizeof(g));
+		assert_int_equal(al_verify_files(both, n, &o, &res), 0);
+		assert_int_equal(res.files, n);
+		assert_int_equal(res.chains, 2);
+		assert_int_equal(res.records, 2 * (120 + na)); /* the events and a header a file */
+		assert_int_equal(total(&g), 0);
+		al_vresult_free(&res);
+	}
+	free(both);
+	free_list(la, na);
+	free_list(lb, nb);
+	free(pa);
+	free(pb);
+	tu_rmtree(da);
+	tu_rmtree(db);
+	free(da);
+	free(db);
 }
 
 /* --follow: a stop asked for at the first wait (on_wait gets the
@@ -801,6 +907,7 @@ int main(void)
 		cmocka_unit_test(test_hostile_dir),
 		cmocka_unit_test(test_renamed_after_listing),
 		cmocka_unit_test(test_same_file_two_names),
+		cmocka_unit_test(test_same_names_two_dirs),
 		cmocka_unit_test(test_follow_file_being_created),
 		cmocka_unit_test(test_stream_out_of_order),
 		cmocka_unit_test(test_emit_verified_bytes),
