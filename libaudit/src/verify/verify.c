@@ -2418,13 +2418,11 @@ static void resolve_forks(struct vctx *c)
 	}
 }
 
-/* The file a trusted header names as sealed with nothing durable in it:
- * that name in the header's directory, with that file id (or no header). */
 /* ---- the inputs by name ---------------------------------------------------- */
 
 /* The links find a file by its name; a directory of rotated files is
  * thousands of them, so by a sorted index, not by a scan of all for each
- * (which made verifying 20,000 files a matter of seconds). */
+ * (10,834 files: 1.8 s that way, 0.45 s in all now; docs/benchmarks.md). */
 static int cmp_by_base(const void *a, const void *b, void *arg)
 {
 	const struct vctx *c = arg;
@@ -2471,6 +2469,8 @@ static void by_base_range(const struct vctx *c, const char *base, unsigned *lo, 
 	*hi = a;
 }
 
+/* The file a trusted header names as sealed with nothing durable in it:
+ * that name in the header's directory, with that file id (or no header). */
 static void mark_sealed(struct vctx *c)
 {
 	for (unsigned i = 0; i < c->n; i++) {
@@ -3105,14 +3105,6 @@ static bool named_as_prev(const struct vctx *c, const char *base)
 	return false;
 }
 
-/* One file reached under two names (a path given twice, a file given alone
- * and in its directory, a hard link) is read once: read twice, its records
- * would be a second first file or a fork of itself, "inserted" where
- * nothing was. The name kept is the one a successor's header uses (the
- * chain links by name), else the first given; another name than the one
- * kept is a same-file notice (docs/format.md 11); one name spelt twice
- * ("x", "./x", a directory and a file in it) is not worth one. Identity is
- * the inode each was opened at (vfile_fd). */
 static int cmp_inode(const void *a, const void *b, void *arg)
 {
 	const struct vctx *c = arg;
@@ -3125,6 +3117,14 @@ static int cmp_inode(const void *a, const void *b, void *arg)
 	return (i > k) - (i < k);
 }
 
+/* One file reached under two names (a path given twice, a file given alone
+ * and in its directory, a hard link) is read once: read twice, its records
+ * would be a second first file or a fork of itself, "inserted" where
+ * nothing was. The name kept is the one a successor's header uses (the
+ * chain links by name), else the first given; another name than the one
+ * kept is a same-file notice (docs/format.md 11); one name spelt twice
+ * ("x", "./x", a directory and a file in it) is not worth one. Identity is
+ * the inode each was opened at (vfile_fd). */
 static int merge_same_files(struct vctx *c)
 {
 	unsigned n = c->n, *ix = malloc((n ? n : 1) * sizeof(*ix)), *first = malloc((n ? n : 1) * sizeof(*first));
@@ -3149,8 +3149,9 @@ static int merge_same_files(struct vctx *c)
 	for (unsigned i = 0; i < n; i++) {
 		struct vfile *f = &c->files[i];
 		if (first[i] == i) {
-			ix[i] = m;
-			c->files[m++] = *f;
+			if (m != i)
+				c->files[m] = *f;
+			ix[i] = m++;
 			continue;
 		}
 		struct vfile *g = &c->files[ix[first[i]]];
