@@ -6,6 +6,8 @@
 #                later, the writer reconnects, the chain goes on: every event
 #                is in the log once, it verifies with both keys, and the
 #                absence is reported as a `gap` (exit 0 without --strict)
+#   queue-ckpt   the same with a checkpoint in every batch: the new
+#                connection's first request is the held batch's signature
 #   queue-close  closed while the sealer is away: -ENOTCONN, nothing queued
 #                is written, what was acknowledged verifies
 #   queue-stale  the sealer that comes back has another key: the writer
@@ -96,6 +98,23 @@ grep -q '"kind":"open"' "$d/q.log" && [ "$(grep -c '"kind":"open"' "$d/q.log")" 
 	fail "q: the reconnect wrote an open seal"
 sed -n 's/^/  queue: /p' "$d/q.out" | grep stats
 sed -n 's/^/  queue verify: /p' "$d/q.v" | grep -v '^  queue verify: *$' | head -5
+
+# 1b. queue-ckpt: a checkpoint in every batch, so that the batch the loss
+# stops is retried from its signature, the new connection's first request
+start_sealer
+start_writer qk queue-ckpt
+wait_for qk ready
+kill_sealer
+echo go >&3
+wait_for qk away
+start_sealer
+echo back >&3
+end_writer qk
+stop_sealer
+verify qk
+[ "$(events qk before)" = 20 ] && [ "$(events qk queued)" = 30 ] && [ "$(events qk after-back)" = 1 ] ||
+	fail "qk: events before $(events qk before) queued $(events qk queued) after $(events qk after-back), want 20 30 1"
+[ "$(grep -c '"type":"checkpoint"' "$d/qk.log")" -ge 3 ] || fail "qk: fewer checkpoints than batches"
 
 # 2. queue-close: closed while the sealer is away
 start_sealer

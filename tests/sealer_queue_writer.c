@@ -11,6 +11,10 @@
  *           script restarts the sealer), then retries a record_sync until it
  *           succeeds (10 s at most), flushes and closes: 0 failed events,
  *           at least one reconnect, 51 events in the log.
+ *   queue-ckpt  as queue, with a signed checkpoint in every batch: the batch
+ *           that meets the lost sealer fails at its checkpoint's signature,
+ *           the first request the new connection makes (a signature names
+ *           the chain its connection is bound to: the reconnection binds it).
  *   queue-close  AUDITLOG_SEALER_QUEUE, and the log is closed while the
  *           sealer is away: 30 queued records, close answers -ENOTCONN (the
  *           script checks that none of them is written).
@@ -124,7 +128,7 @@ int main(int argc, char **argv)
 	int r;
 
 	if (argc != 4) {
-		fprintf(stderr, "usage: sealer_queue_writer PATH SOCKET queue|queue-close|queue-stale|closed|fork\n");
+		fprintf(stderr, "usage: sealer_queue_writer PATH SOCKET queue|queue-ckpt|queue-close|queue-stale|closed|fork\n");
 		return 2;
 	}
 	mode = argv[3];
@@ -133,6 +137,7 @@ int main(int argc, char **argv)
 	    (r = auditlog_config_set_format_version(cfg, 2)) < 0 ||
 	    (r = auditlog_config_set_sealer_socket(cfg, argv[2])) < 0 ||
 	    (queue && (r = auditlog_config_set_sealer_policy(cfg, AUDITLOG_SEALER_QUEUE)) < 0) ||
+	    (strcmp(mode, "queue-ckpt") == 0 && (r = auditlog_config_set_checkpoint_interval(cfg, 1, 0)) < 0) ||
 	    (r = auditlog_open(cfg, &log)) < 0) {
 		fprintf(stderr, "open: %s\n", strerror(-r));
 		auditlog_config_free(cfg);

@@ -29,6 +29,8 @@ struct sock {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	bool have_now;
 	struct al_sealer_now now; /* the sealer's last answer to NOW */
+	bool bound;               /* chain_id: the chain this writer's seals named */
+	uint8_t chain_id[32];
 	uint8_t buf[AL_SW_MAX];
 };
 
@@ -177,6 +179,8 @@ static int so_seal(struct al_sealer *s, struct al_v2_seal *seal, const uint8_t p
 	memcpy(seal->key_id, a + 4, AL_SEAL_KID_LEN);
 	memcpy(seal->mac, a + 4 + AL_SEAL_KID_LEN, AL_HASH_LEN);
 	seal->has_mac = true;
+	memcpy(p->chain_id, seal->chain_id, 32); /* the connection is bound to it now */
+	p->bound = true;
 	if (seal->epoch > p->now.epoch)
 		p->have_now = false; /* the sealer moved on: ask at the next now() */
 	OPENSSL_cleanse(p->buf, sizeof(p->buf));
@@ -228,13 +232,18 @@ static void so_free(struct al_sealer *s)
 }
 
 /* A new connection and its HELLO (key_id: the one expected, or zeros: any):
- * on success p->fd is it and the HELLO's answer is in p->buf (*ret_n bytes). */
+ * on success p->fd is it and the HELLO's answer is in p->buf (*ret_n bytes).
+ * A reconnection names the chain its seals named (docs/sealer.md,
+ * "Binding"): the held batch may resume at its checkpoint's signature,
+ * which an unbound connection refuses. */
 static int connect_hello(struct sock *p, const uint8_t key_id[AL_SEAL_KID_LEN], size_t *ret_n)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	uint8_t q[AL_SW_HELLO_REQ] = {0}; /* chain id not bound yet: any */
+	uint8_t q[AL_SW_HELLO_REQ] = {0}; /* chain id not known yet: zeros */
 	int fd, r;
 
+	if (p->bound)
+		memcpy(q, p->chain_id, 32);
 	if (key_id)
 		memcpy(q + 32, key_id, AL_SEAL_KID_LEN);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
