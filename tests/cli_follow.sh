@@ -21,7 +21,7 @@ mkdir "$d/log"
 "$WRITER" "$d/log/audit.log" 12000 65536 &
 wpid=$!
 i=0
-while [ ! -s "$d/log/audit.log" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+while [ ! -s "$d/log/audit.log" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
 [ -s "$d/log/audit.log" ] || fail "the writer wrote nothing"
 "$VERIFY" --follow --emit "$d/log" >"$d/out" 2>"$d/err" &
 vpid=$!
@@ -40,7 +40,7 @@ printf '{"@timestamp":"2026-11-30T10:4' >>"$d/log/audit.log"
 
 want=$(wc -c <"$d/want")
 i=0
-while [ "$(wc -c <"$d/out")" -lt "$want" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
+while [ "$(wc -c <"$d/out")" -lt "$want" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
 sleep 0.3
 kill -TERM "$vpid"
 wait "$vpid"
@@ -71,7 +71,7 @@ echo "$d/h/audit.log" >>"$d/horder"
 xargs cat <"$d/horder" >"$d/hwant"
 want=$(wc -c <"$d/hwant")
 i=0
-while [ "$(wc -c <"$d/hout")" -lt "$want" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+while [ "$(wc -c <"$d/hout")" -lt "$want" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
 kill -TERM "$vpid" 2>/dev/null
 wait "$vpid"
 rc=$?
@@ -92,7 +92,7 @@ mkdir "$d/made"
 cat "$d/made/audit.log" >>"$d/early/audit.log"
 want=$(wc -c <"$d/early/audit.log")
 i=0
-while [ "$(wc -c <"$d/eout")" -lt "$want" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+while [ "$(wc -c <"$d/eout")" -lt "$want" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
 kill -TERM "$vpid" 2>/dev/null
 wait "$vpid"
 rc=$?

@@ -534,20 +534,30 @@ def follow_cases(log, recs, VK, ka, VK_A):
         f.write(b"".join(r.line for r in first[:k + 1]))
     out = open(os.path.join(d, "out"), "wb")
     p = subprocess.Popen([VERIFY, "--follow", "--emit"] + VK + [d], stdout=out, stderr=subprocess.PIPE)
-    time.sleep(0.8)
-    got1 = os.path.getsize(os.path.join(d, "out"))
+    pre = sum(len(r.line) for r in recs if r.file != "audit.log")
+    want1, want2 = pre + sum(len(r.line) for r in first[:k]), pre + sum(len(r.line) for r in first[:s + 1])
+
+    def settled(want):
+        """the output's size once it reached want (30 s at most: a loaded
+        sanitizer run), then a further 0.5 s in which nothing more may pass"""
+        for _ in range(600):
+            if os.path.getsize(os.path.join(d, "out")) >= want:
+                break
+            time.sleep(0.05)
+        time.sleep(0.5)
+        return os.path.getsize(os.path.join(d, "out"))
+
+    got1 = settled(want1)
     with open(path, "ab") as f:
         f.write(b"".join(r.line for r in first[k + 1:s + 1]))
-    time.sleep(0.8)
-    got2 = os.path.getsize(os.path.join(d, "out"))
+    got2 = settled(want2)
     with open(path, "ab") as f:
         f.write(first[s + 1].line)  # one more record, after the last seal
-    time.sleep(0.8)
+    time.sleep(1.0)
     p.send_signal(signal.SIGTERM)
     err = p.communicate(timeout=20)[1].decode()
     out.close()
-    pre = sum(len(r.line) for r in recs if r.file != "audit.log")
-    check(got1 == pre + sum(len(r.line) for r in first[:k]) and got2 == pre + sum(len(r.line) for r in first[:s + 1]),
+    check(got1 == want1 and got2 == want2,
           "--follow --emit --verify-key: a record passes only once its seal came (%d, %d bytes)" % (got1, got2))
     check(p.returncode == 0 and "unsealed" not in err and ": offset " not in err and
           "1 verified line(s) not emitted" in err,
@@ -565,7 +575,7 @@ def follow_cases(log, recs, VK, ka, VK_A):
     p = subprocess.Popen([VERIFY, "--follow", "--emit"] + VK_A + [d], stdout=out, stderr=subprocess.PIPE)
     check(w.wait() == 0, "live writer")
     want = b"".join(r.line for r in parse(d))
-    for _ in range(100):
+    for _ in range(600):
         if os.path.getsize(out.name) >= len(want):
             break
         time.sleep(0.05)
