@@ -3082,15 +3082,22 @@ static int take_in_renamed(struct vctx *c, unsigned *kept)
 	return 0;
 }
 
-/* Forget input i (read, but not to be verified). */
-static void drop_input(struct vctx *c, unsigned i)
+/* An input read but not to be verified: its descriptor closed, its bytes
+ * and itself no longer counted (the caller takes it out of c->files). */
+static void forget_input(struct vctx *c, struct vfile *f)
 {
-	struct vfile *f = &c->files[i];
-
 	if (f->fd >= 0)
 		close(f->fd);
 	c->total_bytes -= f->size;
 	c->res->files--;
+}
+
+/* Forget input i and close the gap it leaves. */
+static void drop_input(struct vctx *c, unsigned i)
+{
+	struct vfile *f = &c->files[i];
+
+	forget_input(c, f);
 	memmove(f, f + 1, (size_t)(c->n - i - 1) * sizeof(*f));
 	c->n--;
 	c->files[c->n].fd = -1;
@@ -3163,10 +3170,7 @@ static int merge_same_files(struct vctx *c)
 		if (strcmp(g->base, f->base) != 0) /* not "./x" and "x": two names */
 			report(c, AL_V_SAME_FILE, f->path, 0, 0, false, 0,
 			       "the same file as %s (one file under two names): read once", g->path);
-		if (f->fd >= 0)
-			close(f->fd);
-		c->total_bytes -= f->size;
-		c->res->files--;
+		forget_input(c, f);
 	}
 	for (unsigned i = m; i < n; i++)
 		c->files[i].fd = -1;
