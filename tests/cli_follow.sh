@@ -100,9 +100,31 @@ vpid=
 [ "$rc" = 0 ] || { cat "$d/eerr" >&2; fail "exit $rc after waiting for the first record"; }
 cmp -s "$d/eout" "$d/early/audit.log" || { cat "$d/eerr" >&2; fail "--emit after waiting differs from the log"; }
 
-# --follow on two chains: a usage error
+# --follow on two chains, each under a writer's active name: a usage
+# error at once (not tried again as if a rotation were in progress), which
+# names both chains
 mkdir "$d/two"
 "$WRITER" "$d/two/a.log" 10 0 && "$WRITER" "$d/two/b.log" 10 0 || fail "writer"
-"$VERIFY" --follow "$d/two" >/dev/null 2>&1
+"$VERIFY" --follow "$d/two" >/dev/null 2>"$d/twoerr"
 [ $? = 2 ] || fail "--follow on two chains is not a usage error"
+[ "$(wc -l <"$d/twoerr")" = 1 ] && grep -q 'tails one chain' "$d/twoerr" &&
+	[ "$(grep -o ' [0-9a-f]\{32\}' "$d/twoerr" | wc -l)" = 2 ] ||
+	{ cat "$d/twoerr" >&2; fail "--follow on two chains: not the one message naming both"; }
+
+# another chain's file under a rotated name beside the log (a copy, or the
+# old chain a writer left when it began a new one): the tail starts, tells
+# it once (extra-chain), and passes on the followed chain's lines only
+mv "$d/two/b.log" "$d/two/a.log.20990101T000000.000000000Z-5"
+"$VERIFY" --follow --emit "$d/two" >"$d/xout" 2>"$d/xerr" &
+vpid=$!
+want=$(wc -c <"$d/two/a.log")
+i=0
+while [ "$(wc -c <"$d/xout")" -lt "$want" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+kill -TERM "$vpid" 2>/dev/null
+wait "$vpid"
+rc=$?
+vpid=
+[ "$rc" = 1 ] || { cat "$d/xerr" >&2; fail "exit $rc with another chain beside the log (want 1)"; }
+cmp -s "$d/xout" "$d/two/a.log" || { cat "$d/xerr" >&2; fail "--emit with another chain beside differs from the log"; }
+[ "$(grep -c ': extra-chain: ' "$d/xerr")" = 1 ] || { cat "$d/xerr" >&2; fail "the other chain not told once"; }
 echo "cli_follow: all passed"

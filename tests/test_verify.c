@@ -820,28 +820,131 @@ static void test_follow_file_being_created(void **state)
 	assert_int_equal(res.files, n); /* the n - 1 rotated files, the renamed one */
 	al_vresult_free(&res);
 
-	/* the same empty file under a rotated name is a crash's torn header, a
-	 * second chain: --follow refuses (-EXDEV, the CLI lists again, then
-	 * exits 2) and has reported nothing, not even the torn header */
+	/* the same empty file under a rotated name is a crash's torn header:
+	 * reported (recovered), with and without --follow, and the chain is
+	 * tailed all the same (before, a second chain: -EXDEV) */
 	char *torn = tu_path(dir, "audit.log.20990101T000000.000000000Z-99999");
 	assert_int_equal(rename(paths[0], torn), 0);
 	char **with = calloc(n, sizeof(*with));
 	assert_non_null(with);
 	memcpy(with, paths + 1, (n - 1) * sizeof(*with));
 	with[n - 1] = torn;
-	memset(&g, 0, sizeof(g));
-	assert_int_equal(al_verify_files(with, n, &o, &res), -EXDEV);
-	assert_int_equal(total(&g), 0);
-	al_vresult_free(&res);
-	/* without --follow: reported */
-	o.follow = false;
-	memset(&g, 0, sizeof(g));
-	assert_int_equal(al_verify_files(with, n, &o, &res), 0);
-	assert_int_equal(g.n[AL_V_RECOVERED], 1);
-	al_vresult_free(&res);
+	for (int f = 0; f < 2; f++) {
+		o.follow = f;
+		memset(&g, 0, sizeof(g));
+		follow_stop = 0;
+		assert_int_equal(al_verify_files(with, n, &o, &res), 0);
+		assert_int_equal(g.n[AL_V_RECOVERED], 1);
+		assert_int_equal(total(&g), 1);
+		/* the renamed file is not among the inputs; the tail meets it
+		 * as the successor of the file it tails */
+		if (f)
+			assert_int_equal(res.records, records);
+		else
+			assert_true(res.records < records);
+		al_vresult_free(&res);
+	}
 	free(with);
 	free(torn);
 	free(moved);
+	rotated_free(&r);
+}
+
+/* Findings and the lines passed on (one ctx for both callbacks). */
+struct got_lines {
+	struct got g; /* first: collect() takes the whole as its own */
+	uint64_t lines;
+};
+
+static void count_line(void *ctx, const uint8_t *line, size_t len)
+{
+	(void)line;
+	(void)len;
+	((struct got_lines *)ctx)->lines++;
+}
+
+static void put_file(const char *dir, const char *name, const void *p, size_t len)
+{
+	char *path = tu_path(dir, name);
+	int fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, p, len), (ssize_t)len);
+	close(fd);
+	free(path);
+}
+
+/* --follow tails one chain. Beside it: the old chain the writer left when
+ * its active file was deleted (a new chain begins at the active name), a
+ * copy of another log's file under a rotated name, a file with no header.
+ * Each is one extra-chain finding, not verified, none of its lines passed
+ * on; the chain at the active name is tailed, every line of it passed on.
+ * Two chains under active names: -EXDEV, nothing reported. Before, any
+ * second chain was -EXDEV, which the CLI took for a rotation in progress
+ * and tried again 50 times: a tail that never started. */
+static void test_follow_other_chains(void **state)
+{
+	struct rotated r, other;
+	rotated_make(&r);
+	rotated_make(&other);
+	char *dir = r.dir, *dirs[] = {dir}, **paths;
+	struct got_lines gl;
+	struct al_vopts o = {.threads = 1, .on_finding = collect, .on_record = count_line, .ctx = &gl,
+			     .poll_ms = 1, .stop = &follow_stop, .on_wait = stop_follow, .dirs = dirs, .n_dirs = 1};
+	struct al_vresult res;
+	(void)state;
+
+	/* the active file deleted: the writer starts a new chain there */
+	assert_int_equal(unlink(r.path), 0);
+	write_log(r.path, 1, 20, 0);
+	/* the new chain alone, without --follow: what the tail must verify */
+	memset(&gl, 0, sizeof(gl));
+	assert_int_equal(al_verify_files(&r.path, 1, &o, &res), 0);
+	assert_int_equal(total(&gl.g), 0);
+	uint64_t records = res.records, lines = gl.lines;
+	assert_true(records > 20 && lines == records);
+	al_vresult_free(&res);
+
+	o.follow = true;
+	for (int round = 0; round < 2; round++) {
+		if (round == 1) {
+			/* a file of another chain under a rotated name, and one
+			 * with no header */
+			size_t len;
+			uint8_t *p = tu_read_file(other.paths[1], &len);
+			put_file(dir, "audit.log.20990101T000000.000000000Z-77777", p, len);
+			free(p);
+			put_file(dir, "audit.log.20990101T000000.000000000Z-88888", "garbage\n", 8);
+		}
+		unsigned n = list_dir(dir, &paths);
+		memset(&gl, 0, sizeof(gl));
+		follow_stop = 0;
+		assert_int_equal(al_verify_files(paths, n, &o, &res), 0);
+		assert_int_equal(gl.g.n[AL_V_EXTRA_CHAIN], round ? 3 : 1);
+		assert_int_equal(total(&gl.g), gl.g.n[AL_V_EXTRA_CHAIN]);
+		char want[64];
+		snprintf(want, sizeof(want), "(%u file(s) among the inputs", r.n - 1);
+		assert_non_null(strstr(gl.g.first_msg[AL_V_EXTRA_CHAIN], want));
+		assert_int_equal(res.chains, round ? 2 : 1); /* (the file with no header: its own) */
+		assert_int_equal(res.records, records);
+		assert_int_equal(gl.lines, lines);
+		al_vresult_free(&res);
+		free_list(paths, n);
+	}
+
+	/* another log's active file beside, under a name no writer rotates */
+	size_t len;
+	uint8_t *p = tu_read_file(other.path, &len);
+	put_file(dir, "other.log", p, len);
+	free(p);
+	unsigned n = list_dir(dir, &paths);
+	memset(&gl, 0, sizeof(gl));
+	assert_int_equal(al_verify_files(paths, n, &o, &res), -EXDEV);
+	assert_int_equal(total(&gl.g), 0);
+	assert_int_equal(gl.lines, 0);
+	assert_int_equal(res.chains, 2); /* named for the message */
+	al_vresult_free(&res);
+	free_list(paths, n);
+	rotated_free(&other);
 	rotated_free(&r);
 }
 
@@ -909,6 +1012,7 @@ int main(void)
 		cmocka_unit_test(test_same_file_two_names),
 		cmocka_unit_test(test_same_names_two_dirs),
 		cmocka_unit_test(test_follow_file_being_created),
+		cmocka_unit_test(test_follow_other_chains),
 		cmocka_unit_test(test_stream_out_of_order),
 		cmocka_unit_test(test_emit_verified_bytes),
 	};

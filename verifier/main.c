@@ -1019,14 +1019,9 @@ verify:
 	struct al_vresult res;
 	r = from_stdin ? verify_stdin(&o, &res, &rep) : al_verify_files(paths, n, &o, &res);
 	bar_clear(&rep);
-	if ((r == -ENOENT || r == -EXDEV) && o.follow && follow_tries++ < 50) {
+	if (r == -ENOENT && o.follow && follow_tries++ < 50) {
 		/* A file was renamed between the listing and its opening (the
-		 * engine opens every input before it reports anything); or
-		 * (-EXDEV) a rotation's new file, still empty, was opened under
-		 * a name listed for the file it replaced: two "chains". */
-		if (r == -EXDEV)
-			fprintf(stderr, "auditlog-verify: --follow: a file was rotated while the inputs were "
-					"opened; listing the inputs again\n");
+		 * engine opens every input before it reports anything). */
 		al_vresult_free(&res);
 		free_list(paths, n);
 		paths = NULL;
@@ -1062,9 +1057,14 @@ verify:
 		goto relist;
 	}
 	if (r < 0) {
-		if (r == -EXDEV)
-			fprintf(stderr, "auditlog-verify: --follow wants the files of one chain (found several)\n");
-		else if (res.err_path) { /* escaped: a listed name is any bytes */
+		if (r == -EXDEV) {
+			fprintf(stderr, "auditlog-verify: --follow tails one chain, and the inputs hold files of "
+					"several under a writer's active name (not <name>.<time>-<seq>):");
+			for (unsigned i = 0; i < res.chains; i++)
+				if (res.chain[i].chain_id[0])
+					fprintf(stderr, " %s", res.chain[i].chain_id);
+			fprintf(stderr, "; give the files of one writer\n");
+		} else if (res.err_path) { /* escaped: a listed name is any bytes */
 			fputs("auditlog-verify: cannot read ", stderr);
 			put_safe(stderr, res.err_path);
 			fprintf(stderr, ": %s%s\n", strerror(-r),

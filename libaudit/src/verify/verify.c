@@ -142,6 +142,8 @@ struct vctx {
 	struct vfile *follow_next; /* --follow: the file that replaced the one tailed */
 	struct vfile *more;        /* every file met while following */
 	const char *follow_path;   /* the writer's active path */
+	char follow_id[33];        /* --follow: the chain tailed ("": none told by a header) */
+	int follow_chain;          /* ...its index into res->chain */
 	char *names;               /* renamed paths, for the messages (a list: next at the start) */
 	struct al_vpool *pool;     /* workers checking ahead (made for the first large file) */
 	bool no_pool;              /* none to be made */
@@ -2829,6 +2831,8 @@ static int plan(struct vctx *c)
 	for (unsigned i = 0; i < c->n; i++) {
 		struct vfile *f = &c->files[i];
 		c->order[i] = i;
+		if (f->visited) /* --follow: not of the chain tailed, told already */
+			continue;
 		if (f->prevf >= 0 || f->sealed_branch || f->fork_of >= 0 || !is_first_file(f) ||
 		    (f->torn_header && f->next < 0))
 			continue;
@@ -2839,7 +2843,7 @@ static int plan(struct vctx *c)
 	for (unsigned j = 0; j < c->n; j++) {
 		unsigned i = c->order[j];
 		struct vfile *f = &c->files[i];
-		if (f->sealed_branch)
+		if (f->sealed_branch || f->visited)
 			continue;
 		if (f->torn_header && f->prevf < 0 && f->next < 0) {
 			/* what a crash leaves while a chain's first header is written
@@ -3092,15 +3096,24 @@ static void forget_input(struct vctx *c, struct vfile *f)
 	c->res->files--;
 }
 
-/* Forget input i and close the gap it leaves. */
-static void drop_input(struct vctx *c, unsigned i)
+/* Forget the inputs marked in drop[] and move the others down over them,
+ * in order (one pass: a file is ~2 KiB, and there may be thousands). */
+static void drop_inputs(struct vctx *c, const bool *drop)
 {
-	struct vfile *f = &c->files[i];
+	unsigned m = 0;
 
-	forget_input(c, f);
-	memmove(f, f + 1, (size_t)(c->n - i - 1) * sizeof(*f));
-	c->n--;
-	c->files[c->n].fd = -1;
+	for (unsigned i = 0; i < c->n; i++) {
+		if (drop[i]) {
+			forget_input(c, &c->files[i]);
+			continue;
+		}
+		if (m != i)
+			c->files[m] = c->files[i];
+		m++;
+	}
+	for (unsigned i = m; i < c->n; i++)
+		c->files[i].fd = -1;
+	c->n = m;
 }
 
 /* Is some input's header naming base as the file it continues? */
@@ -3188,13 +3201,80 @@ static int merge_same_files(struct vctx *c)
  * torn first header and a second chain reported by an attempt that is
  * then made again. A torn file under a rotated name is no file being
  * created: it stays, and is reported. */
-static void drop_being_created(struct vctx *c)
+static int drop_being_created(struct vctx *c)
 {
+	bool *drop = calloc(c->n ? c->n : 1, sizeof(*drop));
+	if (!drop)
+		return -ENOMEM;
 	for (unsigned i = 0; i < c->n; i++) {
 		uint64_t seq;
-		if (c->files[i].torn_header && !rotated_name(c->files[i].base, &seq))
-			drop_input(c, i--);
+		drop[i] = c->files[i].torn_header && !rotated_name(c->files[i].base, &seq);
 	}
+	drop_inputs(c, drop);
+	free(drop);
+	return 0;
+}
+
+/* --follow tails one chain: the one whose trusted header a file under a
+ * writer's active name holds, else the only one any trusted header names.
+ * A file whose trusted header names another chain (a log copied beside it,
+ * the old chain a writer's untrusted-tail restart renamed aside) is left
+ * out, one extra-chain finding for each such chain: the tail verifies and
+ * passes on the chain it follows and no other. Active names of two chains
+ * (two writers' logs, or a copy under a name no writer rotates): -EXDEV,
+ * before anything is reported. */
+static int follow_pick(struct vctx *c)
+{
+	const char *id = NULL, *only = NULL;
+	bool two_active = false, two = false;
+
+	for (unsigned i = 0; i < c->n; i++) {
+		const struct vfile *f = &c->files[i];
+		uint64_t seq;
+		if (!f->hdr_ok)
+			continue;
+		if (!only)
+			only = f->chain_id;
+		two |= strcmp(only, f->chain_id) != 0;
+		if (rotated_name(f->base, &seq))
+			continue;
+		if (!id)
+			id = f->chain_id;
+		two_active |= strcmp(id, f->chain_id) != 0;
+	}
+	if (two_active || (!id && two)) {
+		/* the chains in res->chain, for the caller's message */
+		for (unsigned i = 0; i < c->n; i++) {
+			uint64_t seq;
+			if (c->files[i].hdr_ok && (!two_active || !rotated_name(c->files[i].base, &seq)))
+				chain_of(c->res, c->files[i].chain_id);
+		}
+		return -EXDEV;
+	}
+	if (!id)
+		id = only;
+	if (!id)
+		return 0; /* no trusted header: the walk reports what there is */
+	snprintf(c->follow_id, sizeof(c->follow_id), "%s", id);
+	bool *told = calloc(c->n ? c->n : 1, sizeof(*told));
+	if (!told)
+		return -ENOMEM;
+	for (unsigned i = 0; i < c->n; i++) {
+		const struct vfile *f = &c->files[i];
+		if (!f->hdr_ok || told[i] || strcmp(f->chain_id, c->follow_id) == 0)
+			continue;
+		unsigned k = 0;
+		for (unsigned j = i; j < c->n; j++)
+			if (c->files[j].hdr_ok && strcmp(c->files[j].chain_id, f->chain_id) == 0)
+				told[j] = true, k++;
+		report(c, AL_V_EXTRA_CHAIN, f->path, 0, 0, false, 0,
+		       "chain %s (%u file(s) among the inputs, this one first) is not the chain --follow tails "
+		       "(%s): not verified",
+		       f->chain_id, k, c->follow_id);
+	}
+	drop_inputs(c, told);
+	free(told);
+	return 0;
 }
 
 int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, struct al_vresult *res)
@@ -3224,13 +3304,15 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 		if (r < 0)
 			goto out;
 	}
-	if (o->follow)
-		drop_being_created(&c);
+	if (o->follow && (r = drop_being_created(&c)) < 0)
+		goto out;
 	r = take_in_renamed(&c, &kept);
 	if (r < 0)
 		goto out;
 	r = merge_same_files(&c);
 	if (r < 0)
+		goto out;
+	if (o->follow && (r = follow_pick(&c)) < 0)
 		goto out;
 	n = c.n;
 	r = by_base_index(&c);
@@ -3323,9 +3405,24 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 			f->chain = chain_of(res, f->has_header ? f->chain_id : "");
 		res->chain[f->chain].files++;
 	}
-	if (o->follow && res->chains != 1) {
-		r = -EXDEV; /* before plan() reports anything: the caller may list again */
-		goto out;
+	if (o->follow) {
+		/* what no trusted header or link put in the chain tailed (a
+		 * file with no header, an altered header of another chain) */
+		c.follow_chain = c.follow_id[0] ? chain_of(res, c.follow_id) : 0;
+		if (!c.follow_id[0] && res->chains != 1) {
+			r = -EXDEV; /* nothing is reported yet */
+			goto out;
+		}
+		for (unsigned i = 0; i < n; i++) {
+			struct vfile *f = &c.files[i];
+			if (f->chain == c.follow_chain || f->torn_header) /* (plan() tells a torn one) */
+				continue;
+			f->visited = true;
+			report(&c, AL_V_EXTRA_CHAIN, f->path, 0, 0, false, 0,
+			       "%s, and no link to the chain --follow tails (%s): not verified",
+			       f->has_header ? "an altered header of another chain" : "no header",
+			       res->chain[c.follow_chain].chain_id);
+		}
 	}
 	r = anchors_init(&c, n ? n : 1);
 	if (r < 0)
@@ -3339,8 +3436,8 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 	if (o->follow) { /* tail the head of the one chain: no successor, started last */
 		int head = -1;
 		for (unsigned i = 0; i < n; i++)
-			if (c.files[i].next < 0 && !c.files[i].side && !c.files[i].sealed_branch &&
-			    (head < 0 || c.files[i].first_seq > c.files[head].first_seq))
+			if (c.files[i].chain == c.follow_chain && c.files[i].next < 0 && !c.files[i].side &&
+			    !c.files[i].sealed_branch && (head < 0 || c.files[i].first_seq > c.files[head].first_seq))
 				head = (int)i;
 		if (head < 0) {
 			r = -EXDEV;
