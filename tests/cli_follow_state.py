@@ -16,7 +16,8 @@ directory) are refused with exit 2, emit nothing and are left as they were.
 
 Retention behind a stopped tail (the rotated files wholly before the state's
 record deleted) resumes with no finding; a deleted file after it is still a
-missing-file. Then a v2 log (keys from auditlog-keygen, seals, checkpoints, rotation) tailed
+missing-file. The writer beginning a new chain at the active name: a state
+on the old chain is refused, a new tail follows the new chain. Then a v2 log (keys from auditlog-keygen, seals, checkpoints, rotation) tailed
 with --pubkey --format ocsf, SIGKILLed in its catch-up and restarted: the
 objects' metadata.sequence values cover the chain without a gap, repeats only
 at the restart, and each object is the one of its record (raw_data).
@@ -228,6 +229,56 @@ def retention(d):
         fail("retention: a file after the state's record deleted: exit %d, stderr %r" % (rc, err[-600:]))
 
 
+def new_chain(d):
+    """The writer begins a new chain at the active name (its active file was
+    deleted while rotated files of the old chain remain, docs/durability.md).
+    A tail resumed from a state on the old chain is refused (exit 2, nothing
+    passed on, the state left as it was: never a silent switch to another
+    chain); a new tail follows the new chain, passes on exactly its lines and
+    tells the old chain once (extra-chain, exit 1 at SIGTERM). Before, any
+    second chain stopped --follow after 50 tries of listing the files again."""
+    ndir = d + "/newchain"
+    os.mkdir(ndir)
+    nlog = ndir + "/audit.log"
+    nstate = d + "/newchain-state"
+    subprocess.run([WRITER, nlog, "2000", "65536"], check=True)
+    old = chain_lines(ndir)
+    t = Tail(d, 500, nstate, ndir)
+    wait_for(lambda: len(t.lines()) >= len(old), 30)
+    time.sleep(0.3)
+    if t.kill(signal.SIGTERM) != 0 or t.lines() != old:
+        fail("new chain: the first run (%d of %d lines)" % (len(t.lines()), len(old)))
+    # the file the state names rotated away, then the active file deleted
+    subprocess.run([WRITER, nlog, "1000", "65536"], check=True)
+    if len(rotated(ndir)) < 2:
+        fail("new chain: the writer did not rotate")
+        return
+    os.unlink(nlog)
+    subprocess.run([WRITER, nlog, "40", "0"], check=True)
+    with open(nlog, "rb") as f:
+        new = f.read().split(b"\n")[:-1]
+    if json.loads(new[0]).get("chain_id") == json.loads(old[0]).get("chain_id"):
+        fail("new chain: the writer did not begin a new chain")
+        return
+    with open(nstate, "rb") as f:
+        before = f.read()
+    r = refused([VERIFY, "--follow", "--emit", "--state", nstate, ndir])
+    with open(nstate, "rb") as f:
+        after = f.read()
+    if r.returncode != 2 or r.stdout or b"began a new chain" not in r.stderr or before != after:
+        fail("new chain: a tail resumed on the old chain: exit %d, %d bytes out, stderr %r, state %s" %
+             (r.returncode, len(r.stdout), r.stderr[-400:], "kept" if before == after else "changed"))
+    t = Tail(d, 501, d + "/newchain-state2", ndir)
+    wait_for(lambda: len(t.lines()) >= len(new), 30)
+    time.sleep(0.3)
+    rc = t.kill(signal.SIGTERM)
+    with open(t.err) as f:
+        err = f.read()
+    if rc != 1 or t.lines() != new or err.count(": extra-chain: ") != 1:
+        fail("new chain: a new tail: exit %d, %d lines (want the new chain's %d), stderr %r" %
+             (rc, len(t.lines()), len(new), err[-600:]))
+
+
 def main():
     d = tempfile.mkdtemp(prefix="auditlog-tailstate.", dir=os.environ.get("TMPDIR"))
     procs = []
@@ -401,6 +452,7 @@ def main():
         if g.lines() != left or gone & {seq_of(x) for x in g.lines()}:
             fail("a deleted file: %d lines passed on, want the %d left" % (len(g.lines()), len(left)))
         retention(d)
+        new_chain(d)
     finally:
         for p in procs + [t.p for t in ALL]:
             if p.poll() is None:

@@ -1017,6 +1017,9 @@ verify:
 	}
 
 	struct al_vresult res;
+	/* a resumed tail (--state), or one verifying again after a gap: the
+	 * chain it has been passing on */
+	o.follow_chain = o.follow && em.chain_id[0] ? em.chain_id : NULL;
 	r = from_stdin ? verify_stdin(&o, &res, &rep) : al_verify_files(paths, n, &o, &res);
 	bar_clear(&rep);
 	if (r == -ENOENT && o.follow && follow_tries++ < 50) {
@@ -1064,6 +1067,17 @@ verify:
 				if (res.chain[i].chain_id[0])
 					fprintf(stderr, " %s", res.chain[i].chain_id);
 			fprintf(stderr, "; give the files of one writer\n");
+		} else if (r == -EIDRM && !res.chains) {
+			fprintf(stderr, "auditlog-verify: --follow: chain %s, which this tail passes on, is no "
+					"longer among the inputs\n", em.chain_id);
+		} else if (r == -EIDRM) {
+			fprintf(stderr, "auditlog-verify: --follow: the log's active file holds chain %s, not "
+					"chain %s, which this tail passes on (%s): the writer began a new chain (its "
+					"header's reason says why). Verify the old chain's files without --follow; "
+					"%s\n",
+				res.chain[0].chain_id, em.chain_id,
+				em.tail ? "its --state file names it" : "its lines so far",
+				em.tail ? "remove the --state file to tail the new one" : "start the tail again");
 		} else if (res.err_path) { /* escaped: a listed name is any bytes */
 			fputs("auditlog-verify: cannot read ", stderr);
 			put_safe(stderr, res.err_path);

@@ -3216,7 +3216,8 @@ static int drop_being_created(struct vctx *c)
 }
 
 /* --follow tails one chain: the one whose trusted header a file under a
- * writer's active name holds, else the only one any trusted header names.
+ * writer's active name holds, else the only one any trusted header names;
+ * a resumed tail's (o->follow_chain) must be that one.
  * A file whose trusted header names another chain (a log copied beside it,
  * the old chain a writer's untrusted-tail restart renamed aside) is left
  * out, one extra-chain finding for each such chain: the tail verifies and
@@ -3250,6 +3251,18 @@ static int follow_pick(struct vctx *c)
 				chain_of(c->res, c->files[i].chain_id);
 		}
 		return -EXDEV;
+	}
+	if (c->o->follow_chain) {
+		/* a resumed tail: its chain, and no other at the active name */
+		bool present = false;
+		for (unsigned i = 0; i < c->n && !present; i++)
+			present = c->files[i].hdr_ok && strcmp(c->files[i].chain_id, c->o->follow_chain) == 0;
+		if (!present || (id && strcmp(id, c->o->follow_chain) != 0)) {
+			if (id)
+				chain_of(c->res, id);
+			return -EIDRM;
+		}
+		id = c->o->follow_chain;
 	}
 	if (!id)
 		id = only;
@@ -3473,7 +3486,7 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 	anchors(&c, last);
 	witness_end(&c, last);
 out:
-	if (r < 0 && r != -ENOMEM && r != -EXDEV && !res->err_path && c.cur)
+	if (r < 0 && r != -ENOMEM && r != -EXDEV && r != -EIDRM && !res->err_path && c.cur)
 		res->err_path = strdup(c.cur->path); /* the walk's file */
 	v2_done(&c);
 	for (unsigned i = 0; c.files && i < c.cap_files; i++)

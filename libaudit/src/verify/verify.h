@@ -147,9 +147,14 @@ struct al_vopts {
 	 * it grows, and go on into the file that replaces it at its path on
 	 * rotation (its header must link to it). A partial last line is waited
 	 * for. Polls every poll_ms (default 100) until *stop becomes non-zero
-	 * (a signal handler sets it). The inputs must hold one chain (-EXDEV
-	 * otherwise). on_wait (may be NULL) runs before each sleep: flush there. */
+	 * (a signal handler sets it). on_wait (may be NULL) runs before each
+	 * sleep: flush there. It tails one chain (follow_pick in verify.c):
+	 * files of two chains under active names are -EXDEV; with follow_chain
+	 * (a resumed tail's chain id), another chain at the active name, or
+	 * none of follow_chain among the inputs, is -EIDRM. Either way nothing
+	 * is reported, and res->chain names the chains in the way. */
 	bool follow;
+	const char *follow_chain;
 	unsigned poll_ms;
 	const volatile sig_atomic_t *stop;
 	void (*on_wait)(void *ctx);
