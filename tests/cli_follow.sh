@@ -127,4 +127,25 @@ vpid=
 [ "$rc" = 1 ] || { cat "$d/xerr" >&2; fail "exit $rc with another chain beside the log (want 1)"; }
 cmp -s "$d/xout" "$d/two/a.log" || { cat "$d/xerr" >&2; fail "--emit with another chain beside differs from the log"; }
 [ "$(grep -c ': extra-chain: ' "$d/xerr")" = 1 ] || { cat "$d/xerr" >&2; fail "the other chain not told once"; }
+# the writer begins a new chain at its active name while it is followed
+# (its active file deleted): the tail reports it and exits by itself, 1
+mkdir "$d/nc"
+"$WRITER" "$d/nc/audit.log" 300 8192 || fail "writer"
+"$VERIFY" --follow --emit "$d/nc" >"$d/ncout" 2>"$d/ncerr" &
+vpid=$!
+want=$(cat "$d"/nc/audit.log* | wc -c)
+i=0
+while [ "$(wc -c <"$d/ncout")" -lt "$want" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+rm "$d/nc/audit.log"
+"$WRITER" "$d/nc/audit.log" 20 0 || fail "writer"
+i=0
+while kill -0 "$vpid" 2>/dev/null && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+kill -0 "$vpid" 2>/dev/null && { cat "$d/ncerr" >&2; fail "a new chain at the active name: the tail went on waiting"; }
+wait "$vpid"
+rc=$?
+vpid=
+[ "$rc" = 1 ] && grep -q ': extra-chain: a file that does not continue' "$d/ncerr" &&
+	grep -q ': missing-file: the file tailed was deleted' "$d/ncerr" ||
+	{ cat "$d/ncerr" >&2; fail "a new chain at the active name: exit $rc"; }
+[ "$(wc -c <"$d/ncout")" = "$want" ] || fail "a new chain at the active name: its lines were passed on"
 echo "cli_follow: all passed"

@@ -219,7 +219,7 @@ def retention(d):
     os.unlink(os.path.join(rdir, victim))
     end = seq_of(chain_lines(rdir)[-1])
     t = Tail(d, 402, rstate, rdir)
-    # the gap is passed on after the tail's tries (docs/siem.md 9.2), then the rest
+    # the gap is passed on after the tail's tries (docs/siem.md 9.3), then the rest
     wait_for(lambda: t.lines() and seq_of(t.lines()[-1]) == end, 60)
     time.sleep(0.3)
     rc = t.kill(signal.SIGTERM)

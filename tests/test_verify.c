@@ -948,6 +948,64 @@ static void test_follow_other_chains(void **state)
 	rotated_free(&r);
 }
 
+/* --follow while the writer begins a new chain at its active name: the
+ * tailed file deleted (the writer's next open finds rotated files but no
+ * active file), or renamed aside (an untrusted tail). The tail reads the
+ * old file to its end, reports the new chain (extra-chain) and the deletion
+ * (missing-file: what it read is in no file now), and ends by itself.
+ * Before, it waited for a successor that could never come, silently. */
+struct new_chain_tail {
+	struct got g; /* first: collect() takes the whole as its own */
+	const char *path, *aside;
+	unsigned waits;
+};
+
+static void new_chain_wait(void *ctx)
+{
+	struct new_chain_tail *t = ctx;
+	if (t->waits++ == 0) {
+		if (t->aside)
+			assert_int_equal(rename(t->path, t->aside), 0);
+		else
+			assert_int_equal(unlink(t->path), 0);
+		write_log(t->path, 1, 20, 0);
+	}
+	if (t->waits > 5000)
+		follow_stop = 1; /* never ended by itself: the asserts below say so */
+}
+
+static void test_follow_new_chain(void **state)
+{
+	(void)state;
+	for (int aside = 0; aside < 2; aside++) {
+		struct rotated r;
+		rotated_make(&r);
+		char *moved = tu_path(r.dir, "audit.log.20990101T000000.000000000Z-99999");
+		struct new_chain_tail t = {.path = r.path, .aside = aside ? moved : NULL};
+		struct al_vopts o = {.threads = 1, .on_finding = collect, .ctx = &t, .follow = true,
+				     .poll_ms = 1, .stop = &follow_stop, .on_wait = new_chain_wait};
+		struct al_vresult res;
+
+		struct al_vopts plain = {.threads = 1, .on_finding = collect, .ctx = &t};
+		assert_int_equal(al_verify_files(r.paths, r.n, &plain, &res), 0);
+		uint64_t records = res.records;
+		al_vresult_free(&res);
+		memset(&t.g, 0, sizeof(t.g));
+		follow_stop = 0;
+		assert_int_equal(al_verify_files(r.paths, r.n, &o, &res), 0);
+		assert_true(t.waits > 0 && t.waits <= 5000);
+		assert_int_equal(t.g.n[AL_V_EXTRA_CHAIN], 1);
+		assert_string_equal(t.g.first_file[AL_V_EXTRA_CHAIN], r.path);
+		assert_int_equal(t.g.n[AL_V_MISSING_FILE], aside ? 0 : 1);
+		assert_int_equal(total(&t.g), aside ? 1 : 2);
+		assert_int_equal(res.chains, 1);
+		assert_int_equal(res.records, records);
+		al_vresult_free(&res);
+		free(moved);
+		rotated_free(&r);
+	}
+}
+
 /* --emit with workers passes on the bytes they checked: a line changed in
  * the file after its block was checked (while the walk is behind) is never
  * emitted changed. */
@@ -1013,6 +1071,7 @@ int main(void)
 		cmocka_unit_test(test_same_names_two_dirs),
 		cmocka_unit_test(test_follow_file_being_created),
 		cmocka_unit_test(test_follow_other_chains),
+		cmocka_unit_test(test_follow_new_chain),
 		cmocka_unit_test(test_stream_out_of_order),
 		cmocka_unit_test(test_emit_verified_bytes),
 	};

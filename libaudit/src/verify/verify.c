@@ -120,6 +120,7 @@ struct vfile {
 	/* --follow */
 	bool follow;     /* the chain's head: tailed */
 	bool stopped;    /* the tail ended on a stop request */
+	bool told_deleted; /* its deletion reported */
 	struct vfile *more; /* files met while following (freed at the end) */
 };
 
@@ -1917,9 +1918,10 @@ static void check_line(struct walk *w, const uint8_t *line, size_t len, uint64_t
 /* --follow: open `path` as the possible successor of f (whose inode is
  * `mine`): its first line complete, a header naming f's inode as prev_name
  * in the same directory. Returns 1 with *ret, 0 when it is not (yet), or
- * -errno. */
+ * -errno. *other (may be NULL): it never will be, its trusted header begins
+ * a chain or names another chain than f's (id). */
 static int try_successor(struct vctx *c, struct vfile *f, const char *path, const struct stat *mine,
-			 struct vfile **ret)
+			 const char *id, bool *other, struct vfile **ret)
 {
 	struct vfile *nf = calloc(1, sizeof(*nf));
 	uint8_t line[AL_LINE_MAX];
@@ -1940,6 +1942,8 @@ static int try_successor(struct vctx *c, struct vfile *f, const char *path, cons
 		snprintf((char *)line, sizeof(line), "%.*s%s", dl, path, nf->prev_name);
 		r = stat((char *)line, &st) == 0 && st.st_ino == mine->st_ino && st.st_dev == mine->st_dev;
 	}
+	if (!r && other)
+		*other = nf->hdr_ok && (!nf->has_prev || strcmp(nf->chain_id, id) != 0);
 	if (r <= 0) {
 		if (nf->fd >= 0)
 			close(nf->fd);
@@ -2016,21 +2020,40 @@ static const char *active_path(struct vctx *c, const char *path)
 /* --follow, at the end of the tailed file f (all of it read): has it been
  * rotated, and which file continues it? The writer's active path first, else
  * a rotated file named <name>.<time>-<next_seq> (docs/format.md 6) whose
- * header links to f. Returns 1 (c->follow_next set), 0 to wait, -errno. */
+ * header links to f. Returns 1 (c->follow_next set), 0 to wait, 2 when the
+ * chain does not go on at the active path (another chain began there: the
+ * tail ends, reported), -errno. f deleted (its link count 0) is reported
+ * once: what it holds is then in no file. */
 static int successor(struct vctx *c, struct vfile *f, uint64_t next_seq)
 {
-	const char *act = c->follow_path;
+	const char *act = c->follow_path, *id = c->res->chain[f->chain].chain_id;
 	const char *sl = strrchr(act, '/');
 	int dl = sl ? (int)(sl - act) + 1 : 0;
 	struct stat mine, st;
 	struct vfile *nf = NULL;
+	bool other = false;
 	int r;
 
 	if (fstat(f->fd, &mine) < 0)
 		return -errno;
+	if (mine.st_nlink == 0 && !f->told_deleted) {
+		f->told_deleted = true;
+		report(c, AL_V_MISSING_FILE, f->path, 0, 0, false, 0,
+		       "the file tailed was deleted (its link count is 0): what the tail read from it is in no "
+		       "file now; a writer still writing to it fails closed at its next batch "
+		       "(docs/durability.md)");
+	}
 	if (stat(act, &st) == 0 && st.st_ino == mine.st_ino && st.st_dev == mine.st_dev)
 		return 0; /* still the active file */
-	r = try_successor(c, f, act, &mine, &nf);
+	r = try_successor(c, f, act, &mine, id, &other, &nf);
+	if (r == 0 && other) {
+		report(c, AL_V_EXTRA_CHAIN, act, 1, 0, false, 0,
+		       "a file that does not continue chain %s is at the writer's active name: another chain "
+		       "began there (its header says why). The tail of chain %s ends; start it again to follow "
+		       "the new chain",
+		       id, id);
+		return 2;
+	}
 	if (r == 0) { /* rotated more than once since: look for the rotated successor */
 		char dir[4096];
 		const char *abase = act + dl;
@@ -2046,7 +2069,7 @@ static int successor(struct vctx *c, struct vfile *f, uint64_t next_seq)
 			    seq != next_seq)
 				continue;
 			const char *p = keep_path(c, act, dl, e->d_name);
-			r = p ? try_successor(c, f, p, &mine, &nf) : -ENOMEM;
+			r = p ? try_successor(c, f, p, &mine, id, NULL, &nf) : -ENOMEM;
 		}
 		if (d)
 			closedir(d);
@@ -2199,6 +2222,8 @@ static int walk_file(struct vctx *c, struct vfile *f, struct walk *w)
 				r = successor(c, f, w->x.on ? w->x.p.rec.f[AL_F_SEQ].u + 1 : w->next);
 				if (r < 0)
 					goto out;
+				if (r == 2)
+					f->follow = false; /* the chain ends here: so does the tail */
 				if (r > 0) {
 					eof = true;
 					continue;
