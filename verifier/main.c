@@ -1061,8 +1061,9 @@ verify:
 	}
 	if (r < 0) {
 		if (r == -EXDEV) {
-			fprintf(stderr, "auditlog-verify: --follow tails one chain, and the inputs hold files of "
-					"several under a writer's active name (not <name>.<time>-<seq>):");
+			fprintf(stderr, "auditlog-verify: --follow tails one chain, and the inputs hold several "
+					"that could be it (each at a writer's active name, not <name>.<time>-<seq>, "
+					"or none at one):");
 			for (unsigned i = 0; i < res.chains; i++)
 				if (res.chain[i].chain_id[0])
 					fprintf(stderr, " %s", res.chain[i].chain_id);
