@@ -16,6 +16,18 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "cli_follow: $*" >&2; [ -f "$d/err" ] && cat "$d/err" >&2; exit 1; }
+# wait until FILE holds BYTES bytes (30 s at most)
+wait_bytes() {
+	i=0
+	while [ "$(wc -c <"$1")" -lt "$2" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+}
+# the follower's exit status, once it ended (by SIGTERM when still running)
+end_tail() {
+	kill -TERM "$vpid" 2>/dev/null
+	wait "$vpid"
+	rc=$?
+	vpid=
+}
 
 mkdir "$d/log"
 "$WRITER" "$d/log/audit.log" 12000 65536 &
@@ -39,13 +51,9 @@ xargs cat <"$d/order" >"$d/want"
 printf '{"@timestamp":"2026-11-30T10:4' >>"$d/log/audit.log"
 
 want=$(wc -c <"$d/want")
-i=0
-while [ "$(wc -c <"$d/out")" -lt "$want" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+wait_bytes "$d/out" "$want"
 sleep 0.3
-kill -TERM "$vpid"
-wait "$vpid"
-rc=$?
-vpid=
+end_tail
 [ "$rc" = 0 ] || fail "exit $rc after SIGTERM"
 cmp -s "$d/out" "$d/want" || fail "--emit output ($(wc -l <"$d/out") lines) differs from the log ($(wc -l <"$d/want") lines)"
 grep -q '^intact: ' "$d/err" || fail "no summary on stderr"
@@ -70,12 +78,8 @@ echo "$d/h/audit.log" >>"$d/horder"
 [ "$(wc -l <"$d/horder")" -ge 5 ] || fail "too few rotations in the hostile directory"
 xargs cat <"$d/horder" >"$d/hwant"
 want=$(wc -c <"$d/hwant")
-i=0
-while [ "$(wc -c <"$d/hout")" -lt "$want" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
-kill -TERM "$vpid" 2>/dev/null
-wait "$vpid"
-rc=$?
-vpid=
+wait_bytes "$d/hout" "$want"
+end_tail
 [ "$rc" = 0 ] || { cat "$d/herr" >&2; fail "exit $rc in a hostile directory"; }
 cmp -s "$d/hout" "$d/hwant" || { cat "$d/herr" >&2; fail "--emit in a hostile directory differs from the log"; }
 
@@ -91,12 +95,8 @@ mkdir "$d/made"
 "$WRITER" "$d/made/audit.log" 10 0 || fail "writer"
 cat "$d/made/audit.log" >>"$d/early/audit.log"
 want=$(wc -c <"$d/early/audit.log")
-i=0
-while [ "$(wc -c <"$d/eout")" -lt "$want" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
-kill -TERM "$vpid" 2>/dev/null
-wait "$vpid"
-rc=$?
-vpid=
+wait_bytes "$d/eout" "$want"
+end_tail
 [ "$rc" = 0 ] || { cat "$d/eerr" >&2; fail "exit $rc after waiting for the first record"; }
 cmp -s "$d/eout" "$d/early/audit.log" || { cat "$d/eerr" >&2; fail "--emit after waiting differs from the log"; }
 
@@ -118,12 +118,8 @@ mv "$d/two/b.log" "$d/two/a.log.20990101T000000.000000000Z-5"
 "$VERIFY" --follow --emit "$d/two" >"$d/xout" 2>"$d/xerr" &
 vpid=$!
 want=$(wc -c <"$d/two/a.log")
-i=0
-while [ "$(wc -c <"$d/xout")" -lt "$want" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
-kill -TERM "$vpid" 2>/dev/null
-wait "$vpid"
-rc=$?
-vpid=
+wait_bytes "$d/xout" "$want"
+end_tail
 [ "$rc" = 1 ] || { cat "$d/xerr" >&2; fail "exit $rc with another chain beside the log (want 1)"; }
 cmp -s "$d/xout" "$d/two/a.log" || { cat "$d/xerr" >&2; fail "--emit with another chain beside differs from the log"; }
 [ "$(grep -c ': extra-chain: ' "$d/xerr")" = 1 ] || { cat "$d/xerr" >&2; fail "the other chain not told once"; }
@@ -134,16 +130,13 @@ mkdir "$d/nc"
 "$VERIFY" --follow --emit "$d/nc" >"$d/ncout" 2>"$d/ncerr" &
 vpid=$!
 want=$(cat "$d"/nc/audit.log* | wc -c)
-i=0
-while [ "$(wc -c <"$d/ncout")" -lt "$want" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+wait_bytes "$d/ncout" "$want"
 rm "$d/nc/audit.log"
 "$WRITER" "$d/nc/audit.log" 20 0 || fail "writer"
 i=0
 while kill -0 "$vpid" 2>/dev/null && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
 kill -0 "$vpid" 2>/dev/null && { cat "$d/ncerr" >&2; fail "a new chain at the active name: the tail went on waiting"; }
-wait "$vpid"
-rc=$?
-vpid=
+end_tail
 [ "$rc" = 1 ] && grep -q ': extra-chain: a file that does not continue' "$d/ncerr" &&
 	grep -q ': missing-file: the file tailed was deleted' "$d/ncerr" ||
 	{ cat "$d/ncerr" >&2; fail "a new chain at the active name: exit $rc"; }

@@ -167,6 +167,20 @@ def v2_tail(d):
         len(a), len(b), rep, sb[-1], len(lines) - 1))
 
 
+def caught_up(d, k, log, events, state, what):
+    """Write `events` events to log (64 KiB files), tail its directory with
+    state until it has passed every line on, end it (SIGTERM): the lines."""
+    logdir = os.path.dirname(log)
+    subprocess.run([WRITER, log, str(events), "65536"], check=True)
+    want = chain_lines(logdir)
+    t = Tail(d, k, state, logdir)
+    wait_for(lambda: len(t.lines()) >= len(want), 30)
+    time.sleep(0.3)
+    if t.kill(signal.SIGTERM) != 0 or t.lines() != want:
+        fail("%s: the first run (%d of %d lines)" % (what, len(t.lines()), len(want)))
+    return want
+
+
 def retention(d):
     """Retention behind a stopped tail: the rotated files wholly before the
     state's record are deleted; the tail resumes with no finding (exit 0) and
@@ -176,13 +190,7 @@ def retention(d):
     os.mkdir(rdir)
     rlog = rdir + "/audit.log"
     rstate = d + "/ret-state"
-    subprocess.run([WRITER, rlog, "3000", "65536"], check=True)
-    first = chain_lines(rdir)
-    t = Tail(d, 400, rstate, rdir)
-    wait_for(lambda: len(t.lines()) >= len(first), 30)
-    time.sleep(0.3)
-    if t.kill(signal.SIGTERM) != 0 or t.lines() != first:
-        fail("retention: the first run (%d of %d lines)" % (len(t.lines()), len(first)))
+    caught_up(d, 400, rlog, 3000, rstate, "retention")
     st = read_state(rstate)
     old = rotated(rdir)
     if len(old) < 3:
@@ -241,13 +249,7 @@ def new_chain(d):
     os.mkdir(ndir)
     nlog = ndir + "/audit.log"
     nstate = d + "/newchain-state"
-    subprocess.run([WRITER, nlog, "2000", "65536"], check=True)
-    old = chain_lines(ndir)
-    t = Tail(d, 500, nstate, ndir)
-    wait_for(lambda: len(t.lines()) >= len(old), 30)
-    time.sleep(0.3)
-    if t.kill(signal.SIGTERM) != 0 or t.lines() != old:
-        fail("new chain: the first run (%d of %d lines)" % (len(t.lines()), len(old)))
+    old = caught_up(d, 500, nlog, 2000, nstate, "new chain")
     # the file the state names rotated away, then the active file deleted
     subprocess.run([WRITER, nlog, "1000", "65536"], check=True)
     if len(rotated(ndir)) < 2:
