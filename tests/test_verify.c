@@ -878,7 +878,8 @@ static void put_file(const char *dir, const char *name, const void *p, size_t le
  * copy of another log's file under a rotated name, a file with no header.
  * Each is one extra-chain finding, not verified, none of its lines passed
  * on; the chain at the active name is tailed, every line of it passed on.
- * Two chains under active names: -EXDEV, nothing reported. Before, any
+ * Two chains under active names: -EXDEV, nothing reported, unless a
+ * resumed tail's chain is one of them (it follows that). Before, any
  * second chain was -EXDEV, which the CLI took for a rotation in progress
  * and tried again 50 times: a tail that never started. */
 static void test_follow_other_chains(void **state)
@@ -891,6 +892,7 @@ static void test_follow_other_chains(void **state)
 	struct al_vopts o = {.threads = 1, .on_finding = collect, .on_record = count_line, .ctx = &gl,
 			     .poll_ms = 1, .stop = &follow_stop, .on_wait = stop_follow, .dirs = dirs, .n_dirs = 1};
 	struct al_vresult res;
+	char id[33];
 	(void)state;
 
 	/* the active file deleted: the writer starts a new chain there */
@@ -925,6 +927,7 @@ static void test_follow_other_chains(void **state)
 		snprintf(want, sizeof(want), "(%u file(s) among the inputs", r.n - 1);
 		assert_non_null(strstr(gl.g.first_msg[AL_V_EXTRA_CHAIN], want));
 		assert_int_equal(res.chains, round ? 2 : 1); /* (the file with no header: its own) */
+		snprintf(id, sizeof(id), "%s", res.chain[0].chain_id);
 		assert_int_equal(res.records, records);
 		assert_int_equal(gl.lines, lines);
 		al_vresult_free(&res);
@@ -942,6 +945,23 @@ static void test_follow_other_chains(void **state)
 	assert_int_equal(total(&gl.g), 0);
 	assert_int_equal(gl.lines, 0);
 	assert_int_equal(res.chains, 2); /* named for the message */
+	al_vresult_free(&res);
+	/* a resumed tail (its chain given) follows its own, and tells that one
+	 * as any other chain */
+	o.follow_chain = id;
+	memset(&gl, 0, sizeof(gl));
+	follow_stop = 0;
+	assert_int_equal(al_verify_files(paths, n, &o, &res), 0);
+	assert_int_equal(gl.g.n[AL_V_EXTRA_CHAIN], 3); /* the old chain, the other (2 files), the junk */
+	assert_int_equal(total(&gl.g), 3);
+	assert_int_equal(res.records, records);
+	assert_int_equal(gl.lines, lines);
+	al_vresult_free(&res);
+	/* ...and is refused when its chain is not at an active name */
+	o.follow_chain = "0123456789abcdef0123456789abcdef";
+	memset(&gl, 0, sizeof(gl));
+	assert_int_equal(al_verify_files(paths, n, &o, &res), -EXDEV);
+	assert_int_equal(total(&gl.g), 0);
 	al_vresult_free(&res);
 	free_list(paths, n);
 	rotated_free(&other);

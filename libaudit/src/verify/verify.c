@@ -3242,7 +3242,8 @@ static int drop_being_created(struct vctx *c)
 
 /* --follow tails one chain: the one whose trusted header a file under a
  * writer's active name holds, else the only one any trusted header names;
- * a resumed tail's (o->follow_chain) must be that one.
+ * a resumed tail's (o->follow_chain) must be that one, or one of those at
+ * an active name (the others are then told as for any other chain).
  * A file whose trusted header names another chain (a log copied beside it,
  * the old chain a writer's untrusted-tail restart renamed aside) is left
  * out, one extra-chain finding for each such chain: the tail verifies and
@@ -3268,7 +3269,15 @@ static int follow_pick(struct vctx *c)
 			id = f->chain_id;
 		two_active |= strcmp(id, f->chain_id) != 0;
 	}
-	if (two_active || (!id && two)) {
+	bool resumed = false; /* o->follow_chain among the active names */
+	for (unsigned i = 0; c->o->follow_chain && i < c->n && !resumed; i++) {
+		uint64_t seq;
+		resumed = c->files[i].hdr_ok && !rotated_name(c->files[i].base, &seq) &&
+			  strcmp(c->files[i].chain_id, c->o->follow_chain) == 0;
+	}
+	if (resumed)
+		id = c->o->follow_chain; /* the others are told below */
+	else if (two_active || (!id && two)) {
 		/* the chains in res->chain, for the caller's message */
 		for (unsigned i = 0; i < c->n; i++) {
 			uint64_t seq;
@@ -3277,7 +3286,7 @@ static int follow_pick(struct vctx *c)
 		}
 		return -EXDEV;
 	}
-	if (c->o->follow_chain) {
+	if (c->o->follow_chain && !resumed) {
 		/* a resumed tail: its chain, and no other at the active name */
 		bool present = false;
 		for (unsigned i = 0; i < c->n && !present; i++)
