@@ -927,7 +927,8 @@ static void test_follow_other_chains(void **state)
 		snprintf(want, sizeof(want), "(%u file(s) among the inputs", r.n - 1);
 		assert_non_null(strstr(gl.g.first_msg[AL_V_EXTRA_CHAIN], want));
 		assert_int_equal(res.chains, round ? 2 : 1); /* (the file with no header: its own) */
-		snprintf(id, sizeof(id), "%s", res.chain[0].chain_id);
+		if (!round) /* the chain tailed, the only one */
+			snprintf(id, sizeof(id), "%s", res.chain[0].chain_id);
 		assert_int_equal(res.records, records);
 		assert_int_equal(gl.lines, lines);
 		al_vresult_free(&res);
