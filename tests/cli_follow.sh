@@ -123,6 +123,7 @@ end_tail
 [ "$rc" = 1 ] || { cat "$d/xerr" >&2; fail "exit $rc with another chain beside the log (want 1)"; }
 cmp -s "$d/xout" "$d/two/a.log" || { cat "$d/xerr" >&2; fail "--emit with another chain beside differs from the log"; }
 [ "$(grep -c ': extra-chain: ' "$d/xerr")" = 1 ] || { cat "$d/xerr" >&2; fail "the other chain not told once"; }
+
 # the writer begins a new chain at its active name while it is followed
 # (its active file deleted): the tail reports it and exits by itself, 1
 mkdir "$d/nc"

@@ -17,8 +17,9 @@ directory) are refused with exit 2, emit nothing and are left as they were.
 Retention behind a stopped tail (the rotated files wholly before the state's
 record deleted) resumes with no finding; a deleted file after it is still a
 missing-file. The writer beginning a new chain at the active name: a state
-on the old chain is refused, a new tail follows the new chain. Then a v2 log (keys from auditlog-keygen, seals, checkpoints, rotation) tailed
-with --pubkey --format ocsf, SIGKILLed in its catch-up and restarted: the
+on the old chain is refused, a new tail follows the new chain. Then a v2 log
+(keys from auditlog-keygen, seals, checkpoints, rotation) tailed with --pubkey
+--format ocsf, SIGKILLed in its catch-up and restarted: the
 objects' metadata.sequence values cover the chain without a gap, repeats only
 at the restart, and each object is the one of its record (raw_data).
 
