@@ -1067,7 +1067,8 @@ verify:
 			for (unsigned i = 0; i < res.chains; i++)
 				if (res.chain[i].chain_id[0])
 					fprintf(stderr, " %s", res.chain[i].chain_id);
-			fprintf(stderr, "; give the files of one writer\n");
+			fprintf(stderr, "; give the files of one writer: its active file and its rotated "
+					"ones (DIR/NAME*, e.g. softtoken-0.log*), and one tail for each\n");
 		} else if (r == -EIDRM && !res.chains) {
 			fprintf(stderr, "auditlog-verify: --follow: chain %s, which this tail passes on, is no "
 					"longer among the inputs\n", em.chain_id);
