@@ -3173,9 +3173,11 @@ static int cmp_inode(const void *a, const void *b, void *arg)
 static int merge_same_files(struct vctx *c)
 {
 	unsigned n = c->n, *ix = malloc((n ? n : 1) * sizeof(*ix)), *first = malloc((n ? n : 1) * sizeof(*first));
-	if (!ix || !first) {
+	bool *drop = calloc(n ? n : 1, sizeof(*drop));
+	if (!ix || !first || !drop) {
 		free(ix);
 		free(first);
+		free(drop);
 		return -ENOMEM;
 	}
 	/* first[i]: the first input at i's inode (i itself when none before) */
@@ -3188,18 +3190,10 @@ static int merge_same_files(struct vctx *c)
 			k = j;
 		first[ix[j]] = ix[k];
 	}
-	/* the files kept move down over those dropped, in order; ix[k]: where
-	 * kept file k went (set before its duplicates, which come after it) */
-	unsigned m = 0;
 	for (unsigned i = 0; i < n; i++) {
-		struct vfile *f = &c->files[i];
-		if (first[i] == i) {
-			if (m != i)
-				c->files[m] = *f;
-			ix[i] = m++;
+		if (first[i] == i)
 			continue;
-		}
-		struct vfile *g = &c->files[ix[first[i]]];
+		struct vfile *f = &c->files[i], *g = &c->files[first[i]]; /* (first[i] < i) */
 		if (strcmp(g->base, f->base) != 0 && !named_as_prev(c, g->base) && named_as_prev(c, f->base)) {
 			struct vfile t = *g; /* keep f's name, in g's place */
 			*g = *f;
@@ -3208,11 +3202,10 @@ static int merge_same_files(struct vctx *c)
 		if (strcmp(g->base, f->base) != 0) /* not "./x" and "x": two names */
 			report(c, AL_V_SAME_FILE, f->path, 0, 0, false, 0,
 			       "the same file as %s (one file under two names): read once", g->path);
-		forget_input(c, f);
+		drop[i] = true;
 	}
-	for (unsigned i = m; i < n; i++)
-		c->files[i].fd = -1;
-	c->n = m;
+	drop_inputs(c, drop);
+	free(drop);
 	free(ix);
 	free(first);
 	return 0;
@@ -3252,32 +3245,29 @@ static int drop_being_created(struct vctx *c)
  * before anything is reported. */
 static int follow_pick(struct vctx *c)
 {
-	const char *id = NULL, *only = NULL;
-	bool two_active = false, two = false;
+	const char *want = c->o->follow_chain, *id = NULL, *only = NULL;
+	bool two_active = false, two = false, want_active = false, want_any = false;
 
 	for (unsigned i = 0; i < c->n; i++) {
 		const struct vfile *f = &c->files[i];
 		uint64_t seq;
 		if (!f->hdr_ok)
 			continue;
+		bool mine = want && strcmp(f->chain_id, want) == 0;
 		if (!only)
 			only = f->chain_id;
 		two |= strcmp(only, f->chain_id) != 0;
+		want_any |= mine;
 		if (rotated_name(f->base, &seq))
 			continue;
+		want_active |= mine;
 		if (!id)
 			id = f->chain_id;
 		two_active |= strcmp(id, f->chain_id) != 0;
 	}
-	bool resumed = false; /* o->follow_chain among the active names */
-	for (unsigned i = 0; c->o->follow_chain && i < c->n && !resumed; i++) {
-		uint64_t seq;
-		resumed = c->files[i].hdr_ok && !rotated_name(c->files[i].base, &seq) &&
-			  strcmp(c->files[i].chain_id, c->o->follow_chain) == 0;
-	}
-	if (resumed)
-		id = c->o->follow_chain; /* the others are told below */
-	else if (two_active || (!id && two)) {
+	if (want_active) {
+		id = want; /* a resumed tail at an active name: the others are told below */
+	} else if (two_active || (!id && two)) {
 		/* the chains in res->chain, for the caller's message */
 		for (unsigned i = 0; i < c->n; i++) {
 			uint64_t seq;
@@ -3285,18 +3275,15 @@ static int follow_pick(struct vctx *c)
 				chain_of(c->res, c->files[i].chain_id);
 		}
 		return -EXDEV;
-	}
-	if (c->o->follow_chain && !resumed) {
-		/* a resumed tail: its chain, and no other at the active name */
-		bool present = false;
-		for (unsigned i = 0; i < c->n && !present; i++)
-			present = c->files[i].hdr_ok && strcmp(c->files[i].chain_id, c->o->follow_chain) == 0;
-		if (!present || (id && strcmp(id, c->o->follow_chain) != 0)) {
+	} else if (want) {
+		/* a resumed tail: its chain must be here, and no other at the
+		 * active name (id, when set, is that other) */
+		if (!want_any || id) {
 			if (id)
 				chain_of(c->res, id);
 			return -EIDRM;
 		}
-		id = c->o->follow_chain;
+		id = want;
 	}
 	if (!id)
 		id = only;
