@@ -111,6 +111,21 @@ mkdir "$d/two"
 	[ "$(grep -o ' [0-9a-f]\{32\}' "$d/twoerr" | wc -l)" = 2 ] ||
 	{ cat "$d/twoerr" >&2; fail "--follow on two chains: not the one message naming both"; }
 
+# another log copied beside one not yet rotated, as audit.log.bak: the
+# names say which is the writer's (audit.log, which the copy's name
+# extends): the tail starts, tells the copy once, passes on audit.log only
+mkdir "$d/bak"
+"$WRITER" "$d/bak/audit.log" 10 0 || fail "writer"
+cp "$d/two/b.log" "$d/bak/audit.log.bak"
+"$VERIFY" --follow --emit "$d/bak" >"$d/bout" 2>"$d/berr" &
+vpid=$!
+wait_bytes "$d/bout" "$(wc -c <"$d/bak/audit.log")"
+end_tail
+[ "$rc" = 1 ] || { cat "$d/berr" >&2; fail "exit $rc with audit.log.bak beside the log (want 1)"; }
+cmp -s "$d/bout" "$d/bak/audit.log" || { cat "$d/berr" >&2; fail "--emit with audit.log.bak beside differs from the log"; }
+[ "$(grep -c 'audit.log.bak:0: offset 0: extra-chain: ' "$d/berr")" = 1 ] ||
+	{ cat "$d/berr" >&2; fail "audit.log.bak not told once"; }
+
 # another chain's file under a rotated name beside the log (a copy, or the
 # old chain a writer left when it began a new one): the tail starts, tells
 # it once (extra-chain), and passes on the followed chain's lines only

@@ -969,6 +969,90 @@ static void test_follow_other_chains(void **state)
 	rotated_free(&r);
 }
 
+/* --follow, another chain's file beside the log under a name that is not
+ * of the rotated form: the writer's chain is the one whose active path the
+ * others extend (audit.log.bak, audit.log~). Under an unrelated name (a
+ * second writer's log, as in the token's audit_dir, or a copy) the usage
+ * error of the test above, whether the log was rotated or not. */
+static unsigned list_prefixed(const char *dir, const char *prefix, char ***ret)
+{
+	unsigned n = list_dir(dir, ret), m = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (strncmp(strrchr((*ret)[i], '/') + 1, prefix, strlen(prefix)) == 0)
+			(*ret)[m++] = (*ret)[i];
+		else
+			free((*ret)[i]);
+	}
+	return m;
+}
+
+static void test_follow_owner_by_name(void **state)
+{
+	struct rotated r, other;
+	rotated_make(&r);
+	rotated_make(&other);
+	char *dir = r.dir, **paths, *fresh = tu_mkdtemp(), *fpath = tu_path(fresh, "audit.log");
+	struct got_lines gl;
+	struct al_vopts o = {.threads = 1, .on_finding = collect, .on_record = count_line, .ctx = &gl,
+			     .poll_ms = 1, .stop = &follow_stop, .on_wait = stop_follow, .follow = true};
+	struct al_vresult res;
+	size_t len;
+	uint8_t *p = tu_read_file(other.path, &len);
+	(void)state;
+
+	write_log(fpath, 1, 20, 0); /* a log not rotated yet */
+	for (int rot = 0; rot < 2; rot++) {
+		const char *d = rot ? dir : fresh;
+		/* the writer's files alone: what the tail must read */
+		unsigned n = list_dir(d, &paths);
+		memset(&gl, 0, sizeof(gl));
+		follow_stop = 0;
+		assert_int_equal(al_verify_files(paths, n, &o, &res), 0);
+		assert_int_equal(total(&gl.g), 0);
+		char id[33];
+		snprintf(id, sizeof(id), "%s", res.chain[0].chain_id);
+		uint64_t records = res.records;
+		assert_true(records > 0 && gl.lines == records);
+		al_vresult_free(&res);
+		free_list(paths, n);
+
+		/* beside it, names that extend its own; then, with an unrelated
+		 * one too, given whole and as DIR/audit.log* */
+		static const char *const beside[] = {"audit.log.bak", "audit.log~", "other.log", NULL};
+		for (unsigned k = 0; k < 4; k++) {
+			if (beside[k])
+				put_file(d, beside[k], p, len);
+			n = k < 3 ? list_dir(d, &paths) : list_prefixed(d, "audit.log", &paths);
+			memset(&gl, 0, sizeof(gl));
+			follow_stop = 0;
+			if (k == 2) {
+				assert_int_equal(al_verify_files(paths, n, &o, &res), -EXDEV);
+				assert_int_equal(total(&gl.g), 0);
+				assert_int_equal(gl.lines, 0);
+				assert_int_equal(res.chains, 2); /* named for the message */
+			} else {
+				assert_int_equal(al_verify_files(paths, n, &o, &res), 0);
+				assert_int_equal(gl.g.n[AL_V_EXTRA_CHAIN], 1); /* the other chain, once */
+				assert_int_equal(total(&gl.g), 1);
+				char want[64];
+				snprintf(want, sizeof(want), "(%u file(s) among the inputs", k ? 2 : 1);
+				assert_non_null(strstr(gl.g.first_msg[AL_V_EXTRA_CHAIN], want));
+				assert_string_equal(res.chain[0].chain_id, id);
+				assert_int_equal(res.records, records);
+				assert_int_equal(gl.lines, records);
+			}
+			al_vresult_free(&res);
+			free_list(paths, n);
+		}
+	}
+	tu_rmtree(fresh);
+	free(fpath);
+	free(fresh);
+	free(p);
+	rotated_free(&other);
+	rotated_free(&r);
+}
+
 /* --follow while the writer begins a new chain at its active name: the
  * tailed file deleted (the writer's next open finds rotated files but no
  * active file), or renamed aside (an untrusted tail). The tail reads the
@@ -1092,6 +1176,7 @@ int main(void)
 		cmocka_unit_test(test_same_names_two_dirs),
 		cmocka_unit_test(test_follow_file_being_created),
 		cmocka_unit_test(test_follow_other_chains),
+		cmocka_unit_test(test_follow_owner_by_name),
 		cmocka_unit_test(test_follow_new_chain),
 		cmocka_unit_test(test_stream_out_of_order),
 		cmocka_unit_test(test_emit_verified_bytes),

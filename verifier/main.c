@@ -1063,7 +1063,7 @@ verify:
 		if (r == -EXDEV) {
 			fprintf(stderr, "auditlog-verify: --follow tails one chain, and the inputs hold several "
 					"that could be it (each at a writer's active name, not <name>.<time>-<seq>, "
-					"or none at one):");
+					"or none at one), and the names do not say which is the writer's:");
 			for (unsigned i = 0; i < res.chains; i++)
 				if (res.chain[i].chain_id[0])
 					fprintf(stderr, " %s", res.chain[i].chain_id);

@@ -3243,6 +3243,33 @@ static int drop_being_created(struct vctx *c)
  * passes on the chain it follows and no other. Active names of two chains
  * (two writers' logs, or a copy under a name no writer rotates): -EXDEV,
  * before anything is reported. */
+/* --follow, several chains at names not of the rotated form: the writer's
+ * is the one whose active path every other one extends (audit.log beside
+ * audit.log.bak or audit.log~, all that DIR/NAME* matches). NULL when no
+ * path is extended by all the others: two writers' logs (softtoken-0.log
+ * and softtoken-1.log), which names cannot tell from a copy dropped beside. */
+static const char *follow_owner(const struct vctx *c)
+{
+	const struct vfile *s = NULL;
+	uint64_t seq;
+
+	for (unsigned i = 0; i < c->n; i++) {
+		const struct vfile *f = &c->files[i];
+		if (f->hdr_ok && !rotated_name(f->base, &seq) && (!s || strlen(f->path) < strlen(s->path)))
+			s = f;
+	}
+	if (!s)
+		return NULL;
+	size_t n = strlen(s->path);
+	for (unsigned i = 0; i < c->n; i++) {
+		const struct vfile *f = &c->files[i];
+		if (f->hdr_ok && !rotated_name(f->base, &seq) && strcmp(f->chain_id, s->chain_id) != 0 &&
+		    strncmp(f->path, s->path, n) != 0)
+			return NULL;
+	}
+	return s->chain_id;
+}
+
 static int follow_pick(struct vctx *c)
 {
 	const char *want = c->o->follow_chain, *id = NULL, *only = NULL;
@@ -3267,6 +3294,8 @@ static int follow_pick(struct vctx *c)
 	}
 	if (want_active) {
 		id = want; /* a resumed tail at an active name: the others are told below */
+	} else if (two_active && !want && (id = follow_owner(c))) {
+		; /* the writer's, by its names: the others are told below */
 	} else if (two_active || (!id && two)) {
 		/* the chains in res->chain, for the caller's message */
 		for (unsigned i = 0; i < c->n; i++) {
