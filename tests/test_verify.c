@@ -475,6 +475,15 @@ static void rotated_free(struct rotated *r)
 	free(r->dir);
 }
 
+/* --follow: a stop asked for at the first wait (on_wait gets the
+ * finding collector's ctx) */
+static volatile sig_atomic_t follow_stop;
+static void stop_follow(void *ctx)
+{
+	(void)ctx;
+	follow_stop = 1;
+}
+
 /* A rotation while a directory was listed: the listing holds the active
  * name, the writer then renames that file and opens a new one, which names
  * the renamed file as its predecessor. With the directory given whole
@@ -510,6 +519,22 @@ static void test_renamed_after_listing(void **state)
 		assert_int_equal(res.files, n - drop);
 		assert_int_equal(g.n[AL_V_MISSING_FILE], 1);
 		al_vresult_free(&res);
+		/* ...but a tail of DIR/audit.log* (--follow, the active file
+		 * named): its glob was expanded before the rename, so the
+		 * renamed files are taken in as from a listing */
+		memset(&g, 0, sizeof(g));
+		o.follow = true;
+		o.poll_ms = 1;
+		o.stop = &follow_stop;
+		o.on_wait = stop_follow;
+		follow_stop = 0;
+		assert_int_equal(al_verify_files(paths, n - drop, &o, &res), 0);
+		assert_int_equal(res.files, n);
+		assert_int_equal(total(&g), 0);
+		al_vresult_free(&res);
+		o.follow = false;
+		o.stop = NULL;
+		o.on_wait = NULL;
 	}
 	/* the directory given as "dir/" (as a user may type it): the same */
 	char *slashed = tu_path(dir, ""), *sdirs[] = {slashed};
@@ -761,15 +786,6 @@ static void test_same_names_two_dirs(void **state)
 	tu_rmtree(db);
 	free(da);
 	free(db);
-}
-
-/* --follow: a stop asked for at the first wait (on_wait gets the
- * finding collector's ctx) */
-static volatile sig_atomic_t follow_stop;
-static void stop_follow(void *ctx)
-{
-	(void)ctx;
-	follow_stop = 1;
 }
 
 /* --follow when a rotation came between the listing and the opening: the

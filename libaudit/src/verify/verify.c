@@ -3067,17 +3067,41 @@ static int add_input(struct vctx *c, unsigned i, const char *path, unsigned *kep
 /* At most this many files are taken in by rotations that raced the listing. */
 #define TAKE_IN_MAX 16
 
+/* Where a renamed predecessor may be taken in: a directory the inputs hold
+ * whole, and under --follow also the directory of a file named among the
+ * first n0 inputs under an active name (not <name>.<time>-<seq>): a tail of
+ * DIR/NAME*, whose glob was expanded before the writer renamed NAME. */
+static bool take_in_dir(const struct vctx *c, const struct vfile *g, unsigned n0)
+{
+	size_t dl = (size_t)(g->base - g->path);
+	uint64_t seq;
+
+	if (in_listed_dir(c->o, g))
+		return true;
+	if (!c->o->follow)
+		return false;
+	for (unsigned i = 0; i < n0; i++) {
+		const struct vfile *f = &c->files[i];
+		if ((size_t)(f->base - f->path) == dl && strncmp(f->path, g->path, dl) == 0 &&
+		    !rotated_name(f->base, &seq))
+			return true;
+	}
+	return false;
+}
+
 /* A rotation while a directory the inputs hold whole was listed: the writer
  * renamed its active file after the listing, and its new file (opened under
  * the active name) names the renamed one as its predecessor, which is not
  * among the inputs but is beside it now (or readdir did not return a name
  * being renamed). Take that file in, as the listing would have a moment
  * later: a regular file under exactly the name the header gives, in the
- * same directory. Only in a directory given whole (o->dirs): a file named
- * alone keeps its predecessor missing from the inputs, as the caller chose. */
+ * same directory. Only where take_in_dir() says: outside --follow, a file
+ * named alone keeps its predecessor missing from the inputs, as the caller
+ * chose. */
 static int take_in_renamed(struct vctx *c, unsigned *kept)
 {
-	int r = c->o->n_dirs ? by_base_index(c) : 0; /* the inputs listed (those taken in: after them) */
+	unsigned n0 = c->n;
+	int r = c->cap_files > n0 ? by_base_index(c) : 0; /* the inputs listed (those taken in: after them) */
 	if (r < 0)
 		return r;
 	for (unsigned i = 0; i < c->n && c->n < c->cap_files; i++) {
@@ -3085,7 +3109,7 @@ static int take_in_renamed(struct vctx *c, unsigned *kept)
 		unsigned lo, hi;
 		struct stat st;
 		/* only a name a listing returns: no '/', no dot file */
-		if (!g->hdr_ok || !g->has_prev || !in_listed_dir(c->o, g) || g->prev_name[0] == '.' ||
+		if (!g->hdr_ok || !g->has_prev || !take_in_dir(c, g, n0) || g->prev_name[0] == '.' ||
 		    strchr(g->prev_name, '/'))
 			continue;
 		by_base_range(c, g->prev_name, &lo, &hi);
@@ -3348,7 +3372,7 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 	int r = 0;
 
 	memset(res, 0, sizeof(*res));
-	c.cap_files = n + (o->n_dirs ? TAKE_IN_MAX : 0);
+	c.cap_files = n + (o->n_dirs || o->follow ? TAKE_IN_MAX : 0);
 	c.files = calloc(c.cap_files ? c.cap_files : 1, sizeof(*c.files));
 	c.dec = malloc(AL_LINE_MAX);
 	c.line2 = malloc(AL_LINE_MAX);
