@@ -144,6 +144,19 @@ wait_bytes "$d/gout" "$(wc -c <"$d/gwant")"
 end_tail
 [ "$rc" = 0 ] || { cat "$d/gerr" >&2; fail "exit $rc on a glob expanded before a rotation (want 0)"; }
 cmp -s "$d/gout" "$d/gwant" || { cat "$d/gerr" >&2; fail "--emit on a glob expanded before a rotation differs from the log"; }
+# ...or in the instant the writer's active file was renamed and the new
+# one not yet created: the named file is missing for a moment, waited for
+set -- "$d"/glob/audit.log*
+mv "$d/glob/audit.log" "$d/glob/.aside"
+"$VERIFY" --follow --emit "$@" >"$d/gout" 2>"$d/gerr" &
+vpid=$!
+sleep 0.2
+mv "$d/glob/.aside" "$d/glob/audit.log"
+wait_bytes "$d/gout" "$(wc -c <"$d/gwant")"
+end_tail
+[ "$rc" = 0 ] || { cat "$d/gerr" >&2; fail "exit $rc with the named active file missing for a moment (want 0)"; }
+cmp -s "$d/gout" "$d/gwant" || { cat "$d/gerr" >&2; fail "--emit after the named active file came back differs from the log"; }
+if grep -q 'No such file' "$d/gerr"; then cat "$d/gerr" >&2; fail "the moment the named file was missing was reported"; fi
 
 # another chain's file under a rotated name beside the log (a copy, or the
 # old chain a writer left when it began a new one): the tail starts, tells

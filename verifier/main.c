@@ -372,7 +372,7 @@ static void free_list(char **paths, unsigned n)
 }
 
 /* The inputs, directories expanded. 0, or -errno after saying which. */
-static int list_inputs(char **args, int nargs, char ***ret, unsigned *ret_n)
+static int list_inputs_as(char **args, int nargs, char ***ret, unsigned *ret_n, bool quiet_enoent)
 {
 	char **paths = NULL;
 	unsigned n = 0, cap = 0;
@@ -380,6 +380,10 @@ static int list_inputs(char **args, int nargs, char ***ret, unsigned *ret_n)
 	for (int i = 0; i < nargs; i++) {
 		int r = al_verify_add_path(args[i], &paths, &n, &cap);
 		if (r < 0) {
+			if (r == -ENOENT && quiet_enoent) {
+				free_list(paths, n);
+				return r;
+			}
 			fprintf(stderr, "auditlog-verify: ");
 			put_safe(stderr, args[i]);
 			fprintf(stderr, ": %s\n", strerror(-r));
@@ -392,6 +396,11 @@ static int list_inputs(char **args, int nargs, char ***ret, unsigned *ret_n)
 	return 0;
 }
 
+static int list_inputs(char **args, int nargs, char ***ret, unsigned *ret_n)
+{
+	return list_inputs_as(args, nargs, ret, ret_n, false);
+}
+
 /* Does a second listing name the same files? (A rotation adds a name.) */
 static bool same_listing(char **args, int nargs, char **paths, unsigned n)
 {
@@ -399,7 +408,7 @@ static bool same_listing(char **args, int nargs, char **paths, unsigned n)
 	unsigned m = 0;
 	bool same;
 
-	if (list_inputs(args, nargs, &again, &m) < 0)
+	if (list_inputs_as(args, nargs, &again, &m, true) < 0)
 		return false;
 	same = m == n;
 	for (unsigned i = 0; same && i < n; i++)
@@ -957,9 +966,15 @@ int main(int argc, char **argv)
 	o.dirs = dirs;
 relist:
 	/* --follow: a rotation may rename a file between the listing and the
-	 * opening; list until two listings agree (names). */
+	 * opening; list until two listings agree (names). A file named on the
+	 * command line may be missing for that instant too: the writer renamed
+	 * its active file and has not created the new one yet (DIR/NAME*). */
 	for (int tries = 0;; tries++) {
-		r = list_inputs(argv + optind, argc - optind, &paths, &n);
+		r = list_inputs_as(argv + optind, argc - optind, &paths, &n, o.follow && tries < 50);
+		if (r == -ENOENT && o.follow && tries < 50) {
+			usleep(20000);
+			continue;
+		}
 		if (r < 0) {
 			ret = 2;
 			goto out;

@@ -3257,16 +3257,6 @@ static int drop_being_created(struct vctx *c)
 	return 0;
 }
 
-/* --follow tails one chain: the one whose trusted header a file under a
- * writer's active name holds, else the only one any trusted header names;
- * a resumed tail's (o->follow_chain) must be that one, or one of those at
- * an active name (the others are then told as for any other chain).
- * A file whose trusted header names another chain (a log copied beside it,
- * the old chain a writer's untrusted-tail restart renamed aside) is left
- * out, one extra-chain finding for each such chain: the tail verifies and
- * passes on the chain it follows and no other. Active names of two chains
- * (two writers' logs, or a copy under a name no writer rotates): -EXDEV,
- * before anything is reported. */
 /* --follow, several chains at names not of the rotated form: the writer's
  * is the one whose active path every other one extends (audit.log beside
  * audit.log.bak or audit.log~, all that DIR/NAME* matches). NULL when no
@@ -3294,6 +3284,16 @@ static const char *follow_owner(const struct vctx *c)
 	return s->chain_id;
 }
 
+/* --follow tails one chain: the one whose trusted header a file under a
+ * writer's active name holds, else the only one any trusted header names;
+ * a resumed tail's (o->follow_chain) must be that one, or one of those at
+ * an active name (the others are then told as for any other chain).
+ * A file whose trusted header names another chain (a log copied beside it,
+ * the old chain a writer's untrusted-tail restart renamed aside) is left
+ * out, one extra-chain finding for each such chain: the tail verifies and
+ * passes on the chain it follows and no other. Active names of two chains
+ * (two writers' logs, or a copy under a name no writer rotates): -EXDEV,
+ * before anything is reported. */
 static int follow_pick(struct vctx *c)
 {
 	const char *want = c->o->follow_chain, *id = NULL, *only = NULL;
