@@ -17,7 +17,8 @@ directory) are refused with exit 2, emit nothing and are left as they were.
 Retention behind a stopped tail (the rotated files wholly before the state's
 record deleted) resumes with no finding; a deleted file after it is still a
 missing-file. The writer beginning a new chain at the active name: a state
-on the old chain is refused, a new tail follows the new chain. Then a v2 log
+on the old chain is refused, a new tail follows the new chain. A restart on
+a glob expanded before the writer rotated the state's file away resumes. Then a v2 log
 (keys from auditlog-keygen, seals, checkpoints, rotation) tailed with --pubkey
 --format ocsf, SIGKILLed in its catch-up and restarted: the
 objects' metadata.sequence values cover the chain without a gap, repeats only
@@ -282,6 +283,37 @@ def new_chain(d):
              (rc, len(t.lines()), len(new), err[-600:]))
 
 
+def stale_glob(d):
+    """A tail of DIR/audit.log* (the shell's glob) is stopped, the writer then
+    rotates the file its state names, and the tail is restarted with the glob
+    as it was expanded before those rotations (a restart that raced them): the
+    renamed files are found beside the named active file (the state's by its
+    inode, the others by the headers that name them); every record since is
+    passed on, no finding. Before, exit 2: "no input file begins with the
+    header it names"."""
+    gdir = d + "/glob"
+    os.mkdir(gdir)
+    glog = gdir + "/audit.log"
+    gstate = d + "/glob-state"
+    caught_up(d, 600, glog, 2000, gstate, "stale glob")
+    st = read_state(gstate)
+    files = sorted(os.path.join(gdir, n) for n in os.listdir(gdir))  # the glob, expanded now
+    subprocess.run([WRITER, glog, "600", "65536"], check=True)
+    if ino_of(glog) == int(st["ino"]) or len(rotated(gdir)) < len(files) + 1:
+        fail("stale glob: the writer did not rotate the state's file away")
+        return
+    new = [x for x in chain_lines(gdir) if seq_of(x) > int(st["seq"])]
+    t = Tail(d, 601, gstate, files[0], extra=files[1:])
+    wait_for(lambda: t.lines() and seq_of(t.lines()[-1]) == seq_of(new[-1]), 30)
+    time.sleep(0.3)
+    rc = t.kill(signal.SIGTERM)
+    with open(t.err) as f:
+        err = f.read()
+    if rc != 0 or ": offset " in err or [x for x in t.lines() if seq_of(x) > int(st["seq"])] != new:
+        fail("stale glob: exit %d, %d lines (want %d after seq %s), stderr %r" %
+             (rc, len(t.lines()), len(new), st["seq"], err[-600:]))
+
+
 def main():
     d = tempfile.mkdtemp(prefix="auditlog-tailstate.", dir=os.environ.get("TMPDIR"))
     procs = []
@@ -456,6 +488,7 @@ def main():
             fail("a deleted file: %d lines passed on, want the %d left" % (len(g.lines()), len(left)))
         retention(d)
         new_chain(d)
+        stale_glob(d)
     finally:
         for p in procs + [t.p for t in ALL]:
             if p.poll() is None:

@@ -12,6 +12,7 @@
  *   seq <decimal>
  *   hash <64 hex>
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -90,8 +91,77 @@ static size_t read_header(struct tail_state *t, int fd, struct al_parsed *p)
 	return len;
 }
 
+/* Is the file at path the one whose header has hash h (pass 0: and at
+ * dev/ino)? It then becomes t's file: 0; -ENOENT when it is not. */
+static int try_file(struct tail_state *t, const char *path, const uint8_t h[AL_HASH_LEN], int pass,
+		    uint64_t dev, uint64_t ino)
+{
+	struct stat st;
+	struct al_parsed p;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW);
+	if (fd < 0)
+		return -ENOENT;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (pass == 0 && ((uint64_t)st.st_dev != dev || (uint64_t)st.st_ino != ino))) {
+		close(fd);
+		return -ENOENT;
+	}
+	size_t len = read_header(t, fd, &p);
+	if (len == 0 || CRYPTO_memcmp(p.hash, h, AL_HASH_LEN) != 0) {
+		close(fd);
+		return -ENOENT;
+	}
+	if (t->fd >= 0)
+		close(t->fd);
+	t->fd = fd;
+	t->dev = (uint64_t)st.st_dev;
+	t->ino = (uint64_t)st.st_ino;
+	memcpy(t->hdr, t->buf, len);
+	t->hdr_len = len;
+	memcpy(t->hdr_hash, h, AL_HASH_LEN);
+	t->have_file = true;
+	return 0;
+}
+
+/* Not among the inputs: a file named on the command line (DIR/NAME*, the
+ * shell's glob) may have been renamed by the writer since the glob was
+ * expanded. Look beside each input given as a file under a name not of the
+ * rotated form (its active name NAME), among the regular files named
+ * NAME.<anything>: the one at dev/ino first (pass 0), then by header. */
+static int find_beside(struct tail_state *t, const uint8_t h[AL_HASH_LEN], bool hint, uint64_t dev, uint64_t ino)
+{
+	int r = -ENOENT;
+
+	for (int pass = hint ? 0 : 1; r == -ENOENT && pass < 2; pass++) {
+		for (int i = 0; r == -ENOENT && i < t->nargs; i++) {
+			const char *arg = t->args[i], *sl = strrchr(arg, '/'), *base = sl ? sl + 1 : arg;
+			size_t bl = strlen(base);
+			struct stat st;
+			uint64_t seq;
+			if (!bl || lstat(arg, &st) < 0 || !S_ISREG(st.st_mode) || al_rotated_name(base, &seq))
+				continue;
+			char *dir = sl ? strndup(arg, (size_t)(sl - arg) + (sl == arg)) : strdup(".");
+			DIR *d = dir ? opendir(dir) : NULL;
+			struct dirent *e;
+			while (d && r == -ENOENT && (e = readdir(d))) {
+				char *path;
+				if (strncmp(e->d_name, base, bl) != 0 || e->d_name[bl] != '.' ||
+				    asprintf(&path, "%s/%s", dir, e->d_name) < 0)
+					continue;
+				r = try_file(t, path, h, pass, dev, ino);
+				free(path);
+			}
+			if (d)
+				closedir(d);
+			free(dir);
+		}
+	}
+	return r;
+}
+
 /* Find, among the inputs, the file whose header has hash h (the one at
- * dev/ino first, when given); it becomes t's file. 0, -ENOENT, or -errno. */
+ * dev/ino first, when given), else beside them (find_beside); it becomes
+ * t's file. 0, -ENOENT, or -errno. */
 static int find_file(struct tail_state *t, const uint8_t h[AL_HASH_LEN], bool hint, uint64_t dev, uint64_t ino)
 {
 	char **paths = NULL;
@@ -105,37 +175,12 @@ static int find_file(struct tail_state *t, const uint8_t h[AL_HASH_LEN], bool hi
 		return r;
 	}
 	r = -ENOENT;
-	for (int pass = hint ? 0 : 1; r == -ENOENT && pass < 2; pass++) {
-		for (unsigned i = 0; i < n; i++) {
-			struct stat st;
-			struct al_parsed p;
-			int fd = open(paths[i], O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-			if (fd < 0)
-				continue;
-			if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-			    (pass == 0 && ((uint64_t)st.st_dev != dev || (uint64_t)st.st_ino != ino))) {
-				close(fd);
-				continue;
-			}
-			size_t len = read_header(t, fd, &p);
-			if (len == 0 || CRYPTO_memcmp(p.hash, h, AL_HASH_LEN) != 0) {
-				close(fd);
-				continue;
-			}
-			if (t->fd >= 0)
-				close(t->fd);
-			t->fd = fd;
-			t->dev = (uint64_t)st.st_dev;
-			t->ino = (uint64_t)st.st_ino;
-			memcpy(t->hdr, t->buf, len);
-			t->hdr_len = len;
-			memcpy(t->hdr_hash, h, AL_HASH_LEN);
-			t->have_file = true;
-			r = 0;
-			break;
-		}
-	}
+	for (int pass = hint ? 0 : 1; r == -ENOENT && pass < 2; pass++)
+		for (unsigned i = 0; r == -ENOENT && i < n; i++)
+			r = try_file(t, paths[i], h, pass, dev, ino);
 	free_list(paths, n);
+	if (r == -ENOENT)
+		r = find_beside(t, h, hint, dev, ino);
 	return r;
 }
 

@@ -31,6 +31,7 @@
 #define al_put_dec auditlog__al_put_dec
 #define al_verify_add_path auditlog__al_verify_add_path
 #define al_verify_note_dir auditlog__al_verify_note_dir
+#define al_rotated_name auditlog__al_rotated_name
 #define al_verify_files auditlog__al_verify_files
 #define al_vresult_free auditlog__al_vresult_free
 #define al_vstream_end auditlog__al_vstream_end

@@ -1967,34 +1967,6 @@ static const char *keep_path(struct vctx *c, const char *dir, int dl, const char
 	return p + sizeof(char *);
 }
 
-/* A rotated file's name, <name>.<YYYYmmddTHHMMSS.nnnnnnnnnZ>-<first seq>
- * (docs/format.md 6): the length of <name>, and the seq in *ret_seq; 0 when
- * base is not of that form. */
-static size_t rotated_name(const char *base, uint64_t *ret_seq)
-{
-	size_t len = strlen(base), i, dash;
-	uint64_t seq = 0;
-
-	for (dash = len; dash > 0 && base[dash - 1] != '-'; dash--)
-		;
-	/* ".YYYYMMDDTHHMMSS.NNNNNNNNNZ-" is 28 bytes before the seq, after >= 1 of the name */
-	if (dash < 29 || dash == len || len - dash > 16 || base[dash - 28] != '.')
-		return 0;
-	for (i = dash; i < len; i++) {
-		if (base[i] < '0' || base[i] > '9')
-			return 0;
-		seq = seq * 10 + (uint64_t)(base[i] - '0');
-	}
-	for (i = 0; i < 26; i++) {
-		char ch = base[dash - 27 + i];
-		bool ok = i == 8 ? ch == 'T' : i == 15 ? ch == '.' : i == 25 ? ch == 'Z' : (ch >= '0' && ch <= '9');
-		if (!ok)
-			return 0;
-	}
-	*ret_seq = seq;
-	return dash - 28;
-}
-
 /* --follow: the writer's active path for the chain's head file. When the
  * head is a rotated file (the listing raced a rotation), the active path is
  * its name without that suffix; the file there continues it. */
@@ -2003,7 +1975,7 @@ static const char *active_path(struct vctx *c, const char *path)
 	const char *sl = strrchr(path, '/'), *base = sl ? sl + 1 : path;
 	int dl = (int)(base - path);
 	uint64_t seq;
-	size_t n = rotated_name(base, &seq);
+	size_t n = al_rotated_name(base, &seq);
 	char *name;
 	const char *p;
 
@@ -2065,7 +2037,7 @@ static int successor(struct vctx *c, struct vfile *f, uint64_t next_seq)
 			uint64_t seq;
 			/* only <active name>.<UTC time>-<next seq>, the writer's name for it
 			 * (and its header must link to f: try_successor) */
-			if (rotated_name(e->d_name, &seq) != an || strncmp(e->d_name, abase, an) != 0 ||
+			if (al_rotated_name(e->d_name, &seq) != an || strncmp(e->d_name, abase, an) != 0 ||
 			    seq != next_seq)
 				continue;
 			const char *p = keep_path(c, act, dl, e->d_name);
@@ -2732,7 +2704,6 @@ static const char *chain_file(const struct vctx *c, unsigned k, const char *dflt
  * chain's path) under the writer's active name, not a rotated one
  * (<name>.<UTC time>-<seq>); of several, the shortest name (the active name
  * is a prefix of a copy's: audit.log, audit.log~, audit.log.bak). -1: none. */
-static size_t rotated_name(const char *base, uint64_t *ret_seq);
 
 static int live_chain(const struct vctx *c)
 {
@@ -2741,7 +2712,7 @@ static int live_chain(const struct vctx *c)
 		const struct vfile *f = &c->files[i];
 		uint64_t seq;
 		if (f->next >= 0 || f->side || f->sealed_branch || !f->has_vrange || f->chain < 0 ||
-		    rotated_name(f->base, &seq))
+		    al_rotated_name(f->base, &seq))
 			continue;
 		if (!best || strlen(f->base) < strlen(best->base))
 			best = f;
@@ -3053,7 +3024,7 @@ static int add_input(struct vctx *c, unsigned i, const char *path, unsigned *kep
 	/* a file under a name the writer renames (its active name, not a
 	 * rotated one) stays open: a rotation while we run must not make
 	 * the path name another file (at most 64 such descriptors) */
-	bool active = !rotated_name(f->base, &rs) && *kept < 64;
+	bool active = !al_rotated_name(f->base, &rs) && *kept < 64;
 	*kept += active;
 	int r = read_head(c, f, active);
 	if (r < 0)
@@ -3083,7 +3054,7 @@ static bool take_in_dir(const struct vctx *c, const struct vfile *g, unsigned n0
 	for (unsigned i = 0; i < n0; i++) {
 		const struct vfile *f = &c->files[i];
 		if ((size_t)(f->base - f->path) == dl && strncmp(f->path, g->path, dl) == 0 &&
-		    !rotated_name(f->base, &seq))
+		    !al_rotated_name(f->base, &seq))
 			return true;
 	}
 	return false;
@@ -3250,7 +3221,7 @@ static int drop_being_created(struct vctx *c)
 		return -ENOMEM;
 	for (unsigned i = 0; i < c->n; i++) {
 		uint64_t seq;
-		drop[i] = c->files[i].torn_header && !rotated_name(c->files[i].base, &seq);
+		drop[i] = c->files[i].torn_header && !al_rotated_name(c->files[i].base, &seq);
 	}
 	drop_inputs(c, drop);
 	free(drop);
@@ -3269,7 +3240,7 @@ static const char *follow_owner(const struct vctx *c)
 
 	for (unsigned i = 0; i < c->n; i++) {
 		const struct vfile *f = &c->files[i];
-		if (f->hdr_ok && !rotated_name(f->base, &seq) && (!s || strlen(f->path) < strlen(s->path)))
+		if (f->hdr_ok && !al_rotated_name(f->base, &seq) && (!s || strlen(f->path) < strlen(s->path)))
 			s = f;
 	}
 	if (!s)
@@ -3277,7 +3248,7 @@ static const char *follow_owner(const struct vctx *c)
 	size_t n = strlen(s->path);
 	for (unsigned i = 0; i < c->n; i++) {
 		const struct vfile *f = &c->files[i];
-		if (f->hdr_ok && !rotated_name(f->base, &seq) && strcmp(f->chain_id, s->chain_id) != 0 &&
+		if (f->hdr_ok && !al_rotated_name(f->base, &seq) && strcmp(f->chain_id, s->chain_id) != 0 &&
 		    strncmp(f->path, s->path, n) != 0)
 			return NULL;
 	}
@@ -3309,7 +3280,7 @@ static int follow_pick(struct vctx *c)
 			only = f->chain_id;
 		two |= strcmp(only, f->chain_id) != 0;
 		want_any |= mine;
-		if (rotated_name(f->base, &seq))
+		if (al_rotated_name(f->base, &seq))
 			continue;
 		want_active |= mine;
 		if (!id)
@@ -3324,7 +3295,7 @@ static int follow_pick(struct vctx *c)
 		/* the chains in res->chain, for the caller's message */
 		for (unsigned i = 0; i < c->n; i++) {
 			uint64_t seq;
-			if (c->files[i].hdr_ok && (!two_active || !rotated_name(c->files[i].base, &seq)))
+			if (c->files[i].hdr_ok && (!two_active || !al_rotated_name(c->files[i].base, &seq)))
 				chain_of(c->res, c->files[i].chain_id);
 		}
 		return -EXDEV;

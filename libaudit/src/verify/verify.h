@@ -288,6 +288,10 @@ int al_verify_add_path(const char *path, char ***list, unsigned *n, unsigned *ca
 /* Append PATH to *list when it is a directory (for al_vopts.dirs: its every
  * file is among the inputs). 0 or -errno. */
 int al_verify_note_dir(const char *path, char ***list, unsigned *n, unsigned *cap);
+/* A rotated file's name, <name>.<YYYYmmddTHHMMSS.nnnnnnnnnZ>-<first seq>
+ * (docs/format.md 6): the length of <name>, and the seq in *ret_seq; 0 when
+ * base is not of that form. */
+size_t al_rotated_name(const char *base, uint64_t *ret_seq);
 
 /* ---- the sealer's registry of chains (verify_registry.c, docs/format.md 26) ---- */
 
