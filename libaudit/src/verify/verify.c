@@ -2704,7 +2704,6 @@ static const char *chain_file(const struct vctx *c, unsigned k, const char *dflt
  * chain's path) under the writer's active name, not a rotated one
  * (<name>.<UTC time>-<seq>); of several, the shortest name (the active name
  * is a prefix of a copy's: audit.log, audit.log~, audit.log.bak). -1: none. */
-
 static int live_chain(const struct vctx *c)
 {
 	const struct vfile *best = NULL;

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Input expansion shared by auditlog-verify and the token's open-time check. */
 #include <dirent.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
