@@ -183,16 +183,23 @@ def caught_up(d, k, log, events, state, what):
     return want
 
 
+def scene(d, name, k, events, what):
+    """A log in d/name that the writer filled with `events` events, and the
+    state d/name-state of a tail that passed every line on (caught_up): the
+    directory, the log, the state's path and the lines."""
+    ldir = "%s/%s" % (d, name)
+    os.mkdir(ldir)
+    log = ldir + "/audit.log"
+    state = "%s/%s-state" % (d, name)
+    return ldir, log, state, caught_up(d, k, log, events, state, what)
+
+
 def retention(d):
     """Retention behind a stopped tail: the rotated files wholly before the
     state's record are deleted; the tail resumes with no finding (exit 0) and
     passes on exactly the records written since. A file deleted after the
     state's record is still a missing-file (exit 1)."""
-    rdir = d + "/ret"
-    os.mkdir(rdir)
-    rlog = rdir + "/audit.log"
-    rstate = d + "/ret-state"
-    caught_up(d, 400, rlog, 3000, rstate, "retention")
+    rdir, rlog, rstate, _ = scene(d, "ret", 400, 3000, "retention")
     st = read_state(rstate)
     old = rotated(rdir)
     if len(old) < 3:
@@ -247,11 +254,7 @@ def new_chain(d):
     chain); a new tail follows the new chain, passes on exactly its lines and
     tells the old chain once (extra-chain, exit 1 at SIGTERM). Before, any
     second chain stopped --follow after 50 tries of listing the files again."""
-    ndir = d + "/newchain"
-    os.mkdir(ndir)
-    nlog = ndir + "/audit.log"
-    nstate = d + "/newchain-state"
-    old = caught_up(d, 500, nlog, 2000, nstate, "new chain")
+    ndir, nlog, nstate, old = scene(d, "newchain", 500, 2000, "new chain")
     # the file the state names rotated away, then the active file deleted
     subprocess.run([WRITER, nlog, "1000", "65536"], check=True)
     if len(rotated(ndir)) < 2:
@@ -291,11 +294,7 @@ def stale_glob(d):
     inode, the others by the headers that name them); every record since is
     passed on, no finding. Before, exit 2: "no input file begins with the
     header it names"."""
-    gdir = d + "/glob"
-    os.mkdir(gdir)
-    glog = gdir + "/audit.log"
-    gstate = d + "/glob-state"
-    caught_up(d, 600, glog, 2000, gstate, "stale glob")
+    gdir, glog, gstate, _ = scene(d, "glob", 600, 2000, "stale glob")
     st = read_state(gstate)
     files = sorted(os.path.join(gdir, n) for n in os.listdir(gdir))  # the glob, expanded now
     subprocess.run([WRITER, glog, "600", "65536"], check=True)
