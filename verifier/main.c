@@ -1037,9 +1037,11 @@ verify:
 	o.follow_chain = o.follow && em.chain_id[0] ? em.chain_id : NULL;
 	r = from_stdin ? verify_stdin(&o, &res, &rep) : al_verify_files(paths, n, &o, &res);
 	bar_clear(&rep);
-	if (r == -ENOENT && o.follow && follow_tries++ < 50) {
+	if ((r == -ENOENT || r == -EAGAIN) && o.follow && follow_tries++ < 50) {
 		/* A file was renamed between the listing and its opening (the
-		 * engine opens every input before it reports anything). */
+		 * engine opens every input before it reports anything), or
+		 * (-EAGAIN) only a rotation's new file was listed, its header not
+		 * yet written when it was opened: nothing to tail yet. */
 		al_vresult_free(&res);
 		free_list(paths, n);
 		paths = NULL;
@@ -1095,6 +1097,12 @@ verify:
 				res.chain[0].chain_id, em.chain_id,
 				em.tail ? "its --state file names it" : "its lines so far",
 				em.tail ? "remove the --state file to tail the new one" : "start the tail again");
+		} else if (r == -EAGAIN) {
+			fprintf(stderr, "auditlog-verify: --follow: no file among the inputs begins with a log's "
+					"header, listed again for a second: nothing to tail\n");
+		} else if (r == -ELOOP && !res.err_path) {
+			fprintf(stderr, "auditlog-verify: --follow: every file of the chain has a successor among "
+					"the inputs (their headers' links loop): no file to tail\n");
 		} else if (res.err_path) { /* escaped: a listed name is any bytes */
 			fputs("auditlog-verify: cannot read ", stderr);
 			put_safe(stderr, res.err_path);

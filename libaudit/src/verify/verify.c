@@ -3467,7 +3467,7 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 		 * file with no header, an altered header of another chain) */
 		c.follow_chain = c.follow_id[0] ? chain_of(res, c.follow_id) : 0;
 		if (!c.follow_id[0] && res->chains != 1) {
-			r = -EXDEV; /* nothing is reported yet */
+			r = -EAGAIN; /* no trusted header: nothing to tail (nothing reported yet) */
 			goto out;
 		}
 		for (unsigned i = 0; i < n; i++) {
@@ -3497,7 +3497,7 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 			    !c.files[i].sealed_branch && (head < 0 || c.files[i].first_seq > c.files[head].first_seq))
 				head = (int)i;
 		if (head < 0) {
-			r = -EXDEV;
+			r = -ELOOP; /* every file of the chain has a successor: its links loop */
 			goto out;
 		}
 		c.files[head].follow = true;
@@ -3530,7 +3530,7 @@ int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, st
 	anchors(&c, last);
 	witness_end(&c, last);
 out:
-	if (r < 0 && r != -ENOMEM && r != -EXDEV && r != -EIDRM && !res->err_path && c.cur)
+	if (r < 0 && r != -ENOMEM && r != -EXDEV && r != -EIDRM && r != -EAGAIN && !res->err_path && c.cur)
 		res->err_path = strdup(c.cur->path); /* the walk's file */
 	v2_done(&c);
 	for (unsigned i = 0; c.files && i < c.cap_files; i++)

@@ -152,7 +152,12 @@ struct al_vopts {
 	 * files of two chains under active names are -EXDEV; with follow_chain
 	 * (a resumed tail's chain id), another chain at the active name, or
 	 * none of follow_chain among the inputs, is -EIDRM. Either way nothing
-	 * is reported, and res->chain names the chains in the way. */
+	 * is reported, and res->chain names the chains in the way. -EAGAIN: no
+	 * chain to tail yet, no input with a trusted header (a rotation raced
+	 * the listing: its new file, header not yet written, was left out);
+	 * nothing is reported: list the inputs again. -ELOOP: every file of the
+	 * chain tailed has a successor (links that loop; findings may have been
+	 * reported). */
 	bool follow;
 	const char *follow_chain;
 	unsigned poll_ms;
