@@ -1967,6 +1967,32 @@ static const char *keep_path(struct vctx *c, const char *dir, int dl, const char
 	return p + sizeof(char *);
 }
 
+/* (verify.h) */
+size_t al_rotated_name(const char *base, uint64_t *ret_seq)
+{
+	size_t len = strlen(base), i, dash;
+	uint64_t seq = 0;
+
+	for (dash = len; dash > 0 && base[dash - 1] != '-'; dash--)
+		;
+	/* ".YYYYMMDDTHHMMSS.NNNNNNNNNZ-" is 28 bytes before the seq, after >= 1 of the name */
+	if (dash < 29 || dash == len || len - dash > 16 || base[dash - 28] != '.')
+		return 0;
+	for (i = dash; i < len; i++) {
+		if (base[i] < '0' || base[i] > '9')
+			return 0;
+		seq = seq * 10 + (uint64_t)(base[i] - '0');
+	}
+	for (i = 0; i < 26; i++) {
+		char ch = base[dash - 27 + i];
+		bool ok = i == 8 ? ch == 'T' : i == 15 ? ch == '.' : i == 25 ? ch == 'Z' : (ch >= '0' && ch <= '9');
+		if (!ok)
+			return 0;
+	}
+	*ret_seq = seq;
+	return dash - 28;
+}
+
 /* --follow: the writer's active path for the chain's head file. When the
  * head is a rotated file (the listing raced a rotation), the active path is
  * its name without that suffix; the file there continues it. */
