@@ -489,8 +489,9 @@ static void stop_follow(void *ctx)
  * the renamed file as its predecessor. With the directory given whole
  * (al_vopts.dirs), the engine takes the renamed file in (and, for two
  * rotations, the one before it): no finding. Given file by file, the file
- * is missing from the inputs, as before. A FIFO or a symlink under that
- * name is not taken in (nor blocks). */
+ * is missing from the inputs, as before, except under --follow with the
+ * active file among them (a tail of DIR/NAME*). A FIFO or a symlink under
+ * that name is not taken in (nor blocks). */
 static void test_renamed_after_listing(void **state)
 {
 	struct rotated r;
