@@ -269,6 +269,7 @@ struct opts {
 	bool has_worker_nice;
 	uint64_t drop_behind;  /* auditlog_config_set_drop_behind_bytes, when has_drop_behind */
 	bool has_drop_behind;
+	unsigned lanes;        /* auditlog_config_set_queue_lanes of every log (0: the default) */
 	uint64_t prime_bytes;  /* written and unlinked before the sustained phase and its ceiling */
 	bool has_prime_bytes;  /* else auto (prime_size()) */
 	unsigned token_records;
@@ -444,6 +445,8 @@ static void usage(FILE *f)
 	      "                       default: the library's, 1 MiB)\n"
 	      "  --rotate-bytes N     rotate the log at N bytes (K/M/G suffixes; default 0 = never)\n"
 	      "  --queue N            the sustained phase's queue slots (64..2^24, default 2^18)\n"
+	      "  --lanes N            the queue's lanes, every log (0..16; default 0: the\n"
+	      "                       library's, one a CPU; 1: one ring)\n"
 	      "  --worker-nice N      auditlog_config_set_worker_nice of every log (-20..19;\n"
 	      "                       default: not set, the worker keeps the bench's nice)\n"
 	      "  --drop-behind-bytes N auditlog_config_set_drop_behind_bytes of every log\n"
@@ -475,7 +478,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	enum {
 		OPT_JSON = 256, OPT_EVENTS, OPT_THREADS, OPT_VERSION, OPT_ROTATE, OPT_DIR, OPT_LOG, OPT_KEEP,
 		OPT_BACKEND, OPT_SYNC, OPT_ENQ, OPT_SEAL, OPT_SIGN, OPT_LINE, OPT_PHASES, OPT_COALESCE,
-		OPT_TOKEN_N, OPT_TOKEN_GAP, OPT_MAX_BATCH, OPT_SEALER, OPT_QUEUE, OPT_NICE, OPT_SWEEP_S,
+		OPT_TOKEN_N, OPT_TOKEN_GAP, OPT_MAX_BATCH, OPT_SEALER, OPT_QUEUE, OPT_LANES, OPT_NICE, OPT_SWEEP_S,
 		OPT_DROP, OPT_PRIME
 	};
 	static const struct option lo[] = {
@@ -499,6 +502,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{"token-gap-us", required_argument, NULL, OPT_TOKEN_GAP},
 		{"max-batch-bytes", required_argument, NULL, OPT_MAX_BATCH},
 		{"queue", required_argument, NULL, OPT_QUEUE},
+		{"lanes", required_argument, NULL, OPT_LANES},
 		{"sweep-seconds", required_argument, NULL, OPT_SWEEP_S},
 		{"drop-behind-bytes", required_argument, NULL, OPT_DROP},
 		{"prime-bytes", required_argument, NULL, OPT_PRIME},
@@ -599,6 +603,9 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_QUEUE:
 			o->queue = (size_t)arg_u64("--queue", optarg, 64, UINT64_C(1) << 24, false);
+			break;
+		case OPT_LANES:
+			o->lanes = (unsigned)arg_u64("--lanes", optarg, 0, 16, false);
 			break;
 		case OPT_DROP:
 			o->drop_behind = arg_u64("--drop-behind-bytes", optarg, 0, UINT64_C(1) << 50, true);
@@ -1042,6 +1049,7 @@ static int open_log(const struct opts *o, const char *path, size_t queue, uint64
 	if ((r = auditlog_config_set_path(cfg, path)) < 0 ||
 	    (r = auditlog_config_set_format_version(cfg, o->version)) < 0 ||
 	    (r = auditlog_config_set_queue_capacity(cfg, queue)) < 0 ||
+	    (r = auditlog_config_set_queue_lanes(cfg, o->lanes)) < 0 ||
 	    (r = auditlog_config_set_rotate_bytes(cfg, rotate)) < 0 ||
 	    (r = auditlog_config_set_backend(cfg, o->backend)) < 0 ||
 	    (r = auditlog_config_set_async_coalesce_us(cfg, coalesce_us)) < 0 ||
@@ -2897,6 +2905,7 @@ static void print_json(const struct report *R)
 	ju64(&j, "max_batch_bytes", o->max_batch); /* 0: the library's default */
 	ju64(&j, "sweep_seconds", o->sweep_s);
 	ju64(&j, "queue_slots", o->queue); /* the sustained phase's */
+	ju64(&j, "queue_lanes", o->lanes); /* asked: 0 the library's default */
 	if (o->has_worker_nice) /* absent: not set, the worker keeps the bench's nice */
 		jnum(&j, "worker_nice", o->worker_nice);
 	if (o->has_drop_behind) /* absent: the library's default */

@@ -45,6 +45,15 @@ struct al_io_hooks {
 	/* The worker offered its role (SLEEP_ANY), before it looks at the queue
 	 * one last time and sleeps: the other side of the same window. */
 	void (*after_offer)(void *ctx);
+	/* With lanes: a producer reserved its slot and is about to read its
+	 * stamp (writer.c, stamp()): a test pausing one thread here makes the
+	 * slot stay unpublished while others record, and its stamp come after
+	 * theirs (a lane's order no longer the stamps'). */
+	void (*before_stamp)(void *ctx);
+	/* With lanes: the worker making a cut read lane i's position, before
+	 * the next lane's: a test recording meanwhile, in lane i and then in
+	 * another, checks that the cut holds neither. */
+	void (*cut_read)(void *ctx, unsigned i);
 	/* Never register for membarrier(): producers fence every publish, as
 	 * on a kernel or under a seccomp filter without it. */
 	bool no_membarrier;

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -70,6 +71,48 @@ AUDITLOG_API int auditlog_config_set_queue_capacity(struct auditlog_config *cfg,
 		n <<= 1;
 	cfg->queue_slots = n;
 	return 0;
+}
+
+/* Lanes need the monotonic clock read after a locked instruction to come
+ * after it, and the worker's read before its later loads (writer.c, cut()):
+ * x86's LFENCE-ordered RDTSC, which Linux's vDSO uses. */
+#if defined(__x86_64__) || defined(__i386__)
+#define LANES_SUPPORTED 1
+#else
+#define LANES_SUPPORTED 0
+#endif
+
+AUDITLOG_API int auditlog_config_set_queue_lanes(struct auditlog_config *cfg, unsigned lanes)
+{
+	unsigned n = 1;
+
+	if (!cfg || lanes > AL_LANES_MAX)
+		return -EINVAL;
+	if (lanes > 1 && !LANES_SUPPORTED)
+		return -EOPNOTSUPP;
+	if (lanes) {
+		while (n < lanes)
+			n <<= 1;
+	}
+	cfg->queue_lanes = lanes ? n : 0;
+	return 0;
+}
+
+unsigned al_queue_lanes(const struct auditlog_config *c)
+{
+	unsigned n = c->queue_lanes;
+
+	if (!LANES_SUPPORTED)
+		return 1;
+	if (n == 0) { /* one a CPU, a power of two */
+		long cpus = sysconf(_SC_NPROCESSORS_CONF);
+		n = 1;
+		while (n < AL_LANES_MAX && (long)n < cpus)
+			n <<= 1;
+	}
+	while (n > 1 && c->queue_slots / n < 64) /* each lane at least 64 slots */
+		n >>= 1;
+	return n;
 }
 
 AUDITLOG_API int auditlog_config_set_full_policy(struct auditlog_config *cfg,

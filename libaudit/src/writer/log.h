@@ -31,6 +31,7 @@ struct auditlog_config {
 	char *path;
 	unsigned version;
 	size_t queue_slots;
+	unsigned queue_lanes; /* 0: one a CPU, up to AL_LANES_MAX (x86 only; else 1) */
 	enum auditlog_full_policy full_policy;
 	uint64_t enospc_deadline_ms;
 	uint64_t rotate_bytes;
@@ -54,6 +55,11 @@ struct auditlog_config {
 	struct al_clock_hooks clock; /* test seam (internal.h) */
 	bool has_clock;
 };
+
+/* The lanes a log of this config has (its queue_lanes, 0 made one a CPU;
+ * fewer when each would hold under 64 slots; 1 where they are not built). */
+#define al_queue_lanes auditlog__al_queue_lanes
+unsigned al_queue_lanes(const struct auditlog_config *c);
 
 /* The config's clock hooks, or NULL. */
 static inline const struct al_clock_hooks *al_cfg_clock(const struct auditlog_config *c)
@@ -84,7 +90,7 @@ struct waiter {
 #define SLOT_EVENT 1
 #define SLOT_BARRIER 2 /* auditlog_flush(): no record, only a waiter */
 #define SLOT_SIZE 384   /* six cache lines */
-#define SLOT_INLINE 344 /* what is left of them */
+#define SLOT_INLINE 336 /* what is left of them */
 
 /* An event slot holds what its producer rendered (producer.c): v2, D_n and
  * the line's members (len[0] their bytes); v0 and v1, the members (len[0])
@@ -94,11 +100,33 @@ struct slot {
 	_Atomic uint64_t seq; /* Vyukov sequence */
 	uint8_t kind;
 	uint16_t len[2];
-	uint64_t ts_ns;
+	uint64_t ts_ns; /* CLOCK_REALTIME; with lanes 0 (derived from stamp) unless a test's */
+	/* with lanes: CLOCK_MONOTONIC read after the reservation (the producer),
+	 * then the least stamp of this slot and those after it in the cut (the
+	 * worker's merge key) */
+	uint64_t stamp;
 	struct waiter *waiter;
 	uint8_t *heap;
 	uint8_t inl[SLOT_INLINE];
 };
+
+/* A lane: one Vyukov ring (docs/durability.md "Lanes"). Producers on CPU c use
+ * lane c % nlanes; the worker merges the lanes by their stamps. */
+struct lane {
+	/* the producers' line: the position, and the coalescing wake position
+	 * (an async record at it wakes a holding worker: the batch is full) */
+	_Alignas(64) _Atomic uint64_t enq_pos;
+	_Atomic uint64_t hold_wake_pos;
+	/* the worker's line */
+	_Alignas(64) uint64_t deq_pos; /* every slot before it is taken */
+	uint64_t cut_end;  /* [deq_pos, cut_end): the current cut's part of this lane */
+	uint64_t pub_end;  /* the published prefix at the last cut (its end) */
+	uint64_t last_e;   /* enq_pos read at the last cut ... */
+	uint64_t last_t;   /* ... after the monotonic read t_w of that cut */
+	uint64_t stall_pos, stall_lb; /* an unpublished slot, and a bound on its stamp */
+	struct slot *slots;
+};
+#define AL_LANES_MAX 16
 
 /* ---- the producer (producer.c) -------------------------------------------- */
 
@@ -214,30 +242,28 @@ struct auditlog {
 	int fd;
 	int efd; /* eventfd waking the worker */
 
-	/* queue */
-	struct slot *slots;
+	/* queue: nlanes rings of mask + 1 slots each */
+	struct lane *lanes;
+	unsigned nlanes;
 	uint64_t mask;
-	_Alignas(64) _Atomic uint64_t enq_pos;
+	struct slot *slot_mem;
+	uint64_t cut_off;   /* CLOCK_REALTIME - CLOCK_MONOTONIC at the current cut */
+	bool cut_stalled;   /* a lane held a slot reserved, not yet published */
 	_Alignas(64) _Atomic uint32_t worker_sleeping;
 	_Atomic uint32_t space_gen;   /* futex: bumped when slots are freed and someone waits */
 	_Atomic uint32_t full_waiters;
 	/* what every producer reads on every call, on a line of its own that
-	 * changes only when the log fails or a sealer goes away or comes back
-	 * (beside deq_pos, which the worker writes for every slot it takes,
-	 * every hand-off's read fetched the line from the worker's core) */
+	 * changes only when the log fails or a sealer goes away or comes back */
 	_Alignas(64) _Atomic int32_t error; /* sticky: the error that closed the log */
 	_Atomic uint32_t sealer_away; /* AUDITLOG_SEALER_QUEUE: sync calls get -EAGAIN */
 	/* 1: publish() needs no fence, the worker's membarrier() stands for it
 	 * (offer_barrier(), writer.c); set at open, cleared only if that call fails */
 	_Atomic uint32_t light_publish;
-	_Alignas(64) uint64_t deq_pos; /* worker only */
-	_Atomic uint64_t barriers;
+	_Alignas(64) _Atomic uint64_t barriers;
 	/* slots carrying a waiter (record_sync, flush) reserved by producers, and
 	 * taken by the worker: a coalescing batch never waits while they differ */
 	_Atomic uint64_t sync_enq;
 	uint64_t sync_taken;           /* worker only */
-	_Atomic uint64_t hold_wake_pos; /* coalescing: an async record at this queue
-					 * position wakes the worker (the batch is full) */
 	_Atomic uint32_t stopping;
 
 	/* worker state */

@@ -284,6 +284,12 @@ long al_format_header(struct auditlog *l, uint8_t *out)
 	return n;
 }
 
+/* A slot's wall time: with lanes, unless set, its stamp's (cut()). */
+static inline uint64_t slot_ts(const struct auditlog *l, const struct slot *s)
+{
+	return s->ts_ns || l->nlanes == 1 ? s->ts_ns : s->stamp + l->cut_off;
+}
+
 /* The producer rendered the event (producer.c): the worker adds @timestamp,
  * seq, the chain step and the hash. The slot holds, in v2, D_n and the
  * members; in v0/v1 the members and v1's body part. */
@@ -291,7 +297,7 @@ static long format_slot(struct auditlog *l, const struct slot *s, uint8_t *out)
 {
 	const uint8_t *d = s->heap ? s->heap : s->inl;
 	uint8_t version = (uint8_t)l->cfg.version;
-	uint64_t seq = al_next_seq(l), ts_ns = al_clamp_ts(l, s->ts_ns);
+	uint64_t seq = al_next_seq(l), ts_ns = al_clamp_ts(l, slot_ts(l, s));
 	struct al_emit_out eo;
 	char ts[AL_TS_LEN];
 	long n;
@@ -310,16 +316,247 @@ static long format_slot(struct auditlog *l, const struct slot *s, uint8_t *out)
 
 /* ---- the queue ------------------------------------------------------------ */
 
-/* Whether the slot at queue position pos is published. */
-static bool slot_at_ready(const struct auditlog *l, uint64_t pos)
+/*
+ * Lanes (docs/durability.md "Lanes"): nlanes Vyukov rings, a producer using
+ * its CPU's, so that two producers on two CPUs share no written line. With
+ * one lane the chain's order is the ring's. With more, each record carries
+ * a CLOCK_MONOTONIC stamp read after its reservation (a locked instruction:
+ * the reservation is visible before the clock is read), and the worker
+ * commits in rounds, each a cut: it reads the clock (t_w), fences, reads
+ * every lane's position, and takes exactly the records stamped below a bound
+ * T <= t_w. Every record stamped before t_w was reserved before the worker
+ * looked, so a cut misses none of them; a record whose call returned before
+ * another's began has the lower stamp, so a cut holding the later one holds
+ * the earlier, and the merge (below) puts it first: the chain's order extends
+ * the callers' order across threads, as one ring's did.
+ */
+
+/* Whether the slot at position pos of lane q is published. */
+static inline bool lane_ready(const struct auditlog *l, const struct lane *q, uint64_t pos)
 {
-	const struct slot *s = &l->slots[pos & l->mask];
+	const struct slot *s = &q->slots[pos & l->mask];
 	return atomic_load_explicit(&s->seq, memory_order_acquire) == pos + 1;
 }
 
-static bool slot_ready(struct auditlog *l)
+static inline struct slot *lane_slot(const struct auditlog *l, const struct lane *q, uint64_t pos)
 {
-	return slot_at_ready(l, l->deq_pos);
+	return &q->slots[pos & l->mask];
+}
+
+/* The worker's clock read for a cut, done before any later load (the
+ * positions): RDTSC is not ordered with loads after it but by LFENCE. Lanes
+ * are built only where this holds (lanes_supported()). */
+static inline uint64_t cut_clock(void)
+{
+	uint64_t t = mono_ns();
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_lfence();
+#endif
+	return t;
+}
+
+/*
+ * A new cut, made when the last one is taken. T starts at t_w and is
+ * lowered (1) to a bound on the stamp of a slot reserved but not published
+ * yet (its stamp is unknown; if it was reserved after the previous cut's
+ * reading of positions, it is above that cut's t_w, else nothing is known),
+ * and (2) where a lane shared by two threads holds, after a slot stamped at
+ * or above T, one stamped below it: each lane is taken in ring order (its
+ * order of reservation, which never contradicts the callers'), so the cut
+ * in a lane must be a prefix, and T is lowered until it is. The records
+ * below T are then each lane's prefix [deq_pos, cut_end). The merge key of
+ * a slot is the least stamp from it to its lane's cut_end: its own stamp
+ * when the lane's part is in stamp order (one thread a lane: the usual
+ * case, in which the cut only reads the slots); otherwise it is written
+ * over the stamp, and the slot's wall time (ts_ns, else derived from the
+ * stamp when formatted) set first.
+ */
+static void cut(struct auditlog *l)
+{
+	uint64_t t = cut_clock(), e[AL_LANES_MAX], T = t;
+	bool sorted[AL_LANES_MAX], stalled = false, changed;
+	struct timespec rt;
+
+	for (unsigned i = 0; i < l->nlanes; i++) {
+		e[i] = atomic_load_explicit(&l->lanes[i].enq_pos, memory_order_acquire);
+		if (__builtin_expect(l->cfg.has_hooks, 0) && l->cfg.hooks.cut_read)
+			l->cfg.hooks.cut_read(l->cfg.hooks.ctx, i);
+	}
+	clock_gettime(CLOCK_REALTIME, &rt);
+	l->cut_off = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec - t;
+	/* one pass a lane: the published prefix, its part below t_w, whether
+	 * that part is in stamp order, and any slot below t_w after it */
+	for (unsigned i = 0; i < l->nlanes; i++) {
+		struct lane *q = &l->lanes[i];
+		uint64_t p = q->deq_pos, end = UINT64_MAX, prev = 0;
+
+		sorted[i] = true;
+		for (; p < e[i]; p++) {
+			if (p >= q->pub_end && !lane_ready(l, q, p))
+				break;
+			uint64_t st = lane_slot(l, q, p)->stamp;
+			if (end == UINT64_MAX) {
+				if (st >= t)
+					end = p;
+				else if (st < prev)
+					sorted[i] = false;
+				prev = st;
+			} else if (st < T) {
+				T = st;
+			}
+		}
+		q->pub_end = p;
+		q->cut_end = end == UINT64_MAX ? p : end;
+		if (p < e[i]) {
+			if (q->stall_pos != p) {
+				q->stall_pos = p;
+				q->stall_lb = p >= q->last_e ? q->last_t : 0;
+			}
+			if (q->stall_lb < T)
+				T = q->stall_lb;
+			stalled = true;
+		}
+		q->last_e = e[i];
+		q->last_t = t;
+	}
+	while (T < t) { /* rare: each lane's part again, below the lowered T */
+		changed = false;
+		for (unsigned i = 0; i < l->nlanes; i++) {
+			struct lane *q = &l->lanes[i];
+			uint64_t p = q->deq_pos;
+
+			while (p < q->pub_end && lane_slot(l, q, p)->stamp < T)
+				p++;
+			q->cut_end = p;
+			for (uint64_t r = p + 1; r < q->pub_end; r++)
+				if (lane_slot(l, q, r)->stamp < T) {
+					T = lane_slot(l, q, r)->stamp;
+					changed = true;
+				}
+		}
+		if (!changed)
+			break;
+	}
+	for (unsigned i = 0; i < l->nlanes; i++) {
+		struct lane *q = &l->lanes[i];
+		uint64_t m = UINT64_MAX;
+
+		if (sorted[i])
+			continue;
+		for (uint64_t r = q->cut_end; r-- > q->deq_pos;) {
+			struct slot *s = lane_slot(l, q, r);
+			if (!s->ts_ns)
+				s->ts_ns = s->stamp + l->cut_off;
+			if (s->stamp < m)
+				m = s->stamp;
+			s->stamp = m;
+		}
+	}
+	l->cut_stalled = stalled;
+}
+
+/* The current cut's next slot in the chain's order, or NULL. */
+static struct slot *cut_head(struct auditlog *l, struct lane **ret_q)
+{
+	struct lane *best = NULL;
+	uint64_t key = 0;
+
+	for (unsigned i = 0; i < l->nlanes; i++) {
+		struct lane *q = &l->lanes[i];
+		if (q->deq_pos < q->cut_end) {
+			uint64_t k = lane_slot(l, q, q->deq_pos)->stamp;
+			if (!best || k < key) {
+				best = q;
+				key = k;
+			}
+		}
+	}
+	if (!best)
+		return NULL;
+	*ret_q = best;
+	return lane_slot(l, best, best->deq_pos);
+}
+
+/*
+ * The next slot to take, in the chain's order, or NULL when there is none
+ * now (one lane: the ring's next slot unless unpublished; lanes: a new cut
+ * is made when the last is taken, and once more when it came out empty with
+ * records published after its clock read, which the next one holds).
+ */
+static struct slot *q_front(struct auditlog *l, struct lane **ret_q)
+{
+	struct slot *s;
+
+	if (l->nlanes == 1) {
+		struct lane *q = &l->lanes[0];
+		if (!lane_ready(l, q, q->deq_pos))
+			return NULL;
+		*ret_q = q;
+		return lane_slot(l, q, q->deq_pos);
+	}
+	s = cut_head(l, ret_q);
+	for (int i = 0; !s && i < 2; i++) {
+		bool published = false;
+		cut(l);
+		s = cut_head(l, ret_q);
+		if (s || l->cut_stalled)
+			break;
+		for (unsigned j = 0; j < l->nlanes; j++)
+			published |= l->lanes[j].pub_end > l->lanes[j].deq_pos;
+		if (!published)
+			break;
+	}
+	return s;
+}
+
+static bool q_pending(struct auditlog *l)
+{
+	struct lane *q;
+	return q_front(l, &q) != NULL;
+}
+
+/* Slots reserved and not taken, over all lanes. */
+static uint64_t q_depth(struct auditlog *l)
+{
+	uint64_t d = 0;
+
+	for (unsigned i = 0; i < l->nlanes; i++) {
+		struct lane *q = &l->lanes[i];
+		uint64_t n = atomic_load_explicit(&q->enq_pos, memory_order_relaxed) - q->deq_pos;
+		d += n > l->mask + 1 ? l->mask + 1 : n; /* reserved, not yet published */
+	}
+	return d;
+}
+
+static uint64_t q_capacity(const struct auditlog *l)
+{
+	return (uint64_t)l->nlanes * (l->mask + 1);
+}
+
+/* Where a slot's publication is news for a worker about to sleep (taken by
+ * the worker, or lead(), before it offers its role): each lane's next slot;
+ * but when the last cut met a slot reserved and not yet published and has
+ * no more of the lane to take, the end of the lane's published prefix
+ * (what was published before it is known: it waits for that slot). */
+struct qmark {
+	uint64_t pos[AL_LANES_MAX];
+};
+
+static void q_mark(const struct auditlog *l, struct qmark *m)
+{
+	for (unsigned i = 0; i < l->nlanes; i++) {
+		const struct lane *q = &l->lanes[i];
+		bool known = l->nlanes > 1 && l->cut_stalled && q->deq_pos >= q->cut_end;
+		m->pos[i] = known && q->pub_end > q->deq_pos ? q->pub_end : q->deq_pos;
+	}
+}
+
+static bool q_marked_ready(const struct auditlog *l, const struct qmark *m)
+{
+	for (unsigned i = 0; i < l->nlanes; i++)
+		if (lane_ready(l, &l->lanes[i], m->pos[i]))
+			return true;
+	return false;
 }
 
 static int check_event(const struct auditlog_event *ev)
@@ -336,9 +573,9 @@ static int check_event(const struct auditlog_event *ev)
 	return 0;
 }
 
-static void wait_for_space(struct auditlog *l, uint64_t pos)
+static void wait_for_space(struct auditlog *l, struct lane *q, uint64_t pos)
 {
-	struct slot *s = &l->slots[pos & l->mask];
+	struct slot *s = lane_slot(l, q, pos);
 	struct timespec to = {0, 100 * 1000 * 1000};
 	uint32_t gen = atomic_load(&l->space_gen);
 
@@ -349,23 +586,35 @@ static void wait_for_space(struct auditlog *l, uint64_t pos)
 	atomic_fetch_sub(&l->full_waiters, 1);
 }
 
-/* Reserve the next slot (Vyukov's bounded ring): waits or answers -EAGAIN
- * when the queue is full, as configured. heap (the caller's, may be NULL) is
- * freed when it fails. */
-static inline __attribute__((always_inline)) int reserve(struct auditlog *l, uint8_t *heap,
-							 struct slot **ret_s, uint64_t *ret_pos)
+/* The calling thread's lane: its CPU's. A thread moved to another CPU
+ * before its reservation only shares a lane for that record, which stays
+ * correct (the worker takes a lane in ring order). */
+static inline struct lane *my_lane(struct auditlog *l)
+{
+	if (l->nlanes == 1)
+		return &l->lanes[0];
+	int c = sched_getcpu(); /* glibc reads it from the thread's rseq area */
+	return &l->lanes[(unsigned)(c < 0 ? 0 : c) & (l->nlanes - 1)];
+}
+
+/* Reserve the next slot of lane q (Vyukov's bounded ring): waits or answers
+ * -EAGAIN when the lane is full, as configured. heap (the caller's, may be
+ * NULL) is freed when it fails. */
+static inline __attribute__((always_inline)) int reserve(struct auditlog *l, struct lane *q,
+							 uint8_t *heap, struct slot **ret_s,
+							 uint64_t *ret_pos)
 {
 	struct slot *s = NULL;
 	uint64_t pos = 0;
 	int r;
 
-	pos = atomic_load_explicit(&l->enq_pos, memory_order_relaxed);
+	pos = atomic_load_explicit(&q->enq_pos, memory_order_relaxed);
 	for (;;) {
-		s = &l->slots[pos & l->mask];
+		s = lane_slot(l, q, pos);
 		uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
 		int64_t dif = (int64_t)(seq - pos);
 		if (dif == 0) {
-			if (atomic_compare_exchange_weak_explicit(&l->enq_pos, &pos, pos + 1,
+			if (atomic_compare_exchange_weak_explicit(&q->enq_pos, &pos, pos + 1,
 								  memory_order_relaxed,
 								  memory_order_relaxed))
 				break;
@@ -374,15 +623,15 @@ static inline __attribute__((always_inline)) int reserve(struct auditlog *l, uin
 				free(heap);
 				return -EAGAIN;
 			}
-			wait_for_space(l, pos);
+			wait_for_space(l, q, pos);
 			r = atomic_load(&l->error);
 			if (r) {
 				free(heap);
 				return r;
 			}
-			pos = atomic_load_explicit(&l->enq_pos, memory_order_relaxed);
+			pos = atomic_load_explicit(&q->enq_pos, memory_order_relaxed);
 		} else {
-			pos = atomic_load_explicit(&l->enq_pos, memory_order_relaxed);
+			pos = atomic_load_explicit(&q->enq_pos, memory_order_relaxed);
 		}
 	}
 	*ret_s = s;
@@ -390,11 +639,42 @@ static inline __attribute__((always_inline)) int reserve(struct auditlog *l, uin
 	return 0;
 }
 
+/* The producer's timestamp: the worker clamps it to stay non-decreasing. */
+static inline uint64_t producer_now_ns(const struct auditlog *l)
+{
+	struct timespec ts;
+
+	if (__builtin_expect(l->cfg.has_clock, 0)) /* tests drive the clock */
+		return al_wall_ns(l);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The slot's times. With lanes, the stamp: CLOCK_MONOTONIC read after the
+ * reservation (its locked instruction made it visible first; the compiler
+ * is kept from moving either), @timestamp derived from it by the worker;
+ * with one lane, @timestamp read here. Either way one clock read, unless a
+ * test drives the wall clock. */
+static inline __attribute__((always_inline)) void stamp(const struct auditlog *l, struct slot *s)
+{
+	if (l->nlanes > 1) {
+		atomic_signal_fence(memory_order_seq_cst);
+		if (__builtin_expect(l->cfg.has_hooks, 0) && l->cfg.hooks.before_stamp)
+			l->cfg.hooks.before_stamp(l->cfg.hooks.ctx);
+		s->stamp = mono_ns();
+		/* 0: the worker derives it (format_slot) */
+		s->ts_ns = __builtin_expect(l->cfg.has_clock, 0) ? al_wall_ns(l) : 0;
+	} else {
+		s->ts_ns = producer_now_ns(l);
+	}
+}
+
 /* Hand the filled slot to the worker, and wake it when it sleeps. */
 /* Returns true when the caller, a record_sync (lead set), took the worker's
  * role from the sleeping worker instead of waking it: it commits next. */
-static inline __attribute__((always_inline)) bool publish(struct auditlog *l, struct slot *s,
-							  uint64_t pos, struct waiter *w, bool lead)
+static inline __attribute__((always_inline)) bool publish(struct auditlog *l, struct lane *q,
+							  struct slot *s, uint64_t pos,
+							  struct waiter *w, bool lead)
 {
 	if (w) /* before the slot is published: a coalescing worker sees it first */
 		atomic_fetch_add_explicit(&l->sync_enq, 1, memory_order_relaxed);
@@ -411,7 +691,7 @@ static inline __attribute__((always_inline)) bool publish(struct auditlog *l, st
 	for (;;) {
 		if (sl == SLEEP_ANY ||
 		    (sl == SLEEP_HOLD &&
-		     (w || pos + 1 >= atomic_load_explicit(&l->hold_wake_pos, memory_order_relaxed)))) {
+		     (w || pos + 1 >= atomic_load_explicit(&q->hold_wake_pos, memory_order_relaxed)))) {
 			uint32_t to = lead ? SLEEP_LEAD : 0;
 			if (atomic_compare_exchange_weak_explicit(&l->worker_sleeping, &sl, to,
 								  memory_order_acquire,
@@ -435,17 +715,6 @@ static inline __attribute__((always_inline)) bool publish(struct auditlog *l, st
 	}
 }
 
-/* The producer's timestamp: the worker clamps it to stay non-decreasing. */
-static inline uint64_t producer_now_ns(const struct auditlog *l)
-{
-	struct timespec ts;
-
-	if (__builtin_expect(l->cfg.has_clock, 0)) /* tests drive the clock */
-		return al_wall_ns(l);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* The slot's bytes of a prepared event: its two parts, back to back. */
 static inline void copy_prep(uint8_t *d, const struct al_prep *p)
 {
@@ -467,6 +736,7 @@ static int handoff(struct auditlog *l, const struct al_prep *p, struct waiter *w
 	size_t total = p->data_len + p->body_len;
 	uint8_t *heap = NULL;
 	struct slot *s = NULL;
+	struct lane *q;
 	uint64_t pos = 0;
 	int r;
 
@@ -476,19 +746,20 @@ static int handoff(struct auditlog *l, const struct al_prep *p, struct waiter *w
 			return -ENOMEM;
 		copy_prep(heap, p);
 	}
-	r = reserve(l, heap, &s, &pos);
+	q = my_lane(l);
+	r = reserve(l, q, heap, &s, &pos);
 	if (r < 0)
 		return r;
+	stamp(l, s);
 	s->kind = SLOT_EVENT;
 	s->waiter = w;
 	s->heap = heap;
-	s->ts_ns = producer_now_ns(l);
 	/* the members' bytes, after D_n in v2 (format_slot reads them so) */
 	s->len[0] = (uint16_t)(p->data_len - (l->cfg.version == AL_V2 ? AL_HASH_LEN : 0));
 	s->len[1] = (uint16_t)p->body_len;
 	if (!heap)
 		copy_prep(s->inl, p);
-	return publish(l, s, pos, w, w != NULL);
+	return publish(l, q, s, pos, w, w != NULL);
 }
 
 /* Noinline: the preparation's buffers (struct al_prep, ~28 KiB) stay off
@@ -514,6 +785,7 @@ static int enqueue(struct auditlog *l, const struct auditlog_event *ev,
 		   struct waiter *w)
 {
 	struct slot *s = NULL;
+	struct lane *q;
 	uint64_t pos = 0;
 	int r;
 
@@ -526,13 +798,15 @@ static int enqueue(struct auditlog *l, const struct auditlog_event *ev,
 			return r;
 		return enqueue_event(l, ev, fields, nfields, w);
 	}
-	r = reserve(l, NULL, &s, &pos); /* a barrier */
+	q = my_lane(l);
+	r = reserve(l, q, NULL, &s, &pos); /* a barrier */
 	if (r < 0)
 		return r;
+	stamp(l, s);
 	s->kind = kind;
 	s->waiter = w;
 	s->heap = NULL;
-	return publish(l, s, pos, w, false);
+	return publish(l, q, s, pos, w, false);
 }
 
 /* The log fails closed with err, unless it already has: the first error stays. */
@@ -1103,10 +1377,11 @@ static void note_record(struct batch *b, struct auditlog *l, bool event)
 	memcpy(b->last_ts_str, l->tail.ts_str, AL_TS_LEN);
 }
 
-/* Consume one queue slot into b (or fail it when the log is closed). */
-static void take_slot(struct auditlog *l, struct batch *b)
+/* Consume lane q's next slot (q_front's) into b (or fail it when the log is
+ * closed). */
+static void take_slot(struct auditlog *l, struct batch *b, struct lane *q)
 {
-	struct slot *s = &l->slots[l->deq_pos & l->mask];
+	struct slot *s = lane_slot(l, q, q->deq_pos);
 	struct waiter *w = s->waiter;
 	int err = atomic_load(&l->error);
 
@@ -1144,8 +1419,8 @@ static void take_slot(struct auditlog *l, struct batch *b)
 		l->sync_taken++;
 	free(s->heap);
 	s->heap = NULL;
-	atomic_store_explicit(&s->seq, l->deq_pos + l->mask + 1, memory_order_release);
-	l->deq_pos++;
+	atomic_store_explicit(&s->seq, q->deq_pos + l->mask + 1, memory_order_release);
+	q->deq_pos++;
 }
 
 static void take_requeued(struct auditlog *l, struct batch *b)
@@ -1211,7 +1486,7 @@ static bool rotation_due(struct auditlog *l)
  */
 static uint64_t hold_max(struct auditlog *l)
 {
-	uint64_t n = l->cfg.max_batch_bytes / AL_LINE_MAX, q = (l->mask + 1) / 2;
+	uint64_t n = l->cfg.max_batch_bytes / AL_LINE_MAX, q = q_capacity(l) / 2;
 	return n < q ? n : q;
 }
 
@@ -1221,24 +1496,27 @@ static bool coalesce_hold(struct auditlog *l)
 
 	if (!window)
 		return false;
-	if (!slot_ready(l)) {
+	struct lane *q;
+	const struct slot *s = q_front(l, &q);
+	if (!s) {
 		assert(!l->hold_since_ns);
 		return false;
 	}
 	now = mono_ns();
 	if (l->need_header || l->requeue_len || atomic_load(&l->stopping) ||
 	    atomic_load(&l->error) || atomic_load(&l->sync_enq) != l->sync_taken ||
-	    atomic_load_explicit(&l->enq_pos, memory_order_relaxed) - l->deq_pos >= hold_max(l))
+	    q_depth(l) >= hold_max(l))
 		goto commit;
 	if (!l->hold_since_ns) {
-		const struct slot *s = &l->slots[l->deq_pos & l->mask];
+		uint64_t per = hold_max(l) / l->nlanes;
 		struct timespec ts;
 		uint64_t rt, age = 0;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
 		rt = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-		if (s->kind == SLOT_EVENT && rt > s->ts_ns)
-			age = rt - s->ts_ns < window ? rt - s->ts_ns : window;
+		uint64_t sts = slot_ts(l, s);
+		if (s->kind == SLOT_EVENT && rt > sts)
+			age = rt - sts < window ? rt - sts : window;
 		if (age >= window)
 			return false; /* waited its window already (left over from a full batch) */
 		l->hold_since_ns = now;
@@ -1249,8 +1527,10 @@ static bool coalesce_hold(struct auditlog *l)
 			if (now + left < l->hold_until_ns)
 				l->hold_until_ns = now + left;
 		}
-		atomic_store_explicit(&l->hold_wake_pos, l->deq_pos + hold_max(l),
-				      memory_order_relaxed);
+		for (unsigned i = 0; i < l->nlanes; i++) /* a lane's share of a full batch */
+			atomic_store_explicit(&l->lanes[i].hold_wake_pos,
+					      l->lanes[i].deq_pos + (per ? per : 1),
+					      memory_order_relaxed);
 	}
 	if (now < l->hold_until_ns)
 		return true;
@@ -1263,6 +1543,17 @@ commit:
 	return false;
 }
 
+/* A holding worker's look at the lanes after it offered its role: has one
+ * reached its wake position (the batch is full)? */
+static bool hold_full(struct auditlog *l)
+{
+	for (unsigned i = 0; i < l->nlanes; i++)
+		if (atomic_load_explicit(&l->lanes[i].enq_pos, memory_order_relaxed) >=
+		    atomic_load_explicit(&l->lanes[i].hold_wake_pos, memory_order_relaxed))
+			return true;
+	return false;
+}
+
 /* Form the next batch from the header to write, the re-queued records and the
  * queue, and submit it. Returns true when it did anything. */
 static void submit(struct auditlog *l, struct batch *b);
@@ -1270,7 +1561,8 @@ static void submit(struct auditlog *l, struct batch *b);
 static bool fill_and_submit(struct auditlog *l)
 {
 	struct batch *b = free_batch(l);
-	uint64_t start = l->deq_pos;
+	struct slot *s;
+	struct lane *q;
 	bool progress = false, v2 = l->sealer != NULL, first_of_file = l->need_header;
 	uint32_t sealed_upto = 0; /* b->nrec at the last seal in b */
 	size_t reserve = v2 ? l->v2_reserve : 0;
@@ -1278,9 +1570,7 @@ static bool fill_and_submit(struct auditlog *l)
 
 	if (!b)
 		return false;
-	uint64_t depth = atomic_load_explicit(&l->enq_pos, memory_order_relaxed) - start;
-	if (depth > l->mask + 1) /* reserved but not yet published slots */
-		depth = l->mask + 1;
+	uint64_t depth = q_depth(l);
 	if (depth > atomic_load(&l->st.queue_high_water))
 		atomic_store(&l->st.queue_high_water, depth);
 	/* with size rotation, do not let one batch run far past the limit */
@@ -1318,7 +1608,7 @@ static bool fill_and_submit(struct auditlog *l)
 		drop_requeued(l);
 	if (l->requeue_len)
 		take_requeued(l, b);
-	while (b->len + AL_LINE_MAX + reserve <= limit && slot_ready(l)) {
+	while (b->len + AL_LINE_MAX + reserve <= limit && (s = q_front(l, &q))) {
 		if (v2 && ++l->since_check >= AL_EPOCH_CHECK_EVERY && !atomic_load(&l->error)) {
 			/* split at an epoch boundary (docs/format.md 19.2): the
 			 * records formatted in e get e's seal, the rest e+1's */
@@ -1345,8 +1635,8 @@ static bool fill_and_submit(struct auditlog *l)
 				continue; /* the seal took room: look again */
 			}
 		}
-		bool barrier = l->slots[l->deq_pos & l->mask].kind == SLOT_BARRIER;
-		take_slot(l, b);
+		bool barrier = s->kind == SLOT_BARRIER;
+		take_slot(l, b, q);
 		progress = true;
 		/* A flush with nothing before it was released at once: what was
 		 * queued after it goes back through the coalescing decision
@@ -1357,7 +1647,7 @@ static bool fill_and_submit(struct auditlog *l)
 	if (v2 && !atomic_load(&l->error)) {
 		/* every batch ends with a seal (decision 1 of issue 12) */
 		int kind = -1;
-		if (atomic_load(&l->stopping) && !slot_ready(l) && !l->requeue_len &&
+		if (atomic_load(&l->stopping) && !q_pending(l) && !l->requeue_len &&
 		    !l->close_inflight && !l->close_done)
 			kind = K_CLOSE; /* the last batch: a checkpoint, then the close seal */
 		else if (b->nrec > sealed_upto)
@@ -1498,9 +1788,9 @@ static bool ahead_wait(struct auditlog *l)
 {
 	if (issued_batches(l) < AL_INFLIGHT)
 		return false;
-	uint64_t depth = atomic_load_explicit(&l->enq_pos, memory_order_relaxed) - l->deq_pos;
+	uint64_t depth = q_depth(l);
 	uint64_t full = l->cfg.max_batch_bytes / (l->line_est ? l->line_est : AL_LINE_MAX);
-	uint64_t half = (l->mask + 1) / 2;
+	uint64_t half = q_capacity(l) / 2;
 	return depth < (full < half ? full : half);
 }
 
@@ -1643,7 +1933,8 @@ static void lead(struct auditlog *l, struct waiter *w)
 		l->lead_waiter = NULL;
 		busy = worker_busy(l);
 	}
-	uint64_t deq = l->deq_pos;
+	struct qmark m;
+	q_mark(l, &m);
 	uint32_t old = atomic_exchange(&l->worker_sleeping, SLEEP_ANY);
 	if (old & SLEEP_CLAIM)
 		futex_wake_all(&l->worker_sleeping);
@@ -1651,7 +1942,7 @@ static void lead(struct auditlog *l, struct waiter *w)
 	 * producer marked SLEEP_PEND; one whose producer saw SLEEP_ANY did wake
 	 * it. The fence pairs with a fencing publish()'s (no membarrier). */
 	atomic_thread_fence(memory_order_seq_cst);
-	if (busy || (old & SLEEP_PEND) || slot_at_ready(l, deq) || atomic_load(&l->stopping)) {
+	if (busy || (old & SLEEP_PEND) || q_marked_ready(l, &m) || atomic_load(&l->stopping)) {
 		uint32_t e = SLEEP_ANY;
 		if (atomic_compare_exchange_strong(&l->worker_sleeping, &e, 0))
 			wake_worker(l);
@@ -1695,7 +1986,7 @@ static void *worker_main(void *arg)
 			failover(l);
 			progress = true;
 		}
-		bool pending = slot_ready(l) || l->requeue_len || l->need_header;
+		bool pending = q_pending(l) || l->requeue_len || l->need_header;
 		if (!l->failover_err && pending && !l->rotate_pending && !l->held && rotation_due(l) &&
 		    !atomic_load(&l->error) && !l->need_header)
 			l->rotate_pending = true;
@@ -1721,7 +2012,7 @@ static void *worker_main(void *arg)
 		if (progress)
 			continue;
 
-		if (atomic_load(&l->stopping) && !slot_ready(l) && inflight_batches(l) == 0 &&
+		if (atomic_load(&l->stopping) && !q_pending(l) && inflight_batches(l) == 0 &&
 		    !l->requeue_len && !l->failover_err &&
 		    (!l->sealer || l->close_done || atomic_load(&l->error)))
 			break;
@@ -1755,15 +2046,15 @@ static void *worker_main(void *arg)
 			timeout = 10 * 1000 * 1000; /* draining: never sleep without bound */
 		if (l->uring && want_events)
 			arm_eventfd(l);
-		uint64_t deq = l->deq_pos, taken = l->sync_taken;
+		uint64_t taken = l->sync_taken;
+		struct qmark m;
+		q_mark(l, &m);
 		if (held) {
 			/* sleep until the window ends, a waiter or close comes, the
 			 * batch fills, or a completion: never spin */
 			atomic_store(&l->worker_sleeping, SLEEP_HOLD);
 			if (!offer_barrier(l) || atomic_load(&l->sync_enq) != taken ||
-			    atomic_load(&l->stopping) ||
-			    atomic_load_explicit(&l->enq_pos, memory_order_relaxed) >=
-				    atomic_load_explicit(&l->hold_wake_pos, memory_order_relaxed)) {
+			    atomic_load(&l->stopping) || hold_full(l)) {
 				reclaim(l);
 				continue;
 			}
@@ -1772,11 +2063,11 @@ static void *worker_main(void *arg)
 			bool seen = offer_barrier(l);
 			if (l->cfg.has_hooks && l->cfg.hooks.after_offer)
 				l->cfg.hooks.after_offer(l->cfg.hooks.ctx);
-			if (!seen || slot_at_ready(l, deq) || atomic_load(&l->stopping)) {
+			if (!seen || q_marked_ready(l, &m) || atomic_load(&l->stopping)) {
 				reclaim(l);
 				/* a caller may have held the role and taken the slot
 				 * meanwhile: never sleep unoffered but to drain */
-				if (slot_ready(l) || !atomic_load(&l->stopping))
+				if (q_pending(l) || !atomic_load(&l->stopping))
 					continue;
 			}
 		}
@@ -1820,11 +2111,12 @@ static void log_free(struct auditlog *l)
 		close(l->dirfd);
 	if (l->efd >= 0)
 		close(l->efd);
-	if (l->slots) {
-		for (uint64_t i = 0; i <= l->mask; i++)
-			free(l->slots[i].heap);
-		munmap(l->slots, (l->mask + 1) * sizeof(struct slot));
+	if (l->slot_mem) {
+		for (uint64_t i = 0; i < q_capacity(l); i++)
+			free(l->slot_mem[i].heap);
+		munmap(l->slot_mem, q_capacity(l) * sizeof(struct slot));
 	}
+	free(l->lanes);
 	for (unsigned i = 0; i < AL_NBATCH; i++)
 		free(l->batches[i].buf);
 	free(l->requeue);
@@ -1865,24 +2157,35 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 	l->cfg.seal_state_path = cfg->seal_state_path ? strdup(cfg->seal_state_path) : NULL;
 	l->cfg.signing_key_path = cfg->signing_key_path ? strdup(cfg->signing_key_path) : NULL;
 	l->cfg.sealer_socket = cfg->sealer_socket ? strdup(cfg->sealer_socket) : NULL;
-	l->mask = cfg->queue_slots - 1;
+	/* the capacity is split between the lanes, each at least 64 slots */
+	l->nlanes = al_queue_lanes(cfg);
+	l->mask = cfg->queue_slots / l->nlanes;
+	l->mask = (l->mask < 64 ? 64 : l->mask) - 1;
 	/* Page-aligned, so a slot owns its cache lines and the producer filling
 	 * one never shares a line with the one beside it; zero already (a
 	 * memset would write all of it once more). */
-	void *slots = mmap(NULL, cfg->queue_slots * sizeof(struct slot), PROT_READ | PROT_WRITE,
+	void *slots = mmap(NULL, q_capacity(l) * sizeof(struct slot), PROT_READ | PROT_WRITE,
 			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	l->slots = slots == MAP_FAILED ? NULL : slots;
+	l->slot_mem = slots == MAP_FAILED ? NULL : slots;
+	if (posix_memalign((void **)&l->lanes, 64, l->nlanes * sizeof(*l->lanes)))
+		l->lanes = NULL;
 	l->work = malloc(AL_HASH_LEN + AL_BODY_MAX);
 	l->dec = malloc(DEC_CAP);
 	l->pdec = malloc(AL_LINE_MAX);
-	if (!l->cfg.path || !l->slots || !l->work || !l->dec || !l->pdec ||
+	if (!l->cfg.path || !l->slot_mem || !l->lanes || !l->work || !l->dec || !l->pdec ||
 	    (cfg->seal_state_path && (!l->cfg.seal_state_path || !l->cfg.signing_key_path)) ||
 	    (cfg->sealer_socket && !l->cfg.sealer_socket)) {
 		r = -ENOMEM;
 		goto err;
 	}
-	for (uint64_t i = 0; i <= l->mask; i++)
-		atomic_init(&l->slots[i].seq, i);
+	memset(l->lanes, 0, l->nlanes * sizeof(*l->lanes));
+	for (unsigned i = 0; i < l->nlanes; i++) {
+		struct lane *q = &l->lanes[i];
+		q->slots = l->slot_mem + (size_t)i * (l->mask + 1);
+		q->stall_pos = UINT64_MAX;
+		for (uint64_t j = 0; j <= l->mask; j++)
+			atomic_init(&q->slots[j].seq, j);
+	}
 	for (unsigned i = 0; i < AL_INFLIGHT; i++) {
 		l->batches[i].buf = malloc(cfg->max_batch_bytes);
 		if (!l->batches[i].buf) {
@@ -2096,7 +2399,10 @@ AUDITLOG_API int auditlog_get_stats(struct auditlog *log, struct auditlog_stats 
 
 	if (!log || !ret)
 		return -EINVAL;
-	uint64_t enq = atomic_load(&log->enq_pos) - atomic_load(&log->barriers);
+	uint64_t enq = 0;
+	for (unsigned i = 0; i < log->nlanes; i++)
+		enq += atomic_load(&log->lanes[i].enq_pos);
+	enq -= atomic_load(&log->barriers);
 	s.events_enqueued = enq;
 	s.events_written = atomic_load(&log->st.events_written);
 	s.events_failed = atomic_load(&log->st.events_failed);
@@ -2132,6 +2438,7 @@ AUDITLOG_API int auditlog_get_stats(struct auditlog *log, struct auditlog_stats 
 	s.caller_commits = atomic_load(&log->st.caller_commits);
 	s.batches_ahead = atomic_load(&log->st.batches_ahead);
 	s.cache_drops = atomic_load(&log->st.cache_drops);
+	s.queue_lanes = log->nlanes;
 	memcpy(ret, &s, size < sizeof(s) ? size : sizeof(s));
 	return 0;
 }
