@@ -269,7 +269,8 @@ struct opts {
 	bool has_worker_nice;
 	uint64_t drop_behind;  /* auditlog_config_set_drop_behind_bytes, when has_drop_behind */
 	bool has_drop_behind;
-	unsigned lanes;        /* auditlog_config_set_queue_lanes of every log (0: the default) */
+	unsigned lanes;        /* auditlog_config_set_queue_lanes of every log, when has_lanes */
+	bool has_lanes;
 	uint64_t prime_bytes;  /* written and unlinked before the sustained phase and its ceiling */
 	bool has_prime_bytes;  /* else auto (prime_size()) */
 	unsigned token_records;
@@ -445,8 +446,8 @@ static void usage(FILE *f)
 	      "                       default: the library's, 1 MiB)\n"
 	      "  --rotate-bytes N     rotate the log at N bytes (K/M/G suffixes; default 0 = never)\n"
 	      "  --queue N            the sustained phase's queue slots (64..2^24, default 2^18)\n"
-	      "  --lanes N            the queue's lanes, every log (0..16; default 0: the\n"
-	      "                       library's, one a CPU; 1: one ring)\n"
+	      "  --lanes N            the queue's lanes, every log (0: one a CPU, 1..16;\n"
+	      "                       default: the library's, one ring)\n"
 	      "  --worker-nice N      auditlog_config_set_worker_nice of every log (-20..19;\n"
 	      "                       default: not set, the worker keeps the bench's nice)\n"
 	      "  --drop-behind-bytes N auditlog_config_set_drop_behind_bytes of every log\n"
@@ -606,6 +607,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_LANES:
 			o->lanes = (unsigned)arg_u64("--lanes", optarg, 0, 16, false);
+			o->has_lanes = true;
 			break;
 		case OPT_DROP:
 			o->drop_behind = arg_u64("--drop-behind-bytes", optarg, 0, UINT64_C(1) << 50, true);
@@ -1049,7 +1051,7 @@ static int open_log(const struct opts *o, const char *path, size_t queue, uint64
 	if ((r = auditlog_config_set_path(cfg, path)) < 0 ||
 	    (r = auditlog_config_set_format_version(cfg, o->version)) < 0 ||
 	    (r = auditlog_config_set_queue_capacity(cfg, queue)) < 0 ||
-	    (r = auditlog_config_set_queue_lanes(cfg, o->lanes)) < 0 ||
+	    (o->has_lanes && (r = auditlog_config_set_queue_lanes(cfg, o->lanes)) < 0) ||
 	    (r = auditlog_config_set_rotate_bytes(cfg, rotate)) < 0 ||
 	    (r = auditlog_config_set_backend(cfg, o->backend)) < 0 ||
 	    (r = auditlog_config_set_async_coalesce_us(cfg, coalesce_us)) < 0 ||
@@ -2905,7 +2907,8 @@ static void print_json(const struct report *R)
 	ju64(&j, "max_batch_bytes", o->max_batch); /* 0: the library's default */
 	ju64(&j, "sweep_seconds", o->sweep_s);
 	ju64(&j, "queue_slots", o->queue); /* the sustained phase's */
-	ju64(&j, "queue_lanes", o->lanes); /* asked: 0 the library's default */
+	if (o->has_lanes) /* absent: the library's default */
+		ju64(&j, "queue_lanes", o->lanes);
 	if (o->has_worker_nice) /* absent: not set, the worker keeps the bench's nice */
 		jnum(&j, "worker_nice", o->worker_nice);
 	if (o->has_drop_behind) /* absent: the library's default */

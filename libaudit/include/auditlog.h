@@ -64,13 +64,13 @@ AUDITLOG_API int auditlog_config_set_format_version(struct auditlog_config *cfg,
  * touched as the queue goes round. */
 AUDITLOG_API int auditlog_config_set_queue_capacity(struct auditlog_config *cfg, size_t slots);
 /* Lanes: the queue split into this many rings (rounded up to a power of two,
- * at most 16; 0, the default: one a CPU), a thread recording into its CPU's,
- * so that threads on different CPUs never write one line to queue. The
- * capacity above is shared between them (each at least 64 slots: fewer
- * lanes when the queue is small), so one thread can fill its lane while
- * the others have room. The chain keeps the callers' order across lanes
- * (docs/durability.md "Lanes"). 1 is one ring, the shape before lanes. -EOPNOTSUPP
- * for more than 1 where lanes are not built (they are on x86). */
+ * at most 16; 0: one a CPU; 1, the default: one ring), a thread recording
+ * into its CPU's, so that threads on different CPUs never write one line to
+ * queue. The capacity above is shared between them (each at least 64 slots:
+ * fewer lanes when the queue is small), so one thread can fill its lane
+ * while the others have room. The chain keeps the callers' order across
+ * lanes (docs/durability.md "Lanes"). -EOPNOTSUPP for more than 1 where
+ * lanes are not built (they are on x86). */
 AUDITLOG_API int auditlog_config_set_queue_lanes(struct auditlog_config *cfg, unsigned lanes);
 AUDITLOG_API int auditlog_config_set_full_policy(struct auditlog_config *cfg, enum auditlog_full_policy p);
 /* How long to retry a write that failed with ENOSPC before failing closed

@@ -121,12 +121,11 @@ struct lane {
 	_Alignas(64) uint64_t deq_pos; /* every slot before it is taken */
 	uint64_t cut_end;  /* [deq_pos, cut_end): the current cut's part of this lane */
 	uint64_t pub_end;  /* the published prefix at the last cut (its end) */
-	uint64_t last_e;   /* enq_pos read at the last cut ... */
-	uint64_t last_t;   /* ... after the monotonic read t_w of that cut */
-	uint64_t stall_pos, stall_lb; /* an unpublished slot, and a bound on its stamp */
 	struct slot *slots;
 };
 #define AL_LANES_MAX 16
+#define AL_LOOK_EVERY 64 /* the worker looks at the lanes every this many slots taken */
+#define AL_CUT_SPAN 256  /* a cut's reach into a lane, in slots, when it can choose */
 
 /* ---- the producer (producer.c) -------------------------------------------- */
 
@@ -248,6 +247,12 @@ struct auditlog {
 	uint64_t mask;
 	struct slot *slot_mem;
 	uint64_t cut_off;   /* CLOCK_REALTIME - CLOCK_MONOTONIC at the current cut */
+	/* the last looks_max looks at the lanes (enough to span the queue): look
+	 * k (at k % looks_max) read the clock look_t, then each lane i's position
+	 * look_e[k % looks_max * nlanes + i] */
+	uint64_t *look_t, *look_e;
+	uint64_t nlooks, looks_max;
+	unsigned since_look; /* slots taken since the last look */
 	bool cut_stalled;   /* a lane held a slot reserved, not yet published */
 	_Alignas(64) _Atomic uint32_t worker_sleeping;
 	_Atomic uint32_t space_gen;   /* futex: bumped when slots are freed and someone waits */

@@ -355,13 +355,79 @@ static inline uint64_t cut_clock(void)
 	return t;
 }
 
+/* A look at the lanes: the clock, then every lane's position. */
+static void look(struct auditlog *l)
+{
+	uint64_t k = l->nlooks % l->looks_max, *e = l->look_e + k * l->nlanes;
+
+	l->look_t[k] = cut_clock();
+	for (unsigned i = 0; i < l->nlanes; i++) {
+		e[i] = atomic_load_explicit(&l->lanes[i].enq_pos, memory_order_acquire);
+		if (__builtin_expect(l->cfg.has_hooks, 0) && l->cfg.hooks.cut_read)
+			l->cfg.hooks.cut_read(l->cfg.hooks.ctx, i);
+	}
+	l->nlooks++;
+	l->since_look = 0;
+}
+
+static inline const uint64_t *look_pos(const struct auditlog *l, uint64_t k)
+{
+	return l->look_e + (k % l->looks_max) * l->nlanes;
+}
+
+/* The looks kept: nlooks - kept .. nlooks - 1. */
+static inline uint64_t looks_kept(const struct auditlog *l)
+{
+	return l->nlooks < l->looks_max ? l->nlooks : l->looks_max;
+}
+
+/* A bound below the stamp of lane i's slot at pos, reserved and not yet
+ * published: the clock of the newest look that read the lane's position
+ * at or before pos (the slot was reserved after that read, and stamped
+ * after its reservation); 0 when no look kept is that old. */
+static uint64_t stamp_floor(const struct auditlog *l, unsigned i, uint64_t pos)
+{
+	for (uint64_t j = 1; j <= looks_kept(l); j++)
+		if (look_pos(l, l->nlooks - j)[i] <= pos)
+			return l->look_t[(l->nlooks - j) % l->looks_max];
+	return 0;
+}
+
+/* Whether look k reaches at most AL_CUT_SPAN slots past every lane's next. */
+static bool look_short(const struct auditlog *l, uint64_t k)
+{
+	const uint64_t *e = look_pos(l, k);
+	for (unsigned i = 0; i < l->nlanes; i++)
+		if (e[i] > l->lanes[i].deq_pos + AL_CUT_SPAN)
+			return false;
+	return true;
+}
+
+/* Whether look k reaches any slot not taken. */
+static bool look_reaches(const struct auditlog *l, uint64_t k)
+{
+	const uint64_t *e = look_pos(l, k);
+	for (unsigned i = 0; i < l->nlanes; i++)
+		if (e[i] > l->lanes[i].deq_pos)
+			return true;
+	return false;
+}
+
 /*
- * A new cut, made when the last one is taken. T starts at t_w and is
- * lowered (1) to a bound on the stamp of a slot reserved but not published
- * yet (its stamp is unknown; if it was reserved after the previous cut's
- * reading of positions, it is above that cut's t_w, else nothing is known),
- * and (2) where a lane shared by two threads holds, after a slot stamped at
- * or above T, one stamped below it: each lane is taken in ring order (its
+ * A new cut, made when the last one is taken. It takes a look (t, then the
+ * positions e) and chooses one of the looks kept (the worker also takes one
+ * every AL_LOOK_EVERY slots): every record stamped below look j's t_j was
+ * reserved before look j read its lane, at a position below e_j, so the cut
+ * reads no slot at or past e_j. It chooses the newest look that reaches at
+ * most AL_CUT_SPAN slots into every lane (else the oldest kept; and one
+ * that reaches a slot at all), so that the slots a cut reads are still in
+ * the worker's cache when they are taken: when the worker is behind, an
+ * older look; when not, the one just taken (always, with newest: the last
+ * cut chose an older one and came out empty, its records stamped after
+ * t_j). T starts at t_j and is lowered (1) for a slot reserved and not yet
+ * published below e_j, to a bound on its stamp (stamp_floor), and (2)
+ * where a lane shared by two threads holds, after a slot stamped at or
+ * above T, one stamped below it: each lane is taken in ring order (its
  * order of reservation, which never contradicts the callers'), so the cut
  * in a lane must be a prefix, and T is lowered until it is. The records
  * below T are then each lane's prefix [deq_pos, cut_end). The merge key of
@@ -371,21 +437,39 @@ static inline uint64_t cut_clock(void)
  * over the stamp, and the slot's wall time (ts_ns, else derived from the
  * stamp when formatted) set first.
  */
-static void cut(struct auditlog *l)
+static void cut(struct auditlog *l, bool newest)
 {
-	uint64_t t = cut_clock(), e[AL_LANES_MAX], T = t;
+	uint64_t j, t, T;
+	const uint64_t *e;
 	bool sorted[AL_LANES_MAX], stalled = false, changed;
 	struct timespec rt;
 
-	for (unsigned i = 0; i < l->nlanes; i++) {
-		e[i] = atomic_load_explicit(&l->lanes[i].enq_pos, memory_order_acquire);
-		if (__builtin_expect(l->cfg.has_hooks, 0) && l->cfg.hooks.cut_read)
-			l->cfg.hooks.cut_read(l->cfg.hooks.ctx, i);
-	}
+	look(l);
 	clock_gettime(CLOCK_REALTIME, &rt);
-	l->cut_off = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec - t;
-	/* one pass a lane: the published prefix, its part below t_w, whether
-	 * that part is in stamp order, and any slot below t_w after it */
+	l->cut_off = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec -
+		     l->look_t[(l->nlooks - 1) % l->looks_max];
+	j = l->nlooks - 1;
+	if (!newest && !look_short(l, j)) {
+		/* the looks' positions grow with k: look_short holds for the
+		 * oldest ones, if any; find the newest of those */
+		uint64_t lo = l->nlooks - looks_kept(l), hi = j; /* hi: not short */
+		if (look_short(l, lo)) {
+			while (hi - lo > 1) {
+				uint64_t mid = lo + (hi - lo) / 2;
+				if (look_short(l, mid))
+					lo = mid;
+				else
+					hi = mid;
+			}
+			j = look_reaches(l, lo) ? lo : hi;
+		} else {
+			j = lo;
+		}
+	}
+	t = T = l->look_t[j % l->looks_max];
+	e = look_pos(l, j);
+	/* one pass a lane: the published prefix below e_j, its part below t_j,
+	 * whether that part is in stamp order, and any slot below T after it */
 	for (unsigned i = 0; i < l->nlanes; i++) {
 		struct lane *q = &l->lanes[i];
 		uint64_t p = q->deq_pos, end = UINT64_MAX, prev = 0;
@@ -405,30 +489,26 @@ static void cut(struct auditlog *l)
 				T = st;
 			}
 		}
-		q->pub_end = p;
+		if (p > q->pub_end)
+			q->pub_end = p;
 		q->cut_end = end == UINT64_MAX ? p : end;
 		if (p < e[i]) {
-			if (q->stall_pos != p) {
-				q->stall_pos = p;
-				q->stall_lb = p >= q->last_e ? q->last_t : 0;
-			}
-			if (q->stall_lb < T)
-				T = q->stall_lb;
+			uint64_t lb = stamp_floor(l, i, p);
+			if (lb < T)
+				T = lb;
 			stalled = true;
 		}
-		q->last_e = e[i];
-		q->last_t = t;
 	}
 	while (T < t) { /* rare: each lane's part again, below the lowered T */
 		changed = false;
 		for (unsigned i = 0; i < l->nlanes; i++) {
 			struct lane *q = &l->lanes[i];
-			uint64_t p = q->deq_pos;
+			uint64_t p = q->deq_pos, stop = q->pub_end < e[i] ? q->pub_end : e[i];
 
-			while (p < q->pub_end && lane_slot(l, q, p)->stamp < T)
+			while (p < stop && lane_slot(l, q, p)->stamp < T)
 				p++;
 			q->cut_end = p;
-			for (uint64_t r = p + 1; r < q->pub_end; r++)
+			for (uint64_t r = p + 1; r < stop; r++)
 				if (lane_slot(l, q, r)->stamp < T) {
 					T = lane_slot(l, q, r)->stamp;
 					changed = true;
@@ -480,8 +560,9 @@ static struct slot *cut_head(struct auditlog *l, struct lane **ret_q)
 /*
  * The next slot to take, in the chain's order, or NULL when there is none
  * now (one lane: the ring's next slot unless unpublished; lanes: a new cut
- * is made when the last is taken, and once more when it came out empty with
- * records published after its clock read, which the next one holds).
+ * is made when the last is taken, and once more, from a look taken then,
+ * when it came out empty with records published after its look's clock
+ * read: the new look's clock is past their stamps).
  */
 static struct slot *q_front(struct auditlog *l, struct lane **ret_q)
 {
@@ -497,12 +578,12 @@ static struct slot *q_front(struct auditlog *l, struct lane **ret_q)
 	s = cut_head(l, ret_q);
 	for (int i = 0; !s && i < 2; i++) {
 		bool published = false;
-		cut(l);
+		cut(l, i > 0);
 		s = cut_head(l, ret_q);
 		if (s || l->cut_stalled)
 			break;
-		for (unsigned j = 0; j < l->nlanes; j++)
-			published |= l->lanes[j].pub_end > l->lanes[j].deq_pos;
+		for (unsigned k = 0; k < l->nlanes; k++)
+			published |= l->lanes[k].pub_end > l->lanes[k].deq_pos;
 		if (!published)
 			break;
 	}
@@ -1421,6 +1502,8 @@ static void take_slot(struct auditlog *l, struct batch *b, struct lane *q)
 	s->heap = NULL;
 	atomic_store_explicit(&s->seq, q->deq_pos + l->mask + 1, memory_order_release);
 	q->deq_pos++;
+	if (l->nlanes > 1 && ++l->since_look >= AL_LOOK_EVERY)
+		look(l); /* for a later cut to choose (cut()) */
 }
 
 static void take_requeued(struct auditlog *l, struct batch *b)
@@ -2117,6 +2200,8 @@ static void log_free(struct auditlog *l)
 		munmap(l->slot_mem, q_capacity(l) * sizeof(struct slot));
 	}
 	free(l->lanes);
+	free(l->look_t);
+	free(l->look_e);
 	for (unsigned i = 0; i < AL_NBATCH; i++)
 		free(l->batches[i].buf);
 	free(l->requeue);
@@ -2169,10 +2254,16 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 	l->slot_mem = slots == MAP_FAILED ? NULL : slots;
 	if (posix_memalign((void **)&l->lanes, 64, l->nlanes * sizeof(*l->lanes)))
 		l->lanes = NULL;
+	/* looks enough to span the queue taken AL_LOOK_EVERY slots apart */
+	l->looks_max = 64;
+	while (l->looks_max * AL_LOOK_EVERY < q_capacity(l))
+		l->looks_max <<= 1;
+	l->look_t = calloc(l->looks_max, sizeof(uint64_t));
+	l->look_e = calloc(l->looks_max * l->nlanes, sizeof(uint64_t));
 	l->work = malloc(AL_HASH_LEN + AL_BODY_MAX);
 	l->dec = malloc(DEC_CAP);
 	l->pdec = malloc(AL_LINE_MAX);
-	if (!l->cfg.path || !l->slot_mem || !l->lanes || !l->work || !l->dec || !l->pdec ||
+	if (!l->cfg.path || !l->slot_mem || !l->lanes || !l->look_t || !l->look_e || !l->work || !l->dec || !l->pdec ||
 	    (cfg->seal_state_path && (!l->cfg.seal_state_path || !l->cfg.signing_key_path)) ||
 	    (cfg->sealer_socket && !l->cfg.sealer_socket)) {
 		r = -ENOMEM;
@@ -2182,7 +2273,6 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 	for (unsigned i = 0; i < l->nlanes; i++) {
 		struct lane *q = &l->lanes[i];
 		q->slots = l->slot_mem + (size_t)i * (l->mask + 1);
-		q->stall_pos = UINT64_MAX;
 		for (uint64_t j = 0; j <= l->mask; j++)
 			atomic_init(&q->slots[j].seq, j);
 	}
