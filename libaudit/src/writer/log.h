@@ -99,6 +99,8 @@ struct waiter {
 struct slot {
 	_Atomic uint64_t seq; /* Vyukov sequence */
 	uint8_t kind;
+	uint8_t open; /* with lanes: reserved while the slot before was another
+		       * thread's, not yet published (stamp(), writer.c) */
 	uint16_t len[2];
 	uint64_t ts_ns; /* CLOCK_REALTIME; with lanes 0 (derived from stamp) unless a test's */
 	/* with lanes: CLOCK_MONOTONIC read after the reservation (the producer),
@@ -117,10 +119,13 @@ struct lane {
 	 * (an async record at it wakes a holding worker: the batch is full) */
 	_Alignas(64) _Atomic uint64_t enq_pos;
 	_Atomic uint64_t hold_wake_pos;
+	_Atomic uint64_t opens; /* open slots reserved (stamp(), writer.c) */
 	/* the worker's line */
 	_Alignas(64) uint64_t deq_pos; /* every slot before it is taken */
 	uint64_t cut_end;  /* [deq_pos, cut_end): the current cut's part of this lane */
 	uint64_t pub_end;  /* the published prefix at the last cut (its end) */
+	uint64_t opens_seen; /* opens at the last cut */
+	uint64_t scan_until; /* open slots may lie below: scanned, not searched */
 	struct slot *slots;
 };
 #define AL_LANES_MAX 16
@@ -241,19 +246,13 @@ struct auditlog {
 	int fd;
 	int efd; /* eventfd waking the worker */
 
-	/* queue: nlanes rings of mask + 1 slots each */
+	/* queue: nlanes rings of mask + 1 slots each (set at open: read by
+	 * every producer, written by nobody after) */
 	struct lane *lanes;
 	unsigned nlanes;
+	uint64_t gen; /* this log's number in the process */
 	uint64_t mask;
 	struct slot *slot_mem;
-	uint64_t cut_off;   /* CLOCK_REALTIME - CLOCK_MONOTONIC at the current cut */
-	/* the last looks_max looks at the lanes (enough to span the queue): look
-	 * k (at k % looks_max) read the clock look_t, then each lane i's position
-	 * look_e[k % looks_max * nlanes + i] */
-	uint64_t *look_t, *look_e;
-	uint64_t nlooks, looks_max;
-	unsigned since_look; /* slots taken since the last look */
-	bool cut_stalled;   /* a lane held a slot reserved, not yet published */
 	_Alignas(64) _Atomic uint32_t worker_sleeping;
 	_Atomic uint32_t space_gen;   /* futex: bumped when slots are freed and someone waits */
 	_Atomic uint32_t full_waiters;
@@ -271,7 +270,16 @@ struct auditlog {
 	uint64_t sync_taken;           /* worker only */
 	_Atomic uint32_t stopping;
 
-	/* worker state */
+	/* worker state; first the lanes' merge (cut(), writer.c), off the
+	 * lines above that every producer reads */
+	_Alignas(64) uint64_t cut_off; /* CLOCK_REALTIME - CLOCK_MONOTONIC at the current cut */
+	bool cut_stalled;   /* a lane held a slot reserved, not yet published */
+	/* the last looks_max looks at the lanes (enough to span the queue): look
+	 * k (at k % looks_max) read the clock look_t, then each lane i's position
+	 * look_e[k % looks_max * nlanes + i] */
+	uint64_t *look_t, *look_e;
+	uint64_t nlooks, looks_max;
+	unsigned since_look; /* slots taken since the last look */
 	pthread_t worker;
 	bool worker_started;
 	/* with cfg.has_worker_nice: 1 once the worker has set its nice (its

@@ -414,6 +414,27 @@ static bool look_reaches(const struct auditlog *l, uint64_t k)
 }
 
 /*
+ * In a lane with no open slot in [lo, hi) (stamp(), below), the published
+ * slots are a prefix and their stamps rise: the first position in [lo, hi)
+ * that is not published or (unless published_only) not stamped below T,
+ * found by binary search, reading about log2(hi - lo) slots.
+ */
+static uint64_t lane_search(const struct auditlog *l, const struct lane *q, uint64_t lo,
+			    uint64_t hi, uint64_t T, bool published_only)
+{
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		bool in = (mid < q->pub_end || lane_ready(l, q, mid)) &&
+			  (published_only || lane_slot(l, q, mid)->stamp < T);
+		if (in)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
  * A new cut, made when the last one is taken. It takes a look (t, then the
  * positions e) and chooses one of the looks kept (the worker also takes one
  * every AL_LOOK_EVERY slots): every record stamped below look j's t_j was
@@ -424,24 +445,29 @@ static bool look_reaches(const struct auditlog *l, uint64_t k)
  * the worker's cache when they are taken: when the worker is behind, an
  * older look; when not, the one just taken (always, with newest: the last
  * cut chose an older one and came out empty, its records stamped after
- * t_j). T starts at t_j and is lowered (1) for a slot reserved and not yet
- * published below e_j, to a bound on its stamp (stamp_floor), and (2)
- * where a lane shared by two threads holds, after a slot stamped at or
- * above T, one stamped below it: each lane is taken in ring order (its
- * order of reservation, which never contradicts the callers'), so the cut
- * in a lane must be a prefix, and T is lowered until it is. The records
- * below T are then each lane's prefix [deq_pos, cut_end). The merge key of
- * a slot is the least stamp from it to its lane's cut_end: its own stamp
- * when the lane's part is in stamp order (one thread a lane: the usual
- * case, in which the cut only reads the slots); otherwise it is written
- * over the stamp, and the slot's wall time (ts_ns, else derived from the
- * stamp when formatted) set first.
+ * t_j). T starts at t_j. A lane with no open slot (stamp(): reserved while
+ * the slot before it was another thread's and unpublished) is in stamp
+ * order with its published slots a prefix, and is binary-searched. A lane
+ * that may hold one is read slot by slot up to e_j (or its first slot not
+ * yet published), and T is lowered (1) for that unpublished slot, to a
+ * bound on its stamp (stamp_floor: open slots may follow it), and (2)
+ * where the lane holds, after a slot stamped at or above T, one stamped
+ * below it: each lane is taken in ring order (its order of reservation,
+ * which never contradicts the callers'), so the cut in a lane must be a
+ * prefix, and T is lowered until it is. The records below T are then each
+ * lane's prefix [deq_pos, cut_end). The merge key of a slot is the least
+ * stamp from it to its lane's cut_end: its own stamp when the lane's part
+ * is in stamp order (the usual case, in which the cut only reads slots);
+ * otherwise it is written over the stamp, and the slot's wall time (ts_ns,
+ * else derived from the stamp when formatted) set first.
  */
 static void cut(struct auditlog *l, bool newest)
 {
 	uint64_t j, t, T;
 	const uint64_t *e;
-	bool sorted[AL_LANES_MAX], stalled = false, changed;
+	uint64_t pub[AL_LANES_MAX];
+	bool sorted[AL_LANES_MAX], fast[AL_LANES_MAX], stalled, changed, force_scan = false;
+	unsigned restarts = 0;
 	struct timespec rt;
 
 	look(l);
@@ -466,15 +492,27 @@ static void cut(struct auditlog *l, bool newest)
 			j = lo;
 		}
 	}
-	t = T = l->look_t[j % l->looks_max];
 	e = look_pos(l, j);
+again:
+	t = T = l->look_t[j % l->looks_max];
+	stalled = false;
 	/* one pass a lane: the published prefix below e_j, its part below t_j,
-	 * whether that part is in stamp order, and any slot below T after it */
+	 * whether that part is in stamp order, and any slot below T after it;
+	 * in a lane with no open slot, by binary search (lane_search()) */
 	for (unsigned i = 0; i < l->nlanes; i++) {
 		struct lane *q = &l->lanes[i];
 		uint64_t p = q->deq_pos, end = UINT64_MAX, prev = 0;
 
 		sorted[i] = true;
+		fast[i] = !force_scan && q->deq_pos >= q->scan_until;
+		if (fast[i]) {
+			q->cut_end = lane_search(l, q, q->deq_pos, e[i], t, false);
+			p = pub[i] = lane_search(l, q, q->cut_end, e[i], 0, true);
+			/* a slot not yet published: with no open slot, none
+			 * after it is reserved, so its stamp bounds nothing */
+			stalled |= p < e[i];
+			continue;
+		}
 		for (; p < e[i]; p++) {
 			if (p >= q->pub_end && !lane_ready(l, q, p))
 				break;
@@ -499,11 +537,37 @@ static void cut(struct auditlog *l, bool newest)
 			stalled = true;
 		}
 	}
+	/* A lane searched holds no open slot below what the search read, unless
+	 * its count of them moved: an open slot's count is raised before it is
+	 * published, and any slot the search found published was published
+	 * after every open slot below it (docs/durability.md "Lanes"). Read
+	 * after the search; a lane whose count moved is scanned until its
+	 * position now, and the cut made again. */
+	for (unsigned i = 0; i < l->nlanes; i++) {
+		struct lane *q = &l->lanes[i];
+		uint64_t c = atomic_load_explicit(&q->opens, memory_order_acquire);
+		if (c != q->opens_seen) {
+			q->opens_seen = c;
+			q->scan_until = atomic_load_explicit(&q->enq_pos, memory_order_acquire);
+			if (fast[i]) {
+				force_scan = ++restarts > 2; /* then every lane is scanned */
+				goto again;
+			}
+		}
+	}
+	for (unsigned i = 0; i < l->nlanes; i++) /* the searches stand */
+		if (fast[i] && pub[i] > l->lanes[i].pub_end)
+			l->lanes[i].pub_end = pub[i];
 	while (T < t) { /* rare: each lane's part again, below the lowered T */
 		changed = false;
 		for (unsigned i = 0; i < l->nlanes; i++) {
 			struct lane *q = &l->lanes[i];
 			uint64_t p = q->deq_pos, stop = q->pub_end < e[i] ? q->pub_end : e[i];
+
+			if (fast[i]) { /* in stamp order: no slot below T after cut_end */
+				q->cut_end = lane_search(l, q, q->deq_pos, q->cut_end, T, false);
+				continue;
+			}
 
 			while (p < stop && lane_slot(l, q, p)->stamp < T)
 				p++;
@@ -736,9 +800,37 @@ static inline uint64_t producer_now_ns(const struct auditlog *l)
  * is kept from moving either), @timestamp derived from it by the worker;
  * with one lane, @timestamp read here. Either way one clock read, unless a
  * test drives the wall clock. */
-static inline __attribute__((always_inline)) void stamp(const struct auditlog *l, struct slot *s)
+/* This thread's last reservation in a lane: the log's number, the lane and
+ * the position. */
+static __thread struct {
+	uint64_t gen;
+	const struct lane *q;
+	uint64_t pos;
+} last_reserved;
+
+static _Atomic uint64_t log_gens; /* auditlog_open numbers each log */
+
+static inline __attribute__((always_inline)) void stamp(const struct auditlog *l, struct lane *q,
+							struct slot *s, uint64_t pos)
 {
 	if (l->nlanes > 1) {
+		/* Open: the slot before this one was reserved by another thread
+		 * and not yet published, so its stamp may come after this
+		 * one's. Counted before this slot is published (cut()). When
+		 * it was this thread's own, or published, it was stamped
+		 * before: it is published before its call returns, and this
+		 * stamp is read after its publication was seen. */
+		s->open = 0;
+		if (!(last_reserved.gen == l->gen && last_reserved.q == q &&
+		      last_reserved.pos + 1 == pos) &&
+		    atomic_load_explicit(&lane_slot(l, q, pos - 1)->seq, memory_order_acquire) ==
+			    pos - 1) {
+			s->open = 1;
+			atomic_fetch_add_explicit(&q->opens, 1, memory_order_relaxed);
+		}
+		last_reserved.gen = l->gen;
+		last_reserved.q = q;
+		last_reserved.pos = pos;
 		atomic_signal_fence(memory_order_seq_cst);
 		if (__builtin_expect(l->cfg.has_hooks, 0) && l->cfg.hooks.before_stamp)
 			l->cfg.hooks.before_stamp(l->cfg.hooks.ctx);
@@ -831,7 +923,7 @@ static int handoff(struct auditlog *l, const struct al_prep *p, struct waiter *w
 	r = reserve(l, q, heap, &s, &pos);
 	if (r < 0)
 		return r;
-	stamp(l, s);
+	stamp(l, q, s, pos);
 	s->kind = SLOT_EVENT;
 	s->waiter = w;
 	s->heap = heap;
@@ -883,7 +975,7 @@ static int enqueue(struct auditlog *l, const struct auditlog_event *ev,
 	r = reserve(l, q, NULL, &s, &pos); /* a barrier */
 	if (r < 0)
 		return r;
-	stamp(l, s);
+	stamp(l, q, s, pos);
 	s->kind = kind;
 	s->waiter = w;
 	s->heap = NULL;
@@ -2270,6 +2362,7 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 		goto err;
 	}
 	memset(l->lanes, 0, l->nlanes * sizeof(*l->lanes));
+	l->gen = atomic_fetch_add(&log_gens, 1) + 1;
 	for (unsigned i = 0; i < l->nlanes; i++) {
 		struct lane *q = &l->lanes[i];
 		q->slots = l->slot_mem + (size_t)i * (l->mask + 1);
