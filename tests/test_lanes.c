@@ -67,6 +67,31 @@ static void event_of(char *buf, size_t cap, unsigned t, uint64_t i, struct audit
 	ev->detail_len = (size_t)n;
 }
 
+/* Record event i of thread t, then say it returned. */
+static void record_as(struct auditlog *log, unsigned t, uint64_t i)
+{
+	char buf[128];
+	struct auditlog_event ev;
+
+	event_of(buf, sizeof(buf), t, i, &ev);
+	assert_int_equal(auditlog_record(log, &ev), 0);
+	atomic_store(&returned[t], i + 1);
+}
+
+/* Until *step reaches want; false after ~10 s. */
+static bool wait_step(_Atomic unsigned *step, unsigned want)
+{
+	struct timespec ts = {0, 50 * 1000};
+	time_t end = time(NULL) + 10;
+
+	while (atomic_load(step) < want)
+		if (time(NULL) > end)
+			return false;
+		else
+			nanosleep(&ts, NULL);
+	return true;
+}
+
 struct worker_arg {
 	struct auditlog *log;
 	unsigned t;
@@ -171,12 +196,8 @@ static void pin(int cpu)
 
 static void wait_phase(struct scene *sc, unsigned want)
 {
-	struct timespec ts = {0, 50 * 1000};
-	for (unsigned long i = 0; atomic_load(&sc->phase) < want; i++) {
-		if (i > 200000) /* 10 s */
-			fail_msg("phase %u never came (at %u)", want, atomic_load(&sc->phase));
-		nanosleep(&ts, NULL);
-	}
+	if (!wait_step(&sc->phase, want))
+		fail_msg("phase %u never came (at %u)", want, atomic_load(&sc->phase));
 }
 
 static void held_stamp(void *ctx)
@@ -191,16 +212,6 @@ static void held_stamp(void *ctx)
 	wait_phase(sc, base + 3);
 }
 
-static void record_one(struct scene *sc, unsigned t, uint64_t i)
-{
-	char buf[128];
-	struct auditlog_event ev;
-
-	event_of(buf, sizeof(buf), t, i, &ev);
-	assert_int_equal(auditlog_record(sc->log, &ev), 0);
-	atomic_store(&returned[t], i + 1);
-}
-
 static void *thread_a(void *arg)
 {
 	struct scene *sc = arg;
@@ -209,7 +220,7 @@ static void *thread_a(void *arg)
 	for (unsigned r = 0; r < sc->rounds; r++) {
 		wait_phase(sc, r * 8);
 		thread_is_a = true;
-		record_one(sc, 0, r); /* held in its stamp until Y returned */
+		record_as(sc->log, 0, r); /* held in its stamp until Y returned */
 		thread_is_a = false;
 		atomic_store(&sc->phase, r * 8 + 4);
 	}
@@ -223,7 +234,7 @@ static void *thread_b(void *arg)
 	pin(0);
 	for (unsigned r = 0; r < sc->rounds; r++) {
 		wait_phase(sc, r * 8 + 1);
-		record_one(sc, 1, r); /* X: lane 0, after A's reservation */
+		record_as(sc->log, 1, r); /* X: lane 0, after A's reservation */
 		atomic_store(&sc->phase, r * 8 + 2);
 	}
 	return NULL;
@@ -236,7 +247,7 @@ static void *thread_c(void *arg)
 	pin(1);
 	for (unsigned r = 0; r < sc->rounds; r++) {
 		wait_phase(sc, r * 8 + 2);
-		record_one(sc, 2, r); /* Y: lane 1, begun after X returned */
+		record_as(sc->log, 2, r); /* Y: lane 1, begun after X returned */
 		atomic_store(&sc->phase, r * 8 + 3);
 		wait_phase(sc, r * 8 + 4);
 		atomic_store(&sc->phase, (r + 1) * 8);
@@ -296,20 +307,6 @@ struct between {
 	unsigned rounds;
 };
 
-/* Until step reaches want; false after ~10 s. */
-static bool wait_step(_Atomic unsigned *step, unsigned want)
-{
-	struct timespec ts = {0, 50 * 1000};
-	time_t end = time(NULL) + 10;
-
-	while (atomic_load(step) < want)
-		if (time(NULL) > end)
-			return false;
-		else
-			nanosleep(&ts, NULL);
-	return true;
-}
-
 static void between_reads(void *ctx, unsigned i)
 {
 	struct between *bw = ctx;
@@ -322,16 +319,6 @@ static void between_reads(void *ctx, unsigned i)
 	(void)wait_step(&bw->step, r * 4 + 3); /* no assert on the worker: the walk fails */
 }
 
-static void between_record(struct between *bw, unsigned t, uint64_t i)
-{
-	char buf[128];
-	struct auditlog_event ev;
-
-	event_of(buf, sizeof(buf), t, i, &ev);
-	assert_int_equal(auditlog_record(bw->log, &ev), 0);
-	atomic_store(&returned[t], i + 1);
-}
-
 static void *between_a(void *arg)
 {
 	struct between *bw = arg;
@@ -340,7 +327,7 @@ static void *between_a(void *arg)
 	for (unsigned r = 0; r < bw->rounds; r++) {
 		if (!wait_step(&bw->step, r * 4 + 1))
 			fail_msg("round %u: no cut", r);
-		between_record(bw, 0, r); /* X */
+		record_as(bw->log, 0, r); /* X */
 		atomic_store(&bw->step, r * 4 + 2);
 	}
 	return NULL;
@@ -354,7 +341,7 @@ static void *between_c(void *arg)
 	for (unsigned r = 0; r < bw->rounds; r++) {
 		if (!wait_step(&bw->step, r * 4 + 2))
 			fail_msg("round %u: no X", r);
-		between_record(bw, 2, r); /* Y */
+		record_as(bw->log, 2, r); /* Y */
 		atomic_store(&bw->step, r * 4 + 3);
 	}
 	return NULL;
@@ -385,7 +372,7 @@ static void test_cut_between_reads(void **state)
 		/* a record from this thread wakes the worker into a cut */
 		atomic_store(&bw.round, r);
 		atomic_store(&bw.armed, 1);
-		between_record(&bw, 1, r);
+		record_as(bw.log, 1, r);
 		if (!wait_step(&bw.step, r * 4 + 3))
 			fail_msg("round %u never ended", r);
 	}
@@ -406,6 +393,18 @@ static void test_setter(void **state)
 	struct auditlog *log;
 	struct auditlog_stats st;
 
+	/* the default: a lane a CPU, a power of two, at most 16 (x86) */
+	unsigned want = 1;
+	while (want < 16 && (long)want < sysconf(_SC_NPROCESSORS_CONF))
+		want <<= 1;
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	assert_int_equal(auditlog_get_stats(log, &st, sizeof(st)), 0);
+#if defined(__x86_64__) || defined(__i386__)
+	assert_int_equal(st.queue_lanes, want);
+#else
+	assert_int_equal(st.queue_lanes, 1);
+#endif
+	assert_int_equal(auditlog_close(log), 0);
 	assert_int_equal(auditlog_config_set_queue_lanes(NULL, 1), -EINVAL);
 	assert_int_equal(auditlog_config_set_queue_lanes(cfg, 17), -EINVAL);
 	/* 3 is rounded up to 4; a 64-slot queue keeps one lane of 64 */

@@ -451,7 +451,7 @@ struct auditlog_config *tu_config(const char *path)
 		abort();
 	if (tu_v2_mode())
 		tu_v2_config_shared(cfg);
-	/* AUDITLOG_TEST_LANES=N: the suite again with the queue in N lanes */
+	/* AUDITLOG_TEST_LANES=N: the suite again with the queue in N lanes (1: one ring) */
 	const char *lanes = getenv("AUDITLOG_TEST_LANES");
 	if (lanes && *lanes && auditlog_config_set_queue_lanes(cfg, (unsigned)atoi(lanes)) < 0)
 		abort();

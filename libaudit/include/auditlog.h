@@ -64,7 +64,7 @@ AUDITLOG_API int auditlog_config_set_format_version(struct auditlog_config *cfg,
  * touched as the queue goes round. */
 AUDITLOG_API int auditlog_config_set_queue_capacity(struct auditlog_config *cfg, size_t slots);
 /* Lanes: the queue split into this many rings (rounded up to a power of two,
- * at most 16; 0: one a CPU; 1, the default: one ring), a thread recording
+ * at most 16; 0, the default: one a CPU; 1: one ring), a thread recording
  * into its CPU's, so that threads on different CPUs never write one line to
  * queue. The capacity above is shared between them (each at least 64 slots:
  * fewer lanes when the queue is small), so one thread can fill its lane

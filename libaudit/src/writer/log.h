@@ -99,8 +99,6 @@ struct waiter {
 struct slot {
 	_Atomic uint64_t seq; /* Vyukov sequence */
 	uint8_t kind;
-	uint8_t open; /* with lanes: reserved while the slot before was another
-		       * thread's, not yet published (stamp(), writer.c) */
 	uint16_t len[2];
 	uint64_t ts_ns; /* CLOCK_REALTIME; with lanes 0 (derived from stamp) unless a test's */
 	/* with lanes: CLOCK_MONOTONIC read after the reservation (the producer),

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The group-commit engine: a bounded lock-free MPSC queue (Vyukov's bounded
- * ring, one consumer), one worker thread that formats everything queued into
+ * ring, one consumer; or one a CPU, merged in the callers' order: "Lanes"
+ * below), one worker thread that formats everything queued into
  * a batch and commits it with one write linked to one fdatasync (io_uring, or
  * pwrite+fdatasync with the same completion logic), two batches in flight,
  * waiters released strictly in batch order. docs/durability.md.
@@ -345,7 +346,7 @@ static inline struct slot *lane_slot(const struct auditlog *l, const struct lane
 
 /* The worker's clock read for a cut, done before any later load (the
  * positions): RDTSC is not ordered with loads after it but by LFENCE. Lanes
- * are built only where this holds (lanes_supported()). */
+ * are built only where this holds (config.c, LANES_SUPPORTED). */
 static inline uint64_t cut_clock(void)
 {
 	uint64_t t = mono_ns();
@@ -820,14 +821,11 @@ static inline __attribute__((always_inline)) void stamp(const struct auditlog *l
 		 * it was this thread's own, or published, it was stamped
 		 * before: it is published before its call returns, and this
 		 * stamp is read after its publication was seen. */
-		s->open = 0;
 		if (!(last_reserved.gen == l->gen && last_reserved.q == q &&
 		      last_reserved.pos + 1 == pos) &&
 		    atomic_load_explicit(&lane_slot(l, q, pos - 1)->seq, memory_order_acquire) ==
-			    pos - 1) {
-			s->open = 1;
+			    pos - 1)
 			atomic_fetch_add_explicit(&q->opens, 1, memory_order_relaxed);
-		}
 		last_reserved.gen = l->gen;
 		last_reserved.q = q;
 		last_reserved.pos = pos;
