@@ -282,12 +282,7 @@ static void test_shared_lane_held_stamp(void **state)
 	pthread_join(c, NULL);
 	assert_int_equal(auditlog_close(sc.log), 0);
 
-	struct order o = {0};
-	struct tu_walk w;
-	assert_int_equal(tu_walk_file(path, &w, check_event, &o), 0);
-	assert_int_equal(o.events, 3 * sc.rounds);
-	assert_int_equal(o.own_order, 0);
-	assert_int_equal(o.broken, 0);
+	walk_checked(path, 3 * sc.rounds);
 	free(path);
 	tu_rmtree(dir);
 	free(dir);
