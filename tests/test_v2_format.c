@@ -424,6 +424,65 @@ static void test_merkle_append_n(void **state)
 	}
 }
 
+/* A leaf appended one node at a time (the writer's way, beside its chain
+ * steps) against al_merkle_range_append, from every size up to 300; and the
+ * chain step with a node beside it against the two hashed apart. */
+static void test_merkle_step(void **state)
+{
+	enum { NL = 300 };
+	static uint8_t leaves[NL][32];
+	struct al_merkle_range ref, r;
+	struct al_merkle_step st = {0};
+	int ni = al_sha256_ni_ok();
+	char ts[AL_TS_LEN];
+
+	(void)state;
+	for (size_t i = 0; i < NL; i++)
+		al_sha256(&i, sizeof(i), leaves[i]);
+	al_merkle_range_init(&ref);
+	al_merkle_range_init(&r);
+	for (size_t i = 0; i < NL; i++) {
+		unsigned owed = 0, want = 0;
+		int rc;
+
+		for (uint64_t s = ref.size; s & 1; s >>= 1)
+			want++;
+		assert_int_equal(al_merkle_range_append(&ref, leaves[i]), 0);
+		rc = al_merkle_step_begin(&r, &st, leaves[i]);
+		assert_int_equal(rc, want > 0);
+		while (rc == 1) {
+			const uint8_t *a, *b;
+			uint8_t h[32];
+
+			assert_true(st.open);
+			al_merkle_step_node(&r, &st, &a, &b);
+			al_merkle_node(a, b, h);
+			owed++;
+			rc = al_merkle_step_done(&r, &st, h) ? 0 : 1;
+		}
+		assert_false(st.open);
+		assert_int_equal(owed, want);
+		if (r.size != ref.size || r.n != ref.n || memcmp(r.h, ref.h, (size_t)r.n * 32) != 0)
+			fail_msg("stepped append of leaf %zu differs", i);
+	}
+	r.size = AL_MERKLE_MAX_SIZE - 1;
+	assert_int_equal(al_merkle_step_begin(&r, &st, leaves[0]), -EOVERFLOW);
+
+	memset(ts, '7', sizeof(ts));
+	for (int fast = 0; fast <= ni; fast++)
+		for (int with = 0; with <= 1; with++) {
+			struct al_node_job job = {.l = leaves[1], .r = leaves[2]};
+			uint8_t want_c[32], want_n[32], got[32];
+
+			al_v2_chain_step(leaves[3], 12345, ts, leaves[4], want_c);
+			al_merkle_node(leaves[1], leaves[2], want_n);
+			al_v2_chain_step_node(leaves[3], 12345, ts, leaves[4], got, with ? &job : NULL, fast);
+			assert_memory_equal(got, want_c, 32);
+			if (with)
+				assert_memory_equal(job.out, want_n, 32);
+		}
+}
+
 static void test_sumdb_note(void **state)
 {
 	json_t *t = at("external.note");
@@ -1442,6 +1501,7 @@ int main(void)
 		cmocka_unit_test(test_rfc8032_ed25519),
 		cmocka_unit_test(test_rfc6962_tree),
 		cmocka_unit_test(test_merkle_append_n),
+		cmocka_unit_test(test_merkle_step),
 		cmocka_unit_test(test_sumdb_note),
 		cmocka_unit_test(test_records),
 		cmocka_unit_test(test_trees),

@@ -1149,6 +1149,13 @@ long al_emit_framed(uint8_t type, uint64_t seq, const char *ts, const uint8_t *m
 		    size_t n, const uint8_t digest[AL_HASH_LEN], const uint8_t prev[AL_HASH_LEN],
 		    uint8_t *line, struct al_emit_out *out)
 {
+	return al_emit_framed_node(type, seq, ts, members, n, digest, prev, line, out, NULL, false);
+}
+
+long al_emit_framed_node(uint8_t type, uint64_t seq, const char *ts, const uint8_t *members,
+			 size_t n, const uint8_t digest[AL_HASH_LEN], const uint8_t prev[AL_HASH_LEN],
+			 uint8_t *line, struct al_emit_out *out, struct al_node_job *node, bool fast)
+{
 	const struct tdesc *t = type_desc(type);
 	uint8_t *o;
 
@@ -1158,7 +1165,7 @@ long al_emit_framed(uint8_t type, uint64_t seq, const char *ts, const uint8_t *m
 		return -E2BIG; /* not from al_emit_members */
 	o = put_head(line, (const uint8_t *)ts, AL_TS_LEN, true, seq, AL_V2, t);
 	o = put(o, members, n);
-	al_v2_chain_step(prev, seq, ts, digest, out->hash);
+	al_v2_chain_step_node(prev, seq, ts, digest, out->hash, node, fast);
 	out->body_len = 0;
 	o = put_tail(o, out->hash);
 	return (long)(o - line);

@@ -17,6 +17,7 @@
 #define al_v2_record_digest auditlog__al_v2_record_digest
 #define al_emit_members auditlog__al_emit_members
 #define al_emit_framed auditlog__al_emit_framed
+#define al_emit_framed_node auditlog__al_emit_framed_node
 #define al_emit_framed_v01 auditlog__al_emit_framed_v01
 
 #include <stdbool.h>
@@ -200,6 +201,18 @@ long al_emit_framed_v01(uint8_t version, uint8_t type, uint64_t seq, const char 
 long al_emit_framed(uint8_t type, uint64_t seq, const char *ts, const uint8_t *members,
 		    size_t n, const uint8_t digest[AL_HASH_LEN], const uint8_t prev[AL_HASH_LEN],
 		    uint8_t *line, struct al_emit_out *out);
+/* A Merkle interior node to hash beside a v2 chain step:
+ * out = SHA-256(0x01 || l || r) (docs/format.md 18). */
+struct al_node_job {
+	const uint8_t *l, *r;
+	uint8_t out[AL_HASH_LEN];
+};
+/* al_emit_framed, and node's hash with it (when node is not NULL and the
+ * record is formed): with SHA-NI (fast) the two run interleaved, the node
+ * costing little more than the chain step's latency alone. */
+long al_emit_framed_node(uint8_t type, uint64_t seq, const char *ts, const uint8_t *members,
+			 size_t n, const uint8_t digest[AL_HASH_LEN], const uint8_t prev[AL_HASH_LEN],
+			 uint8_t *line, struct al_emit_out *out, struct al_node_job *node, bool fast);
 
 /* v1 body of a decoded record into out (AL_BODY_MAX). Returns its length. */
 size_t al_encode_v1(const struct al_record *dec, uint8_t *out);

@@ -2,6 +2,7 @@
 /* Format v2 records: body, caller fields, chain step (docs/format.md 12-15). */
 
 #include "format_v2.h"
+#include "merkle.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -190,6 +191,24 @@ void al_v2_chain_step(const uint8_t prev[AL_HASH_LEN], uint64_t seq, const char 
 	m[0] = 0x00;
 	al_v2_leaf_input(prev, seq, ts, digest, m + 1);
 	al_sha256(m, sizeof(m), out);
+}
+
+void al_v2_chain_step_node(const uint8_t prev[AL_HASH_LEN], uint64_t seq, const char ts[AL_TS_LEN],
+			   const uint8_t digest[AL_HASH_LEN], uint8_t out[AL_HASH_LEN],
+			   struct al_node_job *node, bool fast)
+{
+	uint8_t a[128], b[128]; /* two blocks each, padded in place */
+
+	if (!node || !fast) {
+		al_v2_chain_step(prev, seq, ts, digest, out);
+		if (node)
+			al_merkle_node(node->l, node->r, node->out);
+		return;
+	}
+	a[0] = 0x00;
+	al_v2_leaf_input(prev, seq, ts, digest, a + 1);
+	al_merkle_node_msg(b, node->l, node->r);
+	al_sha256_2blk_x2(a, 1 + AL_V2_LEAF_INPUT_LEN, b, AL_MERKLE_NODE_MSG_LEN, out, node->out, true);
 }
 
 /* ---- the members of the new record types (sections 12, 19-21) ------------- */

@@ -25,6 +25,7 @@
 #define al_v2_caller_key_ok auditlog__al_v2_caller_key_ok
 #define al_v2_caller_sort auditlog__al_v2_caller_sort
 #define al_v2_chain_step auditlog__al_v2_chain_step
+#define al_v2_chain_step_node auditlog__al_v2_chain_step_node
 #define al_v2_leaf_input auditlog__al_v2_leaf_input
 #define al_v2_check_members auditlog__al_v2_check_members
 #define al_v2_member_key auditlog__al_v2_member_key
@@ -133,6 +134,11 @@ void al_v2_leaf_input(const uint8_t prev[AL_HASH_LEN], uint64_t seq, const char 
 /* hash_n = SHA-256(0x00 || E_n): two compression blocks (section 15). */
 void al_v2_chain_step(const uint8_t prev[AL_HASH_LEN], uint64_t seq, const char ts[AL_TS_LEN],
 		      const uint8_t digest[AL_HASH_LEN], uint8_t out[AL_HASH_LEN]);
+
+/* The same, and node's hash beside it (format.h, al_emit_framed_node). */
+void al_v2_chain_step_node(const uint8_t prev[AL_HASH_LEN], uint64_t seq, const char ts[AL_TS_LEN],
+			   const uint8_t digest[AL_HASH_LEN], uint8_t out[AL_HASH_LEN],
+			   struct al_node_job *node, bool fast);
 
 /* The key of a v2 member tag (section 12), NULL for a tag v2 does not add. */
 const char *al_v2_member_key(uint8_t tag);

@@ -8,10 +8,9 @@
 #include <stdbool.h>
 #include <string.h>
 
-#define NODE_MSG_LEN (1 + 2 * AL_HASH_LEN)
-
 /* An interior node's message: 0x01 || l || r (RFC 6962 2.1). */
-static void node_msg(uint8_t m[NODE_MSG_LEN], const uint8_t l[AL_HASH_LEN], const uint8_t r[AL_HASH_LEN])
+void al_merkle_node_msg(uint8_t m[AL_MERKLE_NODE_MSG_LEN], const uint8_t l[AL_HASH_LEN],
+			const uint8_t r[AL_HASH_LEN])
 {
 	m[0] = 0x01;
 	memcpy(m + 1, l, AL_HASH_LEN);
@@ -21,9 +20,9 @@ static void node_msg(uint8_t m[NODE_MSG_LEN], const uint8_t l[AL_HASH_LEN], cons
 void al_merkle_node(const uint8_t l[AL_HASH_LEN], const uint8_t r[AL_HASH_LEN],
 		    uint8_t out[AL_HASH_LEN])
 {
-	uint8_t m[NODE_MSG_LEN];
+	uint8_t m[AL_MERKLE_NODE_MSG_LEN];
 
-	node_msg(m, l, r);
+	al_merkle_node_msg(m, l, r);
 	al_sha256(m, sizeof(m), out);
 }
 
@@ -50,6 +49,45 @@ int al_merkle_range_append(struct al_merkle_range *r, const uint8_t leaf[AL_HASH
 	return 0;
 }
 
+int al_merkle_step_begin(struct al_merkle_range *r, struct al_merkle_step *st,
+			 const uint8_t leaf[AL_HASH_LEN])
+{
+	if (r->size >= AL_MERKLE_MAX_SIZE - 1)
+		return -EOVERFLOW;
+	if (!(r->size & 1)) {
+		memcpy(r->h[r->n++], leaf, AL_HASH_LEN);
+		r->size++;
+		return 0;
+	}
+	memcpy(st->acc, leaf, AL_HASH_LEN);
+	st->n = r->n;
+	st->s = r->size;
+	st->open = true;
+	return 1;
+}
+
+void al_merkle_step_node(const struct al_merkle_range *r, const struct al_merkle_step *st,
+			 const uint8_t **left, const uint8_t **right)
+{
+	*left = r->h[st->n - 1];
+	*right = st->acc;
+}
+
+bool al_merkle_step_done(struct al_merkle_range *r, struct al_merkle_step *st,
+			 const uint8_t node[AL_HASH_LEN])
+{
+	memcpy(st->acc, node, AL_HASH_LEN);
+	st->n--;
+	st->s >>= 1;
+	if (st->s & 1)
+		return false;
+	memcpy(r->h[st->n], st->acc, AL_HASH_LEN);
+	r->n = st->n + 1;
+	r->size++;
+	st->open = false;
+	return true;
+}
+
 /* Hash np node pairs (l[i], r[i]) into o[i], two at a time. o[i] may not
  * alias an input of a pair after i. */
 static void nodes(size_t np, const uint8_t *const *l, const uint8_t *const *r, uint8_t (*o)[AL_HASH_LEN],
@@ -60,9 +98,9 @@ static void nodes(size_t np, const uint8_t *const *l, const uint8_t *const *r, u
 	for (; i + 1 < np; i += 2) {
 		uint8_t a[128], b[128]; /* two blocks each, padded in place */
 
-		node_msg(a, l[i], r[i]);
-		node_msg(b, l[i + 1], r[i + 1]);
-		al_sha256_2blk_x2(a, NODE_MSG_LEN, b, NODE_MSG_LEN, o[i], o[i + 1], fast);
+		al_merkle_node_msg(a, l[i], r[i]);
+		al_merkle_node_msg(b, l[i + 1], r[i + 1]);
+		al_sha256_2blk_x2(a, AL_MERKLE_NODE_MSG_LEN, b, AL_MERKLE_NODE_MSG_LEN, o[i], o[i + 1], fast);
 	}
 	if (i < np)
 		al_merkle_node(l[i], r[i], o[i]);

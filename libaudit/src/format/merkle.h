@@ -19,6 +19,10 @@
 #define al_merkle_range_init auditlog__al_merkle_range_init
 #define al_merkle_range_append auditlog__al_merkle_range_append
 #define al_merkle_range_append_n auditlog__al_merkle_range_append_n
+#define al_merkle_node_msg auditlog__al_merkle_node_msg
+#define al_merkle_step_begin auditlog__al_merkle_step_begin
+#define al_merkle_step_node auditlog__al_merkle_step_node
+#define al_merkle_step_done auditlog__al_merkle_step_done
 #define al_merkle_range_root auditlog__al_merkle_range_root
 #define al_merkle_range_set auditlog__al_merkle_range_set
 #define al_merkle_verify_inclusion auditlog__al_merkle_verify_inclusion
@@ -52,6 +56,37 @@ int al_merkle_range_append(struct al_merkle_range *r, const uint8_t leaf[AL_HASH
  * pass 2^53 - 1 leaves (the limit one at a time keeps). */
 int al_merkle_range_append_n(struct al_merkle_range *r, const uint8_t (*leaf)[AL_HASH_LEN], size_t m,
 			     bool fast);
+
+/*
+ * One leaf appended one interior node at a time, so that the caller can hash
+ * each node beside other work of its own (the writer: beside the next chain
+ * step, two SHA-256 interleaved). Appending a leaf to a range of odd size
+ * carries a node up one level per trailing 1-bit of the size; while a step is
+ * open the range must not be read or changed except through it.
+ *
+ * al_merkle_step_begin: 0 when the leaf went in at once (even size), 1 when
+ * a node is owed (st open), -EOVERFLOW as al_merkle_range_append.
+ * al_merkle_step_node: the owed node's children.
+ * al_merkle_step_done: their hash given; true when the leaf is in (st closed),
+ * false when the next level's node is owed.
+ */
+struct al_merkle_step {
+	bool open;
+	unsigned n;                  /* range hashes below the carried node */
+	uint64_t s;                  /* the old size, shifted one level a node */
+	uint8_t acc[AL_HASH_LEN];    /* the node being carried up */
+};
+int al_merkle_step_begin(struct al_merkle_range *r, struct al_merkle_step *st,
+			 const uint8_t leaf[AL_HASH_LEN]);
+void al_merkle_step_node(const struct al_merkle_range *r, const struct al_merkle_step *st,
+			 const uint8_t **left, const uint8_t **right);
+bool al_merkle_step_done(struct al_merkle_range *r, struct al_merkle_step *st,
+			 const uint8_t node[AL_HASH_LEN]);
+
+/* An interior node's message, 0x01 || l || r (65 bytes). */
+#define AL_MERKLE_NODE_MSG_LEN (1 + 2 * AL_HASH_LEN)
+void al_merkle_node_msg(uint8_t m[AL_MERKLE_NODE_MSG_LEN], const uint8_t l[AL_HASH_LEN],
+			const uint8_t r[AL_HASH_LEN]);
 
 /* The tree head of the range. -EINVAL for an empty range. */
 int al_merkle_range_root(const struct al_merkle_range *r, uint8_t out[AL_HASH_LEN]);

@@ -174,9 +174,13 @@ struct v2pos {
 	uint32_t seal_epoch;
 	uint64_t seal_seq;
 	uint8_t seal_key[AL_SEAL_KID_LEN];
-	/* leaves not yet in tree: al_v2_tree() appends them, two nodes hashed
-	 * at a time (al_merkle_range_append_n); read tree only through it */
-	unsigned npend;
+	/* leaves not yet in tree, pend[phead..npend): the worker appends them
+	 * one node at a time beside its chain steps (al_v2_tree_owed, step
+	 * open while a leaf is half in), al_v2_tree() the rest, two nodes
+	 * hashed at a time (al_merkle_range_append_n); read tree only through
+	 * al_v2_tree() */
+	unsigned npend, phead;
+	struct al_merkle_step step;
 	uint8_t pend[V2_PEND][AL_HASH_LEN];
 	struct al_merkle_range tree;  /* last: copied up to tree.n */
 };
@@ -186,6 +190,12 @@ void al_v2pos_copy(struct v2pos *dst, const struct v2pos *src);
 
 /* The tree with every leaf so far in it (fast: al_sha256_ni_ok()'s answer). */
 const struct al_merkle_range *al_v2_tree(struct v2pos *v, bool fast);
+
+/* The next interior node the tree owes for its pending leaves: its children
+ * in *left, *right (valid until the next call on v), true; false when none
+ * is owed. al_v2_tree_paid() gives the node's hash. */
+bool al_v2_tree_owed(struct v2pos *v, const uint8_t **left, const uint8_t **right);
+void al_v2_tree_paid(struct v2pos *v, const uint8_t node[AL_HASH_LEN]);
 
 /* ---- batches ------------------------------------------------------------ */
 

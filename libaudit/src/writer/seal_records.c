@@ -27,15 +27,49 @@ void al_v2pos_copy(struct v2pos *dst, const struct v2pos *src)
 	memcpy(dst->tree.h, src->tree.h, (size_t)src->tree.n * AL_HASH_LEN);
 }
 
+static void pend_clear(struct v2pos *v)
+{
+	v->npend = v->phead = 0;
+	v->step.open = false;
+}
+
 const struct al_merkle_range *al_v2_tree(struct v2pos *v, bool fast)
 {
-	if (v->npend > 0) {
-		/* -EOVERFLOW only past 2^53 leaves */
-		(void)al_merkle_range_append_n(&v->tree, (const uint8_t (*)[AL_HASH_LEN])v->pend, v->npend,
-					       fast);
-		v->npend = 0;
+	const uint8_t *a, *b;
+	uint8_t h[AL_HASH_LEN];
+
+	while (v->step.open) { /* the leaf half in: its nodes are one chain */
+		al_merkle_step_node(&v->tree, &v->step, &a, &b);
+		al_merkle_node(a, b, h);
+		(void)al_merkle_step_done(&v->tree, &v->step, h);
 	}
+	if (v->npend > v->phead)
+		/* -EOVERFLOW only past 2^53 leaves */
+		(void)al_merkle_range_append_n(&v->tree, (const uint8_t (*)[AL_HASH_LEN])v->pend[v->phead],
+					       v->npend - v->phead, fast);
+	pend_clear(v);
 	return &v->tree;
+}
+
+bool al_v2_tree_owed(struct v2pos *v, const uint8_t **left, const uint8_t **right)
+{
+	if (v->tree_state != V2T_ON)
+		return false;
+	while (!v->step.open) {
+		if (v->phead == v->npend) {
+			pend_clear(v);
+			return false;
+		}
+		/* 0: in at once; -EOVERFLOW only past 2^53 leaves */
+		(void)al_merkle_step_begin(&v->tree, &v->step, v->pend[v->phead++]);
+	}
+	al_merkle_step_node(&v->tree, &v->step, left, right);
+	return true;
+}
+
+void al_v2_tree_paid(struct v2pos *v, const uint8_t node[AL_HASH_LEN])
+{
+	(void)al_merkle_step_done(&v->tree, &v->step, node);
 }
 
 void al_v2_leaf(struct v2pos *v, uint8_t type, uint64_t seq, const uint8_t hash[AL_HASH_LEN], bool fast)
@@ -44,11 +78,16 @@ void al_v2_leaf(struct v2pos *v, uint8_t type, uint64_t seq, const uint8_t hash[
 	if (v->tree_state == V2T_NONE) {
 		/* the chain's first v2 record: leaf 0 (docs/format.md 18) */
 		al_merkle_range_init(&v->tree);
-		v->npend = 0;
+		pend_clear(v);
 		v->first_seq = seq;
 		v->tree_state = V2T_ON;
 	}
 	if (v->tree_state == V2T_ON) {
+		if (v->npend == V2_PEND && v->phead > 0) { /* the owed nodes' leaves first */
+			memmove(v->pend[0], v->pend[v->phead], (size_t)(v->npend - v->phead) * AL_HASH_LEN);
+			v->npend -= v->phead;
+			v->phead = 0;
+		}
 		if (v->npend == V2_PEND)
 			(void)al_v2_tree(v, fast);
 		memcpy(v->pend[v->npend++], hash, AL_HASH_LEN);
@@ -69,7 +108,7 @@ void al_v2_scan_note(struct v2pos *v, const struct al_parsed *p, int prev_versio
 
 	if (prev_version < 0) { /* the window's anchor: what came before is unknown */
 		v->has_seal = false;
-		v->npend = 0;
+		pend_clear(v);
 		if (r->version < AL_V2)
 			v->tree_state = V2T_NONE;
 		else if (r->type == AL_T_HEADER && r->f[AL_F_SEQ].u == 0 &&
@@ -87,7 +126,7 @@ void al_v2_scan_note(struct v2pos *v, const struct al_parsed *p, int prev_versio
 		/* the parser checked 64 hex digits per set bit of size */
 		if (n <= AL_MERKLE_RANGE_MAX && al_unhex(rg->p, rg->n, h[0]) == 0 &&
 		    al_merkle_range_set(&v->tree, r->f[AL_F_SIZE].u, h[0], n) == 0) {
-			v->npend = 0; /* the record's range holds every leaf before it */
+			pend_clear(v); /* the record's range holds every leaf before it */
 			v->first_seq = r->f[AL_F_FIRST_SEQ].u;
 			v->tree_state = V2T_ON;
 		}

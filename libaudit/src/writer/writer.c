@@ -304,10 +304,19 @@ static long format_slot(struct auditlog *l, const struct slot *s, uint8_t *out)
 	long n;
 
 	al_format_ts_cached(&l->ts_cache, ts_ns, ts);
-	if (version == AL_V2)
-		n = al_emit_framed(AL_T_EVENT, seq, ts, d + AL_HASH_LEN, s->len[0], d,
-				   chain_prev(l), out, &eo);
-	else
+	if (version == AL_V2) {
+		/* with SHA-NI, a node the tree owes is hashed beside the chain
+		 * step, hiding in its latency (docs/benchmarks.md, "Merkle nodes
+		 * beside the chain step") */
+		struct al_node_job job, *jp = NULL;
+
+		if (l->sha_ni && al_v2_tree_owed(&l->v2, &job.l, &job.r))
+			jp = &job;
+		n = al_emit_framed_node(AL_T_EVENT, seq, ts, d + AL_HASH_LEN, s->len[0], d,
+					chain_prev(l), out, &eo, jp, true);
+		if (jp && n >= 0)
+			al_v2_tree_paid(&l->v2, job.out);
+	} else
 		n = al_emit_framed_v01(version, AL_T_EVENT, seq, ts, d, s->len[0], d + s->len[0],
 				       s->len[1], chain_prev(l), out, l->work, &eo);
 	if (n >= 0)
