@@ -397,10 +397,18 @@ static inline uint64_t looks_kept(const struct auditlog *l)
  * after its reservation); 0 when no look kept is that old. */
 static uint64_t stamp_floor(const struct auditlog *l, unsigned i, uint64_t pos)
 {
-	for (uint64_t j = 1; j <= looks_kept(l); j++)
-		if (look_pos(l, l->nlooks - j)[i] <= pos)
-			return l->look_t[(l->nlooks - j) % l->looks_max];
-	return 0;
+	/* a lane's position never falls from one look to the next: the looks
+	 * that read it at or before pos are the oldest kept, up to one */
+	uint64_t lo = l->nlooks - looks_kept(l), hi = l->nlooks;
+
+	while (lo < hi) { /* the first look past pos */
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (look_pos(l, mid)[i] <= pos)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo > l->nlooks - looks_kept(l) ? l->look_t[(lo - 1) % l->looks_max] : 0;
 }
 
 /* Whether look k reaches at most AL_CUT_SPAN slots past every lane's next. */
@@ -650,6 +658,18 @@ static struct slot *q_front(struct auditlog *l, struct lane **ret_q)
 		return lane_slot(l, q, q->deq_pos);
 	}
 	s = cut_head(l, ret_q);
+	if (!s) {
+		/* nothing reserved and not taken: no cut can take anything (an
+		 * idle worker asks several times a turn) */
+		unsigned k = 0;
+		while (k < l->nlanes &&
+		       atomic_load_explicit(&l->lanes[k].enq_pos, memory_order_acquire) == l->lanes[k].deq_pos)
+			k++;
+		if (k == l->nlanes) {
+			l->cut_stalled = false; /* as a cut would find */
+			return NULL;
+		}
+	}
 	for (int i = 0; !s && i < 2; i++) {
 		bool published = false;
 		cut(l, i > 0);
