@@ -342,6 +342,48 @@ static void test_full_batch_not_held(void **state)
 		full_batch(&backends[i]);
 }
 
+/* The record that brings a lane to its share of a full batch wakes a worker
+ * asleep in its hold (publish(); the worker makes no membarrier() there):
+ * 64 KiB batches (a full batch is 8 records of the longest line, a lane's
+ * share 8 / lanes), one record queued and 50 ms for the worker to fall asleep
+ * holding it, then 7 more: one lane holds its share. Without the wake the
+ * records wait for the 1 s window. */
+static void full_lane_wakes(const struct backend *b)
+{
+	struct fixture f;
+
+	if (!fx_open(&f, b, BIG_WINDOW_US, 64u << 10))
+		return;
+	unsigned lanes = fx_stats(&f).queue_lanes;
+	if (8 / lanes < 2) {
+		print_message("%s: %u lanes, a share of one record: the first ends the hold\n", b->name, lanes);
+		fx_close_check(&f);
+		return;
+	}
+	fx_async(&f, 1);
+	sleep_ms(50);
+	assert_int_equal(fx_stats(&f).events_written, 0); /* held, asleep */
+	uint64_t t0 = now_ns(), t1 = 0;
+	fx_async(&f, 7);
+	for (unsigned i = 0; i < 1000 && !t1; i++) {
+		if (fx_stats(&f).events_written >= 8)
+			t1 = now_ns();
+		else
+			sleep_ms(1);
+	}
+	assert_true(t1 != 0);
+	print_message("%s: the share's record woke the holding worker: 8 records durable after %.2f ms (window 1 s, %u lanes)\n",
+		      b->name, (double)(t1 - t0) / 1e6, lanes);
+	assert_true(t1 - t0 < PROMPT_NS);
+	fx_close_check(&f);
+}
+
+static void test_full_lane_wakes(void **state)
+{
+	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
+		full_lane_wakes(&backends[i]);
+}
+
 /* ---- (c) close commits what waits ------------------------------------------ */
 
 static bool close_commits(const struct backend *b)
@@ -406,6 +448,7 @@ int main(void)
 		cmocka_unit_test(test_flush_not_delayed),
 		cmocka_unit_test(test_window_shared),
 		cmocka_unit_test(test_full_batch_not_held),
+		cmocka_unit_test(test_full_lane_wakes),
 		cmocka_unit_test(test_close_commits),
 		cmocka_unit_test(test_off_by_default),
 	};

@@ -882,8 +882,10 @@ static inline __attribute__((always_inline)) bool publish(struct auditlog *l, st
 
 	/* Dekker with the worker (offer_barrier()): publish, then look whether
 	 * it sleeps. A worker holding a coalescing batch is woken only by a
-	 * waiter or a full batch. */
-	if (atomic_load_explicit(&l->light_publish, memory_order_relaxed))
+	 * waiter or a full batch, and makes no membarrier() for it: the
+	 * records that would wake it fence here. */
+	if (atomic_load_explicit(&l->light_publish, memory_order_relaxed) && !w &&
+	    pos + 1 < atomic_load_explicit(&q->hold_wake_pos, memory_order_relaxed))
 		atomic_signal_fence(memory_order_seq_cst);
 	else
 		atomic_thread_fence(memory_order_seq_cst);
@@ -1673,6 +1675,17 @@ static bool rotation_due(struct auditlog *l)
 	return false;
 }
 
+/* Has a lane reached its wake position (its share of a full batch) in the
+ * hold? */
+static bool hold_full(struct auditlog *l)
+{
+	for (unsigned i = 0; i < l->nlanes; i++)
+		if (atomic_load_explicit(&l->lanes[i].enq_pos, memory_order_relaxed) >=
+		    atomic_load_explicit(&l->lanes[i].hold_wake_pos, memory_order_relaxed))
+			return true;
+	return false;
+}
+
 /*
  * The one bounded wait of group commit (DESIGN.md, docs/durability.md): with
  * async_coalesce_us set, a batch that would hold only async records waits
@@ -1681,9 +1694,9 @@ static bool rotation_due(struct auditlog *l)
  * fdatasync instead of paying one each. It commits at once when a slot with
  * a waiter (record_sync, flush) is queued, when the log closes or has failed,
  * when a header or re-queued records are due, and when the queued records
- * might fill a batch. The window starts at the first record's enqueue time
- * (its CLOCK_REALTIME stamp, clamped to [0, window] of age so that a clock
- * step never lengthens it). Returns true when the queue is to be left alone
+ * might fill a batch or one lane holds its share of one (hold_full()). The
+ * window starts at the first record's enqueue time (its CLOCK_REALTIME stamp,
+ * clamped to [0, window] of age so that a clock step never lengthens it). Returns true when the queue is to be left alone
  * for now (l->hold_until_ns says until when).
  */
 static uint64_t hold_max(struct auditlog *l)
@@ -1734,25 +1747,19 @@ static bool coalesce_hold(struct auditlog *l)
 					      l->lanes[i].deq_pos + (per ? per : 1),
 					      memory_order_relaxed);
 	}
-	if (now < l->hold_until_ns)
+	/* a lane holding its share ends the hold, as it wakes a sleeping worker
+	 * (publish()): holding on would spin, the worker woken at every look */
+	if (now < l->hold_until_ns && !hold_full(l))
 		return true;
 commit:
 	if (l->hold_since_ns) {
 		atomic_fetch_add(&l->st.coalesced_batches, 1);
 		atomic_fetch_add(&l->st.coalesce_wait_ns, now - l->hold_since_ns);
 		l->hold_since_ns = 0;
+		for (unsigned i = 0; i < l->nlanes; i++) /* no hold: publish() needs no fence */
+			atomic_store_explicit(&l->lanes[i].hold_wake_pos, UINT64_MAX,
+					      memory_order_relaxed);
 	}
-	return false;
-}
-
-/* A holding worker's look at the lanes after it offered its role: has one
- * reached its wake position (the batch is full)? */
-static bool hold_full(struct auditlog *l)
-{
-	for (unsigned i = 0; i < l->nlanes; i++)
-		if (atomic_load_explicit(&l->lanes[i].enq_pos, memory_order_relaxed) >=
-		    atomic_load_explicit(&l->lanes[i].hold_wake_pos, memory_order_relaxed))
-			return true;
 	return false;
 }
 
@@ -2253,10 +2260,15 @@ static void *worker_main(void *arg)
 		q_mark(l, &m);
 		if (held) {
 			/* sleep until the window ends, a waiter or close comes, the
-			 * batch fills, or a completion: never spin */
+			 * batch fills, or a completion: never spin. A plain fence,
+			 * not offer_barrier(): the producers that must wake a
+			 * holding worker fence themselves (publish()), and the
+			 * IPIs of a membarrier() a completion cost the token's
+			 * callers up to 40 % of a fast operation on a VM
+			 * (docs/benchmarks.md, "The coalescing worker's barrier") */
 			atomic_store(&l->worker_sleeping, SLEEP_HOLD);
-			if (!offer_barrier(l) || atomic_load(&l->sync_enq) != taken ||
-			    atomic_load(&l->stopping) || hold_full(l)) {
+			atomic_thread_fence(memory_order_seq_cst);
+			if (atomic_load(&l->sync_enq) != taken || atomic_load(&l->stopping) || hold_full(l)) {
 				reclaim(l);
 				continue;
 			}
@@ -2395,6 +2407,7 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 		q->slots = l->slot_mem + (size_t)i * (l->mask + 1);
 		for (uint64_t j = 0; j <= l->mask; j++)
 			atomic_init(&q->slots[j].seq, j);
+		atomic_init(&q->hold_wake_pos, UINT64_MAX); /* no hold */
 	}
 	for (unsigned i = 0; i < AL_INFLIGHT; i++) {
 		l->batches[i].buf = malloc(cfg->max_batch_bytes);
