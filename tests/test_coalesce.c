@@ -372,7 +372,8 @@ static void full_lane_wakes(const struct backend *b)
 			sleep_ms(1);
 	}
 	assert_true(t1 != 0);
-	print_message("%s: the share's record woke the holding worker: 8 records durable after %.2f ms (window 1 s, %u lanes)\n",
+	print_message("%s: the share's record woke the holding worker: 8 records durable "
+		      "after %.2f ms (window 1 s, %u lanes)\n",
 		      b->name, (double)(t1 - t0) / 1e6, lanes);
 	assert_true(t1 - t0 < PROMPT_NS);
 	fx_close_check(&f);

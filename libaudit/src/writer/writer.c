@@ -1696,8 +1696,9 @@ static bool hold_full(struct auditlog *l)
  * when a header or re-queued records are due, and when the queued records
  * might fill a batch or one lane holds its share of one (hold_full()). The
  * window starts at the first record's enqueue time (its CLOCK_REALTIME stamp,
- * clamped to [0, window] of age so that a clock step never lengthens it). Returns true when the queue is to be left alone
- * for now (l->hold_until_ns says until when).
+ * clamped to [0, window] of age so that a clock step never lengthens it).
+ * Returns true when the queue is to be left alone for now (l->hold_until_ns
+ * says until when).
  */
 static uint64_t hold_max(struct auditlog *l)
 {
