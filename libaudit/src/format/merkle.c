@@ -34,19 +34,12 @@ void al_merkle_range_init(struct al_merkle_range *r)
 
 int al_merkle_range_append(struct al_merkle_range *r, const uint8_t leaf[AL_HASH_LEN])
 {
-	uint64_t s = r->size;
+	struct al_merkle_step st;
+	int rc = al_merkle_step_begin(r, &st, leaf);
 
-	if (s >= AL_MERKLE_MAX_SIZE - 1)
-		return -EOVERFLOW;
-	memcpy(r->h[r->n++], leaf, AL_HASH_LEN);
-	/* one merge per trailing 1-bit of the old size: equal subtrees pair up */
-	while (s & 1) {
-		r->n--;
-		al_merkle_node(r->h[r->n - 1], r->h[r->n], r->h[r->n - 1]);
-		s >>= 1;
-	}
-	r->size++;
-	return 0;
+	if (rc > 0)
+		al_merkle_step_finish(r, &st);
+	return rc < 0 ? rc : 0;
 }
 
 int al_merkle_step_begin(struct al_merkle_range *r, struct al_merkle_step *st,
@@ -86,6 +79,19 @@ bool al_merkle_step_done(struct al_merkle_range *r, struct al_merkle_step *st,
 	r->size++;
 	st->open = false;
 	return true;
+}
+
+void al_merkle_step_finish(struct al_merkle_range *r, struct al_merkle_step *st)
+{
+	const uint8_t *a, *b;
+	uint8_t h[AL_HASH_LEN];
+
+	/* one node per trailing 1-bit of the old size: equal subtrees pair up */
+	while (st->open) {
+		al_merkle_step_node(r, st, &a, &b);
+		al_merkle_node(a, b, h);
+		(void)al_merkle_step_done(r, st, h);
+	}
 }
 
 /* Hash np node pairs (l[i], r[i]) into o[i], two at a time. o[i] may not

@@ -23,6 +23,7 @@
 #define al_merkle_step_begin auditlog__al_merkle_step_begin
 #define al_merkle_step_node auditlog__al_merkle_step_node
 #define al_merkle_step_done auditlog__al_merkle_step_done
+#define al_merkle_step_finish auditlog__al_merkle_step_finish
 #define al_merkle_range_root auditlog__al_merkle_range_root
 #define al_merkle_range_set auditlog__al_merkle_range_set
 #define al_merkle_verify_inclusion auditlog__al_merkle_verify_inclusion
@@ -69,6 +70,8 @@ int al_merkle_range_append_n(struct al_merkle_range *r, const uint8_t (*leaf)[AL
  * al_merkle_step_node: the owed node's children.
  * al_merkle_step_done: their hash given; true when the leaf is in (st closed),
  * false when the next level's node is owed.
+ * al_merkle_step_finish: the owed nodes hashed here, one after the other
+ * (al_merkle_range_append is begin and finish).
  */
 struct al_merkle_step {
 	bool open;
@@ -82,6 +85,7 @@ void al_merkle_step_node(const struct al_merkle_range *r, const struct al_merkle
 			 const uint8_t **left, const uint8_t **right);
 bool al_merkle_step_done(struct al_merkle_range *r, struct al_merkle_step *st,
 			 const uint8_t node[AL_HASH_LEN]);
+void al_merkle_step_finish(struct al_merkle_range *r, struct al_merkle_step *st);
 
 /* An interior node's message, 0x01 || l || r (65 bytes). */
 #define AL_MERKLE_NODE_MSG_LEN (1 + 2 * AL_HASH_LEN)

@@ -35,14 +35,8 @@ static void pend_clear(struct v2pos *v)
 
 const struct al_merkle_range *al_v2_tree(struct v2pos *v, bool fast)
 {
-	const uint8_t *a, *b;
-	uint8_t h[AL_HASH_LEN];
-
-	while (v->step.open) { /* the leaf half in: its nodes are one chain */
-		al_merkle_step_node(&v->tree, &v->step, &a, &b);
-		al_merkle_node(a, b, h);
-		(void)al_merkle_step_done(&v->tree, &v->step, h);
-	}
+	if (v->step.open) /* the leaf half in: its nodes are one chain */
+		al_merkle_step_finish(&v->tree, &v->step);
 	if (v->npend > v->phead)
 		/* -EOVERFLOW only past 2^53 leaves */
 		(void)al_merkle_range_append_n(&v->tree, (const uint8_t (*)[AL_HASH_LEN])v->pend[v->phead],

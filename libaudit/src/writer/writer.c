@@ -313,7 +313,7 @@ static long format_slot(struct auditlog *l, const struct slot *s, uint8_t *out)
 		if (l->sha_ni && al_v2_tree_owed(&l->v2, &job.l, &job.r))
 			jp = &job;
 		n = al_emit_framed_node(AL_T_EVENT, seq, ts, d + AL_HASH_LEN, s->len[0], d,
-					chain_prev(l), out, &eo, jp, true);
+					chain_prev(l), out, &eo, jp, l->sha_ni);
 		if (jp && n >= 0)
 			al_v2_tree_paid(&l->v2, job.out);
 	} else
@@ -639,6 +639,19 @@ static struct slot *cut_head(struct auditlog *l, struct lane **ret_q)
 	return lane_slot(l, best, best->deq_pos);
 }
 
+/* Slots reserved and not taken, over all lanes. */
+static uint64_t q_depth(struct auditlog *l)
+{
+	uint64_t d = 0;
+
+	for (unsigned i = 0; i < l->nlanes; i++) {
+		struct lane *q = &l->lanes[i];
+		uint64_t n = atomic_load_explicit(&q->enq_pos, memory_order_relaxed) - q->deq_pos;
+		d += n > l->mask + 1 ? l->mask + 1 : n; /* reserved, not yet published */
+	}
+	return d;
+}
+
 /*
  * The next slot to take, in the chain's order, or NULL when there is none
  * now (one lane: the ring's next slot unless unpublished; lanes: a new cut
@@ -658,17 +671,11 @@ static struct slot *q_front(struct auditlog *l, struct lane **ret_q)
 		return lane_slot(l, q, q->deq_pos);
 	}
 	s = cut_head(l, ret_q);
-	if (!s) {
+	if (!s && q_depth(l) == 0) {
 		/* nothing reserved and not taken: no cut can take anything (an
 		 * idle worker asks several times a turn) */
-		unsigned k = 0;
-		while (k < l->nlanes &&
-		       atomic_load_explicit(&l->lanes[k].enq_pos, memory_order_acquire) == l->lanes[k].deq_pos)
-			k++;
-		if (k == l->nlanes) {
-			l->cut_stalled = false; /* as a cut would find */
-			return NULL;
-		}
+		l->cut_stalled = false; /* as a cut would find */
+		return NULL;
 	}
 	for (int i = 0; !s && i < 2; i++) {
 		bool published = false;
@@ -688,19 +695,6 @@ static bool q_pending(struct auditlog *l)
 {
 	struct lane *q;
 	return q_front(l, &q) != NULL;
-}
-
-/* Slots reserved and not taken, over all lanes. */
-static uint64_t q_depth(struct auditlog *l)
-{
-	uint64_t d = 0;
-
-	for (unsigned i = 0; i < l->nlanes; i++) {
-		struct lane *q = &l->lanes[i];
-		uint64_t n = atomic_load_explicit(&q->enq_pos, memory_order_relaxed) - q->deq_pos;
-		d += n > l->mask + 1 ? l->mask + 1 : n; /* reserved, not yet published */
-	}
-	return d;
 }
 
 static uint64_t q_capacity(const struct auditlog *l)
