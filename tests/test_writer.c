@@ -12,6 +12,7 @@
 #include <linux/capability.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
@@ -1302,12 +1303,131 @@ static void test_worker_nice(void **state)
 	free(dir);
 }
 
+/* How many threads named comm there are; *ret_all: each may run on exactly
+ * the CPUs of want (its Cpus_allowed_list, as the kernel prints it). */
+static unsigned threads_on(const char *comm, const char *want, bool *ret_all)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	unsigned n = 0;
+
+	*ret_all = true;
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		char buf[4096];
+		const char *c;
+
+		if (e->d_name[0] == '.' || !read_task(e->d_name, "comm", buf, sizeof(buf)))
+			continue;
+		buf[strcspn(buf, "\n")] = 0;
+		if (strcmp(buf, comm) != 0 || !read_task(e->d_name, "status", buf, sizeof(buf)))
+			continue;
+		n++;
+		if (!(c = strstr(buf, "\nCpus_allowed_list:"))) {
+			*ret_all = false;
+			continue;
+		}
+		c += strlen("\nCpus_allowed_list:");
+		c += strspn(c, " \t");
+		if (strncmp(c, want, strlen(want)) != 0 || c[strlen(want)] != '\n')
+			*ret_all = false;
+	}
+	closedir(d);
+	return n;
+}
+
+/* auditlog_config_set_worker_cpus: the worker and the io_uring threads that
+ * run its writes and fdatasyncs on those CPUs only; the opener keeps its
+ * own; a list the process may not run on fails the open. */
+static void test_worker_cpus(void **state)
+{
+	char *dir = tu_mkdtemp();
+	char *path = tu_path(dir, "audit.log");
+	struct auditlog_config *cfg = tu_config(path);
+	struct al_io_hooks h = {.force_ring = true}; /* every batch's I/O in io-wq */
+	struct auditlog *log = NULL;
+	cpu_set_t mine, after;
+	char want[16], wrk[64];
+	unsigned wtid = 0, nwrk = 0;
+	bool all;
+	int cpu = -1;
+
+	(void)state;
+	static const char *const bad[] = {"", "a", "1-", "-1", "3-1", "1,,2", "1,", " 1", "1 ",
+					  "0x1", "1024", "0-1024", "+1", "1:2",
+					  "99999999999999999999999"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+		assert_int_equal(auditlog_config_set_worker_cpus(cfg, bad[i]), -EINVAL);
+	assert_int_equal(auditlog_config_set_worker_cpus(NULL, "0"), -EINVAL);
+	assert_int_equal(auditlog_config_set_worker_cpus(cfg, "0-1,3,1023"), 0);
+	assert_int_equal(auditlog_config_set_worker_cpus(cfg, NULL), 0); /* unset again */
+
+	/* the highest CPU this process may run on, which the default would not
+	 * confine anything to (unless it is the only one) */
+	assert_int_equal(sched_getaffinity(0, sizeof(mine), &mine), 0);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &mine))
+			cpu = c;
+	assert_true(cpu >= 0);
+	snprintf(want, sizeof(want), "%d", cpu);
+	assert_int_equal(auditlog_config_set_worker_cpus(cfg, want), 0);
+	assert_int_equal(auditlog_config_set_backend(cfg, AUDITLOG_BACKEND_IO_URING), 0);
+	assert_int_equal(auditlog__config_set_io_hooks(cfg, &h), 0);
+	assert_int_equal(auditlog_open(cfg, &log), 0);
+	for (unsigned i = 0; i < 2000; i++) {
+		struct auditlog_event ev = tu_event("C_Sign", i);
+		assert_int_equal(auditlog_record(log, &ev), 0);
+	}
+	assert_int_equal(auditlog_flush(log), 0);
+	assert_int_equal(threads_on("auditlog-worker", want, &all), 1);
+	assert_true(all);
+	{
+		DIR *d = opendir("/proc/self/task");
+		struct dirent *e;
+		char buf[64];
+		assert_non_null(d);
+		while ((e = readdir(d)))
+			if (e->d_name[0] != '.' && read_task(e->d_name, "comm", buf, sizeof(buf)) &&
+			    strncmp(buf, "auditlog-worker\n", 16) == 0)
+				wtid = (unsigned)atoi(e->d_name);
+		closedir(d);
+	}
+	assert_true(wtid > 0);
+	/* the worker's io-wq threads: the ring ran every fdatasync there, so
+	 * the kernel made at least one */
+	snprintf(wrk, sizeof(wrk), "iou-wrk-%u", wtid);
+	nwrk = threads_on(wrk, want, &all);
+	assert_true(nwrk >= 1);
+	assert_true(all);
+	assert_int_equal(sched_getaffinity(0, sizeof(after), &after), 0);
+	assert_true(CPU_EQUAL(&mine, &after)); /* the opener's is its own */
+	assert_int_equal(auditlog_close(log), 0);
+
+	/* a CPU the process may not run on: the open fails, no worker left */
+	for (int c = CPU_SETSIZE - 1; c >= 0; c--)
+		if (!CPU_ISSET(c, &mine)) {
+			snprintf(want, sizeof(want), "%d", c);
+			break;
+		}
+	assert_int_equal(auditlog_config_set_worker_cpus(cfg, want), 0);
+	log = NULL;
+	assert_int_equal(auditlog_open(cfg, &log), -EINVAL);
+	assert_null(log);
+	assert_int_equal(threads_on("auditlog-worker", want, &all), 0);
+	auditlog_config_free(cfg);
+	tu_rmtree(dir);
+	free(path);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_drop_behind),
 		cmocka_unit_test(test_worker_nice),
+		cmocka_unit_test(test_worker_cpus),
 		cmocka_unit_test(test_file_safety),
 		cmocka_unit_test(test_reopen_and_versions),
 		cmocka_unit_test(test_full_eagain),

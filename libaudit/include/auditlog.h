@@ -93,6 +93,21 @@ AUDITLOG_API int auditlog_config_set_backend(struct auditlog_config *cfg, enum a
  * priority they delay the worker and those threads and the disk idles
  * (docs/benchmarks.md, "The worker's priority"). -EINVAL outside -20..19. */
 AUDITLOG_API int auditlog_config_set_worker_nice(struct auditlog_config *cfg, int nice);
+/* The CPUs the worker thread and the kernel's io_uring threads that run its
+ * writes and fdatasyncs may run on, as a list such as "0-3,8" (what taskset -c
+ * and systemd's CPUAffinity= take; each CPU below 1024). Default: not set,
+ * the worker keeps the opening thread's affinity and those threads the
+ * process's cpuset. The worker sets both on itself before its first I/O
+ * (pthread_setaffinity_np, IORING_REGISTER_IOWQ_AFF, Linux 5.14): when
+ * either fails (no CPU of the list allowed to the process, a kernel without
+ * the io_uring call) auditlog_open() fails with its error (-EINVAL) rather
+ * than run unconfined. A batch a record_sync caller commits on a quiet log
+ * is written on that caller's thread (docs/durability.md, "The caller's
+ * commit"). Why one may want it: to keep the audit trail off CPUs set apart
+ * for latency-bound work, or on one CPU (docs/benchmarks.md, "The worker on
+ * one CPU": less CPU per event, fewer events per second on two CPUs).
+ * -EINVAL for a malformed list; NULL unsets it. */
+AUDITLOG_API int auditlog_config_set_worker_cpus(struct auditlog_config *cfg, const char *cpus);
 /* The log file's pages more than `bytes` behind its durable end are dropped
  * from the page cache as the file grows (POSIX_FADV_DONTNEED over what is
  * already on disk, at most once per 8 MiB written; done by io_uring's threads,

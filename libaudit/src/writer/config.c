@@ -166,6 +166,56 @@ AUDITLOG_API int auditlog_config_set_worker_nice(struct auditlog_config *cfg, in
 	return 0;
 }
 
+/* "0-3,8": CPU numbers and inclusive ranges, comma-separated, each below
+ * CPU_SETSIZE (taskset -c's and systemd's CPUAffinity= list, strides aside). */
+static int parse_cpu_list(const char *s, cpu_set_t *set)
+{
+	CPU_ZERO(set);
+	if (!*s)
+		return -EINVAL;
+	for (;;) {
+		unsigned long lo, hi;
+		char *end;
+
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		lo = strtoul(s, &end, 10);
+		hi = lo;
+		if (*end == '-') {
+			s = end + 1;
+			if (*s < '0' || *s > '9')
+				return -EINVAL;
+			hi = strtoul(s, &end, 10);
+		}
+		if (hi >= CPU_SETSIZE || lo > hi)
+			return -EINVAL;
+		for (unsigned long c = lo; c <= hi; c++)
+			CPU_SET(c, set);
+		if (!*end)
+			return 0;
+		if (*end != ',')
+			return -EINVAL;
+		s = end + 1;
+	}
+}
+
+AUDITLOG_API int auditlog_config_set_worker_cpus(struct auditlog_config *cfg, const char *cpus)
+{
+	cpu_set_t set;
+
+	if (!cfg)
+		return -EINVAL;
+	if (!cpus) {
+		cfg->has_worker_cpus = false;
+		return 0;
+	}
+	if (parse_cpu_list(cpus, &set) < 0)
+		return -EINVAL;
+	cfg->worker_cpus = set;
+	cfg->has_worker_cpus = true;
+	return 0;
+}
+
 AUDITLOG_API int auditlog_config_set_drop_behind_bytes(struct auditlog_config *cfg, uint64_t bytes)
 {
 	if (!cfg || (bytes != 0 && bytes < AUDITLOG_DROP_BEHIND_MIN))

@@ -7,6 +7,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -42,6 +43,8 @@ struct auditlog_config {
 	uint64_t async_coalesce_us; /* 0: off */
 	int worker_nice;            /* when has_worker_nice */
 	bool has_worker_nice;
+	cpu_set_t worker_cpus;      /* the worker's and its io-wq's CPUs, when has_worker_cpus */
+	bool has_worker_cpus;
 	uint64_t drop_behind_bytes; /* 0: never */
 	/* v2, in-process sealing (docs/format.md 17, 19, 20) */
 	char *seal_state_path;      /* the sealing state file (owned) */
@@ -290,10 +293,11 @@ struct auditlog {
 	unsigned since_look; /* slots taken since the last look */
 	pthread_t worker;
 	bool worker_started;
-	/* with cfg.has_worker_nice: 1 once the worker has set its nice (its
-	 * result in worker_nice_err: 0 or -errno), which auditlog_open waits for */
+	/* with cfg.has_worker_nice or has_worker_cpus: 1 once the worker has
+	 * set them on itself (the result in worker_setup_err: 0 or -errno),
+	 * which auditlog_open waits for */
 	_Atomic uint32_t worker_ready;
-	int worker_nice_err;
+	int worker_setup_err;
 	bool uring;
 	bool cqe_skip; /* IORING_FEAT_CQE_SKIP */
 	struct io_uring ring;

@@ -2154,20 +2154,54 @@ static void lead(struct auditlog *l, struct waiter *w)
 	(void)pthread_setcancelstate(cs, NULL);
 }
 
+/* The worker's nice and CPUs, set on itself before any I/O: the io_uring
+ * threads its requests start are made from it and take its nice, and
+ * IORING_REGISTER_IOWQ_AFF confines this thread's io-wq (it applies to the
+ * calling task's). 0 or -errno. */
+static int worker_setup(struct auditlog *l)
+{
+	if (l->cfg.has_worker_nice &&
+	    setpriority(PRIO_PROCESS, (id_t)gettid(), l->cfg.worker_nice) < 0)
+		return -errno;
+	if (l->cfg.has_worker_cpus) {
+		int r = pthread_setaffinity_np(pthread_self(), sizeof(l->cfg.worker_cpus),
+					       &l->cfg.worker_cpus);
+		if (r)
+			return -r;
+		if (l->uring) {
+			/* the call confines this task's io-wq, which its first
+			 * submission makes: a NOP, reaped here, before anything
+			 * else is in the ring */
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&l->ring);
+			struct io_uring_cqe *cqe;
+			assert(sqe);
+			io_uring_prep_nop(sqe);
+			io_uring_sqe_set_data64(sqe, 0);
+			if ((r = io_uring_submit_and_wait(&l->ring, 1)) < 0 ||
+			    (r = io_uring_peek_cqe(&l->ring, &cqe)) < 0)
+				return r;
+			io_uring_cqe_seen(&l->ring, cqe);
+			r = io_uring_register_iowq_aff(&l->ring, sizeof(l->cfg.worker_cpus),
+						       &l->cfg.worker_cpus);
+			if (r < 0)
+				return r;
+		}
+	}
+	return 0;
+}
+
 static void *worker_main(void *arg)
 {
 	struct auditlog *l = arg;
 
 	/* a name tools (and the benchmark's CPU accounting) can find */
 	(void)pthread_setname_np(pthread_self(), "auditlog-worker");
-	if (l->cfg.has_worker_nice) {
-		/* before any I/O: the io_uring threads this thread's requests
-		 * start are made from it and take its nice */
-		l->worker_nice_err = setpriority(PRIO_PROCESS, (id_t)gettid(), l->cfg.worker_nice) < 0 ?
-					     -errno : 0;
+	if (l->cfg.has_worker_nice || l->cfg.has_worker_cpus) {
+		int r = worker_setup(l);
+		l->worker_setup_err = r;
 		atomic_store_explicit(&l->worker_ready, 1, memory_order_release);
 		futex_wake_all(&l->worker_ready);
-		if (l->worker_nice_err < 0)
+		if (r < 0)
 			return NULL; /* auditlog_open joins it and fails */
 	}
 	for (;;) {
@@ -2456,12 +2490,12 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 		r = -r;
 		goto err;
 	}
-	if (cfg->has_worker_nice) {
+	if (cfg->has_worker_nice || cfg->has_worker_cpus) {
 		while (!atomic_load_explicit(&l->worker_ready, memory_order_acquire))
 			futex_wait(&l->worker_ready, 0, NULL);
-		if (l->worker_nice_err < 0) {
+		if (l->worker_setup_err < 0) {
 			pthread_join(l->worker, NULL);
-			r = l->worker_nice_err;
+			r = l->worker_setup_err;
 			goto err;
 		}
 	}
