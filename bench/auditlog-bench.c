@@ -267,6 +267,7 @@ struct opts {
 	size_t queue;          /* the sustained phase's queue slots (auditlog_config_set_queue_capacity) */
 	int worker_nice;       /* auditlog_config_set_worker_nice of every log, when has_worker_nice */
 	bool has_worker_nice;
+	const char *worker_cpus; /* auditlog_config_set_worker_cpus of every log, or NULL */
 	uint64_t drop_behind;  /* auditlog_config_set_drop_behind_bytes, when has_drop_behind */
 	bool has_drop_behind;
 	unsigned lanes;        /* auditlog_config_set_queue_lanes of every log, when has_lanes */
@@ -450,6 +451,8 @@ static void usage(FILE *f)
 	      "                       ring, ..16; default: the library's, one a CPU)\n"
 	      "  --worker-nice N      auditlog_config_set_worker_nice of every log (-20..19;\n"
 	      "                       default: not set, the worker keeps the bench's nice)\n"
+	      "  --worker-cpus LIST   auditlog_config_set_worker_cpus of every log (e.g. 0 or\n"
+	      "                       0-3,8; default: not set, the worker keeps the bench's)\n"
 	      "  --drop-behind-bytes N auditlog_config_set_drop_behind_bytes of every log\n"
 	      "                       (K/M/G suffixes; 0 = never; default: the library's, 1 GiB)\n"
 	      "  --prime-bytes N      before the sustained phase and before its raw ceiling,\n"
@@ -479,7 +482,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	enum {
 		OPT_JSON = 256, OPT_EVENTS, OPT_THREADS, OPT_VERSION, OPT_ROTATE, OPT_DIR, OPT_LOG, OPT_KEEP,
 		OPT_BACKEND, OPT_SYNC, OPT_ENQ, OPT_SEAL, OPT_SIGN, OPT_LINE, OPT_PHASES, OPT_COALESCE,
-		OPT_TOKEN_N, OPT_TOKEN_GAP, OPT_MAX_BATCH, OPT_SEALER, OPT_QUEUE, OPT_LANES, OPT_NICE, OPT_SWEEP_S,
+		OPT_TOKEN_N, OPT_TOKEN_GAP, OPT_MAX_BATCH, OPT_SEALER, OPT_QUEUE, OPT_LANES, OPT_NICE, OPT_CPUS, OPT_SWEEP_S,
 		OPT_DROP, OPT_PRIME
 	};
 	static const struct option lo[] = {
@@ -508,6 +511,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{"drop-behind-bytes", required_argument, NULL, OPT_DROP},
 		{"prime-bytes", required_argument, NULL, OPT_PRIME},
 		{"worker-nice", required_argument, NULL, OPT_NICE},
+		{"worker-cpus", required_argument, NULL, OPT_CPUS},
 		{"sealer-socket", required_argument, NULL, OPT_SEALER},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -630,6 +634,16 @@ static void parse_args(int argc, char **argv, struct opts *o)
 				bad_arg("--worker-nice: '%s' is not an integer in -20..19", optarg);
 			o->worker_nice = (int)v;
 			o->has_worker_nice = true;
+			break;
+		}
+		case OPT_CPUS: {
+			struct auditlog_config *probe = NULL;
+			bool ok = auditlog_config_new(&probe) == 0 &&
+				  auditlog_config_set_worker_cpus(probe, optarg) == 0;
+			auditlog_config_free(probe);
+			if (!ok)
+				bad_arg("--worker-cpus: '%s' is not a CPU list such as 0-3,8", optarg);
+			o->worker_cpus = optarg;
 			break;
 		}
 		case OPT_TOKEN_GAP:
@@ -1057,6 +1071,7 @@ static int open_log(const struct opts *o, const char *path, size_t queue, uint64
 	    (r = auditlog_config_set_async_coalesce_us(cfg, coalesce_us)) < 0 ||
 	    (o->max_batch && (r = auditlog_config_set_max_batch_bytes(cfg, o->max_batch)) < 0) ||
 	    (o->has_worker_nice && (r = auditlog_config_set_worker_nice(cfg, o->worker_nice)) < 0) ||
+	    (o->worker_cpus && (r = auditlog_config_set_worker_cpus(cfg, o->worker_cpus)) < 0) ||
 	    (o->has_drop_behind &&
 	     (r = auditlog_config_set_drop_behind_bytes(cfg, o->drop_behind)) < 0) ||
 	    (o->seal_state &&
@@ -2697,6 +2712,9 @@ static void print_table(const struct report *R)
 	if (o->has_worker_nice)
 		printf("  worker nice   %d (auditlog_config_set_worker_nice; the producers keep the bench's)\n",
 		       o->worker_nice);
+	if (o->worker_cpus)
+		printf("  worker CPUs   %s (auditlog_config_set_worker_cpus: the worker and its io_uring\n"
+		       "                threads; the producers keep the bench's)\n", o->worker_cpus);
 	if (o->has_drop_behind)
 		printf("  drop behind   %" PRIu64 " bytes (auditlog_config_set_drop_behind_bytes)\n",
 		       o->drop_behind);
@@ -2924,6 +2942,8 @@ static void print_json(const struct report *R)
 		ju64(&j, "queue_lanes", o->lanes);
 	if (o->has_worker_nice) /* absent: not set, the worker keeps the bench's nice */
 		jnum(&j, "worker_nice", o->worker_nice);
+	if (o->worker_cpus) /* absent: not set */
+		jstr(&j, "worker_cpus", o->worker_cpus);
 	if (o->has_drop_behind) /* absent: the library's default */
 		ju64(&j, "drop_behind_bytes", o->drop_behind);
 	if (ph & PH_SUSTAINED) {
