@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,6 +287,7 @@ static void test_bad_config(void **state)
 		"max_pin_failures = 3\n",     /* given twice (write_conf sets it) */
 		"keygen_ahead = maybe\n",     /* not a boolean */
 		"audit_drop_behind_bytes = 1048575\n", /* below libauditlog's 1 MiB, not 0 */
+		"audit_worker_cpus = 3-1\n",  /* not a CPU list */
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -1614,6 +1616,69 @@ static __attribute__((unused)) void test_fork_child(void **state)
 	assert_two_chains_verify();
 }
 
+static int threads_named(const char *name);
+
+/* audit_worker_cpus reaches libauditlog: the trail's worker thread may run
+ * on that CPU only (that its io_uring threads follow is test_writer's
+ * test_worker_cpus). */
+static void test_audit_worker_cpus(void **state)
+{
+	cpu_set_t mine;
+	char line[64], want[16] = "";
+	unsigned found = 0;
+	DIR *d;
+	struct dirent *e;
+
+	assert_int_equal(sched_getaffinity(0, sizeof(mine), &mine), 0);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &mine))
+			snprintf(want, sizeof(want), "%d", c);
+	snprintf(line, sizeof(line), "audit_worker_cpus = %s\n", want);
+	write_conf(line);
+	init();
+	assert_non_null(d = opendir("/proc/self/task"));
+	while ((e = readdir(d))) {
+		char p[300], buf[4096];
+		size_t n;
+		FILE *fp;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/proc/self/task/%s/comm", e->d_name);
+		if (!(fp = fopen(p, "r")))
+			continue;
+		n = fread(buf, 1, sizeof(buf) - 1, fp);
+		fclose(fp);
+		buf[n] = 0;
+		if (strcmp(buf, "auditlog-worker\n") != 0)
+			continue;
+		snprintf(p, sizeof(p), "/proc/self/task/%s/status", e->d_name);
+		assert_non_null(fp = fopen(p, "r"));
+		n = fread(buf, 1, sizeof(buf) - 1, fp);
+		fclose(fp);
+		buf[n] = 0;
+		const char *c = strstr(buf, "\nCpus_allowed_list:");
+		assert_non_null(c);
+		c += strlen("\nCpus_allowed_list:");
+		c += strspn(c, " \t");
+		assert_true(strncmp(c, want, strlen(want)) == 0 && c[strlen(want)] == '\n');
+		found++;
+	}
+	closedir(d);
+	assert_int_equal(found, 1);
+	fini();
+
+	/* a CPU this process may not run on: the trail cannot start, and
+	 * neither does the token (its trail is required) */
+	for (int c = CPU_SETSIZE - 1; c >= 0; c--)
+		if (!CPU_ISSET(c, &mine)) {
+			snprintf(line, sizeof(line), "audit_worker_cpus = %d\n", c);
+			break;
+		}
+	write_conf(line);
+	assert_int_not_equal(f->C_Initialize(NULL), CKR_OK);
+	assert_int_equal(threads_named("auditlog-worker"), 0);
+}
+
 /* Threads of this process named name (their /proc comm). */
 static int threads_named(const char *name)
 {
@@ -1995,6 +2060,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_audit_file_deleted_queued, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_audit_file_truncated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_audit_drop_behind, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_audit_worker_cpus, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_secret_out_with_error_rv, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exit_without_finalize, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_processes, setup, teardown),

@@ -245,7 +245,8 @@ CK_RV tok_audit_open(char *err, size_t errlen)
 								   : AUDITLOG_FULL_BLOCK) < 0 ||
 	    auditlog_config_set_async_coalesce_us(ac, c->audit_async_coalesce_us) < 0 ||
 	    (c->audit_drop_behind_set &&
-	     auditlog_config_set_drop_behind_bytes(ac, c->audit_drop_behind_bytes) < 0)) {
+	     auditlog_config_set_drop_behind_bytes(ac, c->audit_drop_behind_bytes) < 0) ||
+	    (c->audit_worker_cpus && auditlog_config_set_worker_cpus(ac, c->audit_worker_cpus) < 0)) {
 		snprintf(err, errlen, "%s: an audit setting is out of range", c->path);
 		rv = CKR_ARGUMENTS_BAD;
 		goto out;
@@ -330,6 +331,12 @@ CK_RV tok_audit_open(char *err, size_t errlen)
 			 c->audit_sealer_socket, tried ? tried : c->audit_dir);
 	else if (c->audit_sealer_socket && r == -ERANGE)
 		snprintf(err, errlen, "the sealing key of the sealer at %s is exhausted", c->audit_sealer_socket);
+	else if (c->audit_worker_cpus && r == -EINVAL)
+		snprintf(err, errlen,
+			 "cannot run the audit writer on CPUs %s (audit_worker_cpus): none of them is one "
+			 "this process may run on, or the kernel cannot confine io_uring's threads "
+			 "(IORING_REGISTER_IOWQ_AFF, Linux 5.14; audit_backend = pwrite needs none)",
+			 c->audit_worker_cpus);
 	else if (c->audit_format_version == 2 && r == -ESTALE)
 		snprintf(err, errlen,
 			 "the sealing state %s is at an epoch below the last seal in %s (an older copy put in "

@@ -71,7 +71,7 @@ enum key {
 	K_AUDIT_ENOSPC, K_AUDIT_COALESCE, K_PBKDF2, K_MAX_PIN_FAILURES, K_SLOTS, K_AUDIT_BACKEND,
 	K_AUDIT_QUEUE_FULL, K_RSA_MIN_BITS, K_AUDIT_SEAL_STATE, K_AUDIT_SIGNING_KEY,
 	K_AUDIT_CKPT_RECORDS, K_AUDIT_CKPT_MS, K_AUDIT_SEALER_SOCKET, K_KEYGEN_AHEAD,
-	K_AUDIT_DROP_BEHIND, K__MAX
+	K_AUDIT_DROP_BEHIND, K_AUDIT_WORKER_CPUS, K__MAX
 };
 
 static const char *const key_names[K__MAX] = {
@@ -100,6 +100,7 @@ static const char *const key_names[K__MAX] = {
 	[K_AUDIT_SEALER_SOCKET] = "audit_sealer_socket",
 	[K_KEYGEN_AHEAD] = "keygen_ahead",
 	[K_AUDIT_DROP_BEHIND] = "audit_drop_behind_bytes",
+	[K_AUDIT_WORKER_CPUS] = "audit_worker_cpus",
 };
 
 /* An absolute path into *dst (relative ones would depend on the caller's cwd). */
@@ -180,6 +181,18 @@ static bool set_key(struct tok_config *c, enum key k, const char *v)
 		c->audit_drop_behind_bytes = u;
 		c->audit_drop_behind_set = true;
 		return true;
+	case K_AUDIT_WORKER_CPUS: {
+		/* libauditlog's own check of the list, here: a bad one is the
+		 * configuration's error, said at C_Initialize */
+		struct auditlog_config *probe = NULL;
+		bool ok = auditlog_config_new(&probe) == 0 &&
+			  auditlog_config_set_worker_cpus(probe, v) == 0;
+		auditlog_config_free(probe);
+		if (!ok)
+			return false;
+		free(c->audit_worker_cpus);
+		return (c->audit_worker_cpus = strdup(v)) != NULL;
+	}
 	case K_AUDIT_COALESCE:
 		return parse_u64(v, 0, AUDITLOG_ASYNC_COALESCE_MAX_US, &c->audit_async_coalesce_us);
 	case K_PBKDF2:
@@ -401,8 +414,10 @@ void tok_config_free(struct tok_config *c)
 	free(c->audit_seal_state);
 	free(c->audit_signing_key);
 	free(c->audit_sealer_socket);
+	free(c->audit_worker_cpus);
 	c->path = c->token_dir = c->audit_dir = NULL;
 	c->audit_seal_state = c->audit_signing_key = c->audit_sealer_socket = NULL;
+	c->audit_worker_cpus = NULL;
 }
 
 /* Here rather than in module.c: softtoken-util shares this file. */

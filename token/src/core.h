@@ -40,6 +40,7 @@ struct tok_config {
 	uint64_t audit_async_coalesce_us; /* libauditlog's async_coalesce_us */
 	bool audit_drop_behind_set;       /* audit_drop_behind_bytes given; else */
 	uint64_t audit_drop_behind_bytes; /* libauditlog's default stands */
+	char *audit_worker_cpus;          /* libauditlog's worker_cpus, or NULL (owned) */
 	uint64_t pbkdf2_iterations;
 	uint64_t max_pin_failures;
 	uint64_t slots;
