@@ -1244,6 +1244,17 @@ static int nice_refused_child(const char *path)
 	return 0;
 }
 
+/* n queued records, then a flush: enough batches for the worker's ring to
+ * have started its io_uring threads. */
+static void record_flushed(struct auditlog *log, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct auditlog_event ev = tu_event("C_Sign", i);
+		assert_int_equal(auditlog_record(log, &ev), 0);
+	}
+	assert_int_equal(auditlog_flush(log), 0);
+}
+
 static void test_worker_nice(void **state)
 {
 	char *dir = tu_mkdtemp();
@@ -1265,11 +1276,7 @@ static void test_worker_nice(void **state)
 	assert_int_equal(auditlog_config_set_worker_nice(cfg, want), 0);
 	assert_int_equal(auditlog_config_set_backend(cfg, AUDITLOG_BACKEND_IO_URING), 0);
 	assert_int_equal(auditlog_open(cfg, &log), 0);
-	for (unsigned i = 0; i < 2000; i++) {
-		struct auditlog_event ev = tu_event("C_Sign", i);
-		assert_int_equal(auditlog_record(log, &ev), 0);
-	}
-	assert_int_equal(auditlog_flush(log), 0);
+	record_flushed(log, 2000);
 	assert_int_equal(threads_named("auditlog-worker", want, &all), 1);
 	assert_true(all);
 	/* the io_uring threads the worker's requests started (if the kernel
@@ -1375,11 +1382,7 @@ static void test_worker_cpus(void **state)
 	assert_int_equal(auditlog_config_set_backend(cfg, AUDITLOG_BACKEND_IO_URING), 0);
 	assert_int_equal(auditlog__config_set_io_hooks(cfg, &h), 0);
 	assert_int_equal(auditlog_open(cfg, &log), 0);
-	for (unsigned i = 0; i < 2000; i++) {
-		struct auditlog_event ev = tu_event("C_Sign", i);
-		assert_int_equal(auditlog_record(log, &ev), 0);
-	}
-	assert_int_equal(auditlog_flush(log), 0);
+	record_flushed(log, 2000);
 	assert_int_equal(threads_on("auditlog-worker", want, &all), 1);
 	assert_true(all);
 	{
