@@ -332,11 +332,13 @@ CK_RV tok_audit_open(char *err, size_t errlen)
 	else if (c->audit_sealer_socket && r == -ERANGE)
 		snprintf(err, errlen, "the sealing key of the sealer at %s is exhausted", c->audit_sealer_socket);
 	else if (c->audit_worker_cpus && r == -EINVAL)
+		/* libauditlog's -EINVAL for either: say which setting may be it */
 		snprintf(err, errlen,
-			 "cannot run the audit writer on CPUs %s (audit_worker_cpus): none of them is one "
-			 "this process may run on, or the kernel cannot confine io_uring's threads "
-			 "(IORING_REGISTER_IOWQ_AFF, Linux 5.14; audit_backend = pwrite needs none)",
-			 c->audit_worker_cpus);
+			 "cannot open the audit log %s: %s; audit_worker_cpus = %s fails so when none of "
+			 "its CPUs is one this process may run on, or when the kernel cannot confine "
+			 "io_uring's threads (IORING_REGISTER_IOWQ_AFF, Linux 5.14; audit_backend = pwrite "
+			 "needs no such call)",
+			 tried ? tried : c->audit_dir, strerror(-r), c->audit_worker_cpus);
 	else if (c->audit_format_version == 2 && r == -ESTALE)
 		snprintf(err, errlen,
 			 "the sealing state %s is at an epoch below the last seal in %s (an older copy put in "
