@@ -1015,6 +1015,38 @@ static clockid_t tid_cpu_clock(pid_t tid)
 	return (clockid_t)((~(unsigned)tid << 3) | 6u);
 }
 
+/* A thread's scheduler counts: switches away from it that it asked for
+ * (sleeps) and that it did not (preemptions), from /proc/.../status, and
+ * its moves between CPUs (se.nr_migrations, /proc/.../sched; needs
+ * CONFIG_SCHED_DEBUG, else 0 and false). */
+struct sched_counts {
+	unsigned long long voluntary, involuntary, migrations;
+	bool have_migrations;
+};
+
+static bool thread_sched_counts(pid_t tid, struct sched_counts *c)
+{
+	char path[64], buf[8192];
+	const char *q;
+
+	memset(c, 0, sizeof(*c));
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
+	if (read_small(path, buf, sizeof(buf)) <= 0 ||
+	    !(q = strstr(buf, "\nvoluntary_ctxt_switches:")))
+		return false;
+	c->voluntary = strtoull(q + strlen("\nvoluntary_ctxt_switches:"), NULL, 10);
+	if (!(q = strstr(buf, "\nnonvoluntary_ctxt_switches:")))
+		return false;
+	c->involuntary = strtoull(q + strlen("\nnonvoluntary_ctxt_switches:"), NULL, 10);
+	snprintf(path, sizeof(path), "/proc/self/task/%d/sched", (int)tid);
+	if (read_small(path, buf, sizeof(buf)) > 0 && (q = strstr(buf, "\nse.nr_migrations")) &&
+	    (q = strchr(q, ':'))) {
+		c->migrations = strtoull(q + 1, NULL, 10);
+		c->have_migrations = true;
+	}
+	return true;
+}
+
 /* On-CPU ns of a thread: its CPU-time clock (1 ns), else schedstat's first
  * field (ns, but behind by up to a scheduler tick for a running thread), else
  * utime+stime (clock ticks, 10 ms at USER_HZ 100). *src names the source. */
@@ -1368,6 +1400,9 @@ struct sustained {
 	bool worker_found;
 	const char *worker_src;
 	double worker_res_ns; /* the source's resolution */
+	/* the worker's scheduler counts over the phase (sched_found) */
+	bool sched_found;
+	struct sched_counts sched;
 	uint64_t worker_ns, process_ns, producers_ns;
 	double worker_ns_per_event, process_ns_per_event, producers_ns_per_event;
 	double parts_ns_per_event; /* producers + worker: DESIGN.md's total */
@@ -1399,6 +1434,7 @@ static int phase_sustained(const struct opts *o, const struct env *e, const char
 	struct producer *p = calloc(o->threads, sizeof(*p));
 	struct auditlog *log;
 	uint64_t t0, t1, w0 = 0, w1 = 0, c0, c1;
+	struct sched_counts sc0, sc1;
 	pid_t wtid;
 	int r, rc;
 
@@ -1413,6 +1449,7 @@ static int phase_sustained(const struct opts *o, const struct env *e, const char
 	}
 	wtid = find_worker();
 	s->worker_found = wtid > 0 && thread_cpu_ns(wtid, &w0, &s->worker_src) == 0;
+	s->sched_found = s->worker_found && thread_sched_counts(wtid, &sc0);
 	c0 = cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 
 	r = run_producers(p, o->threads, log, o->events, NULL, 0, &t0);
@@ -1427,6 +1464,12 @@ static int phase_sustained(const struct opts *o, const struct env *e, const char
 	if (s->worker_found && thread_cpu_ns(wtid, &w1, &s->worker_src) < 0)
 		s->worker_found = false;
 	c1 = cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+	if (s->sched_found && (s->sched_found = s->worker_found && thread_sched_counts(wtid, &sc1))) {
+		s->sched.voluntary = sc1.voluntary - sc0.voluntary;
+		s->sched.involuntary = sc1.involuntary - sc0.involuntary;
+		s->sched.migrations = sc1.migrations - sc0.migrations;
+		s->sched.have_migrations = sc0.have_migrations && sc1.have_migrations;
+	}
 	if (s->worker_found) /* while the thread lives */
 		s->worker_res_ns = cpu_src_res_ns(wtid, s->worker_src);
 	auditlog_get_stats(log, &s->st, sizeof(s->st));
@@ -2756,6 +2799,13 @@ static void print_table(const struct report *R)
 			       su->worker_res_ns);
 		else
 			printf("  worker        not found (no thread named auditlog-worker)\n");
+		if (su->sched_found) {
+			printf("                %llu sleeps, %llu preemptions", su->sched.voluntary,
+			       su->sched.involuntary);
+			if (su->sched.have_migrations)
+				printf(", %llu moves between CPUs", su->sched.migrations);
+			printf(" (its context switches)\n");
+		}
 		printf("  producers     %7.1f ns  (CLOCK_THREAD_CPUTIME_ID of each, summed)\n",
 		       su->producers_ns_per_event);
 		printf("  sum of both   %7.1f ns  (DESIGN.md's total)\n", su->parts_ns_per_event);
@@ -3014,6 +3064,12 @@ static void print_json(const struct report *R)
 		jfix(&j, "worker_cpu_ns_per_event", su->worker_ns_per_event, 1);
 		jstr(&j, "worker_cpu_source", su->worker_found ? su->worker_src : "none");
 		jfix(&j, "worker_cpu_resolution_ns", su->worker_found ? su->worker_res_ns : NAN, 0);
+		if (su->sched_found) { /* absent: not read */
+			ju64(&j, "worker_voluntary_switches", su->sched.voluntary);
+			ju64(&j, "worker_involuntary_switches", su->sched.involuntary);
+			if (su->sched.have_migrations)
+				ju64(&j, "worker_migrations", su->sched.migrations);
+		}
 		jfix(&j, "producers_cpu_ns_per_event", su->producers_ns_per_event, 1);
 		jfix(&j, "total_cpu_ns_per_event", su->parts_ns_per_event, 1);
 		jfix(&j, "process_cpu_ns_per_event", su->process_ns_per_event, 1);
