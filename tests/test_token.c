@@ -1625,9 +1625,7 @@ static void test_audit_worker_cpus(void **state)
 {
 	cpu_set_t mine;
 	char line[64], want[16] = "";
-	unsigned found = 0;
-	DIR *d;
-	struct dirent *e;
+	bool all;
 
 	assert_int_equal(sched_getaffinity(0, sizeof(mine), &mine), 0);
 	for (int c = 0; c < CPU_SETSIZE; c++)
@@ -1636,35 +1634,8 @@ static void test_audit_worker_cpus(void **state)
 	snprintf(line, sizeof(line), "audit_worker_cpus = %s\n", want);
 	write_conf(line);
 	init();
-	assert_non_null(d = opendir("/proc/self/task"));
-	while ((e = readdir(d))) {
-		char p[300], buf[4096];
-		size_t n;
-		FILE *fp;
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "/proc/self/task/%s/comm", e->d_name);
-		if (!(fp = fopen(p, "r")))
-			continue;
-		n = fread(buf, 1, sizeof(buf) - 1, fp);
-		fclose(fp);
-		buf[n] = 0;
-		if (strcmp(buf, "auditlog-worker\n") != 0)
-			continue;
-		snprintf(p, sizeof(p), "/proc/self/task/%s/status", e->d_name);
-		assert_non_null(fp = fopen(p, "r"));
-		n = fread(buf, 1, sizeof(buf) - 1, fp);
-		fclose(fp);
-		buf[n] = 0;
-		const char *c = strstr(buf, "\nCpus_allowed_list:");
-		assert_non_null(c);
-		c += strlen("\nCpus_allowed_list:");
-		c += strspn(c, " \t");
-		assert_true(strncmp(c, want, strlen(want)) == 0 && c[strlen(want)] == '\n');
-		found++;
-	}
-	closedir(d);
-	assert_int_equal(found, 1);
+	assert_int_equal(tu_threads_on("auditlog-worker", want, &all), 1);
+	assert_true(all);
 	fini();
 
 	/* a CPU this process may not run on: the trail cannot start, and

@@ -1310,40 +1310,6 @@ static void test_worker_nice(void **state)
 	free(dir);
 }
 
-/* How many threads named comm there are; *ret_all: each may run on exactly
- * the CPUs of want (its Cpus_allowed_list, as the kernel prints it). */
-static unsigned threads_on(const char *comm, const char *want, bool *ret_all)
-{
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-	unsigned n = 0;
-
-	*ret_all = true;
-	if (!d)
-		return 0;
-	while ((e = readdir(d))) {
-		char buf[4096];
-		const char *c;
-
-		if (e->d_name[0] == '.' || !read_task(e->d_name, "comm", buf, sizeof(buf)))
-			continue;
-		buf[strcspn(buf, "\n")] = 0;
-		if (strcmp(buf, comm) != 0 || !read_task(e->d_name, "status", buf, sizeof(buf)))
-			continue;
-		n++;
-		if (!(c = strstr(buf, "\nCpus_allowed_list:"))) {
-			*ret_all = false;
-			continue;
-		}
-		c += strlen("\nCpus_allowed_list:");
-		c += strspn(c, " \t");
-		if (strncmp(c, want, strlen(want)) != 0 || c[strlen(want)] != '\n')
-			*ret_all = false;
-	}
-	closedir(d);
-	return n;
-}
-
 /* auditlog_config_set_worker_cpus: the worker and the io_uring threads that
  * run its writes and fdatasyncs on those CPUs only; the opener keeps its
  * own; a list the process may not run on fails the open. */
@@ -1383,24 +1349,14 @@ static void test_worker_cpus(void **state)
 	assert_int_equal(auditlog__config_set_io_hooks(cfg, &h), 0);
 	assert_int_equal(auditlog_open(cfg, &log), 0);
 	record_flushed(log, 2000);
-	assert_int_equal(threads_on("auditlog-worker", want, &all), 1);
+	assert_int_equal(tu_threads_on("auditlog-worker", want, &all), 1);
 	assert_true(all);
-	{
-		DIR *d = opendir("/proc/self/task");
-		struct dirent *e;
-		char buf[64];
-		assert_non_null(d);
-		while ((e = readdir(d)))
-			if (e->d_name[0] != '.' && read_task(e->d_name, "comm", buf, sizeof(buf)) &&
-			    strncmp(buf, "auditlog-worker\n", 16) == 0)
-				wtid = (unsigned)atoi(e->d_name);
-		closedir(d);
-	}
+	wtid = tu_thread_named("auditlog-worker");
 	assert_true(wtid > 0);
 	/* the worker's io-wq threads: the ring ran every fdatasync there, so
 	 * the kernel made at least one */
 	snprintf(wrk, sizeof(wrk), "iou-wrk-%u", wtid);
-	nwrk = threads_on(wrk, want, &all);
+	nwrk = tu_threads_on(wrk, want, &all);
 	assert_true(nwrk >= 1);
 	assert_true(all);
 	assert_int_equal(sched_getaffinity(0, sizeof(after), &after), 0);
@@ -1417,7 +1373,7 @@ static void test_worker_cpus(void **state)
 	log = NULL;
 	assert_int_equal(auditlog_open(cfg, &log), -EINVAL);
 	assert_null(log);
-	assert_int_equal(threads_on("auditlog-worker", want, &all), 0);
+	assert_int_equal(tu_threads_on("auditlog-worker", want, &all), 0);
 	auditlog_config_free(cfg);
 	tu_rmtree(dir);
 	free(path);

@@ -817,3 +817,87 @@ void tu_v2_config(struct auditlog_config *cfg, const struct tu_v2keys *k, struct
 		assert_int_equal(auditlog__config_set_clock(cfg, &h), 0);
 	}
 }
+
+/* /proc/self/task/TID/NAME into buf (NUL-terminated), or false. */
+static bool task_file(const char *tid, const char *name, char *buf, size_t cap)
+{
+	char p[320];
+	FILE *f;
+	size_t len;
+
+	snprintf(p, sizeof(p), "/proc/self/task/%s/%s", tid, name);
+	if (!(f = fopen(p, "r")))
+		return false; /* the thread ended meanwhile */
+	len = fread(buf, 1, cap - 1, f);
+	fclose(f);
+	buf[len] = 0;
+	if (strcmp(name, "comm") == 0) /* one line */
+		buf[strcspn(buf, "\n")] = 0;
+	return true;
+}
+
+/* Each thread named comm: fn(tid, ctx). The count. */
+static unsigned each_thread(const char *comm, void (*fn)(const char *tid, void *ctx), void *ctx)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	unsigned n = 0;
+	char buf[64];
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.' && task_file(e->d_name, "comm", buf, sizeof(buf)) &&
+		    strcmp(buf, comm) == 0) {
+			n++;
+			if (fn)
+				fn(e->d_name, ctx);
+		}
+	closedir(d);
+	return n;
+}
+
+struct cpus_check {
+	const char *want;
+	bool all;
+};
+
+static void check_cpus(const char *tid, void *ctx)
+{
+	struct cpus_check *c = ctx;
+	char buf[4096];
+	const char *l;
+	size_t n = strlen(c->want);
+
+	if (!task_file(tid, "status", buf, sizeof(buf)) || !(l = strstr(buf, "\nCpus_allowed_list:"))) {
+		c->all = false;
+		return;
+	}
+	l += strlen("\nCpus_allowed_list:");
+	l += strspn(l, " \t");
+	if (strncmp(l, c->want, n) != 0 || l[n] != '\n')
+		c->all = false;
+}
+
+unsigned tu_threads_on(const char *comm, const char *want, bool *ret_all)
+{
+	struct cpus_check c = {want, true};
+	unsigned n = each_thread(comm, check_cpus, &c);
+
+	*ret_all = c.all;
+	return n;
+}
+
+static void keep_tid(const char *tid, void *ctx)
+{
+	unsigned *t = ctx;
+	if (!*t)
+		*t = (unsigned)strtoul(tid, NULL, 10);
+}
+
+unsigned tu_thread_named(const char *comm)
+{
+	unsigned t = 0;
+	each_thread(comm, keep_tid, &t);
+	return t;
+}

@@ -66,6 +66,12 @@ int tu_walk_file(const char *path, struct tu_walk *w,
 unsigned tu_walk_chain(const char *dir, const char *active,
 		       void (*on_event)(void *ctx, const struct al_parsed *p), void *ctx);
 unsigned tu_count_files(const char *dir); /* entries not starting with '.' */
+/* How many threads of this process are named comm (their /proc comm); *ret_all:
+ * each may run on exactly the CPUs of the list want, as the kernel prints its
+ * Cpus_allowed_list ("1", "0-3"). */
+unsigned tu_threads_on(const char *comm, const char *want, bool *ret_all);
+/* The TID of this process's thread named comm (the first found), or 0. */
+unsigned tu_thread_named(const char *comm);
 
 /* An event with the shape of the token's records. */
 struct auditlog_event tu_event(const char *action, uint64_t session);
