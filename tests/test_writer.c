@@ -1151,23 +1151,6 @@ static void test_reopen_and_versions(void **state)
 
 /* ---- the worker's nice ------------------------------------------------- */
 
-/* /proc/self/task/TID/NAME into buf (NUL-terminated; a /proc file's size is
- * 0, so tu_read_file does not fit); false when it cannot be read. */
-static bool read_task(const char *tid, const char *name, char *buf, size_t cap)
-{
-	char p[320];
-	FILE *f;
-	size_t len;
-
-	snprintf(p, sizeof(p), "/proc/self/task/%s/%s", tid, name);
-	if (!(f = fopen(p, "r")))
-		return false;
-	len = fread(buf, 1, cap - 1, f);
-	fclose(f);
-	buf[len] = 0;
-	return true;
-}
-
 /* How many of this process's threads are named comm, and whether all have
  * nice `want` (field 19 of /proc/self/task/TID/stat). */
 static unsigned threads_named(const char *comm, int want, bool *ret_all)
@@ -1182,10 +1165,9 @@ static unsigned threads_named(const char *comm, int want, bool *ret_all)
 	while ((e = readdir(d))) {
 		char buf[512];
 
-		if (e->d_name[0] == '.' || !read_task(e->d_name, "comm", buf, sizeof(buf)))
+		if (e->d_name[0] == '.' || !tu_task_file(e->d_name, "comm", buf, sizeof(buf)))
 			continue;
-		buf[strcspn(buf, "\n")] = 0;
-		if (strcmp(buf, comm) != 0 || !read_task(e->d_name, "stat", buf, sizeof(buf)))
+		if (strcmp(buf, comm) != 0 || !tu_task_file(e->d_name, "stat", buf, sizeof(buf)))
 			continue;
 		/* after "(comm) ": state ppid pgrp session tty tpgid flags minflt
 		 * cminflt majflt cmajflt utime stime cutime cstime priority nice */

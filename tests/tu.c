@@ -818,8 +818,7 @@ void tu_v2_config(struct auditlog_config *cfg, const struct tu_v2keys *k, struct
 	}
 }
 
-/* /proc/self/task/TID/NAME into buf (NUL-terminated), or false. */
-static bool task_file(const char *tid, const char *name, char *buf, size_t cap)
+bool tu_task_file(const char *tid, const char *name, char *buf, size_t cap)
 {
 	char p[320];
 	FILE *f;
@@ -847,7 +846,7 @@ static unsigned each_thread(const char *comm, void (*fn)(const char *tid, void *
 	if (!d)
 		return 0;
 	while ((e = readdir(d)))
-		if (e->d_name[0] != '.' && task_file(e->d_name, "comm", buf, sizeof(buf)) &&
+		if (e->d_name[0] != '.' && tu_task_file(e->d_name, "comm", buf, sizeof(buf)) &&
 		    strcmp(buf, comm) == 0) {
 			n++;
 			if (fn)
@@ -869,7 +868,7 @@ static void check_cpus(const char *tid, void *ctx)
 	const char *l;
 	size_t n = strlen(c->want);
 
-	if (!task_file(tid, "status", buf, sizeof(buf)) || !(l = strstr(buf, "\nCpus_allowed_list:"))) {
+	if (!tu_task_file(tid, "status", buf, sizeof(buf)) || !(l = strstr(buf, "\nCpus_allowed_list:"))) {
 		c->all = false;
 		return;
 	}

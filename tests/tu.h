@@ -66,6 +66,10 @@ int tu_walk_file(const char *path, struct tu_walk *w,
 unsigned tu_walk_chain(const char *dir, const char *active,
 		       void (*on_event)(void *ctx, const struct al_parsed *p), void *ctx);
 unsigned tu_count_files(const char *dir); /* entries not starting with '.' */
+/* /proc/self/task/TID/NAME into buf, NUL-terminated (a /proc file's size is 0,
+ * so tu_read_file does not fit), "comm" without its newline; false when it
+ * cannot be read (the thread ended meanwhile). */
+bool tu_task_file(const char *tid, const char *name, char *buf, size_t cap);
 /* How many threads of this process are named comm (their /proc comm); *ret_all:
  * each may run on exactly the CPUs of the list want, as the kernel prints its
  * Cpus_allowed_list ("1", "0-3"). */
