@@ -2099,11 +2099,13 @@ static int successor(struct vctx *c, struct vfile *f, uint64_t next_seq)
 static struct al_vpool *pool_for(struct vctx *c, const struct vfile *f)
 {
 	const struct al_vopts *o = c->o;
-	uint64_t block = o->block ? o->block : AL_VBLOCK;
+	uint64_t block = o->pool ? al_vpool_block(o->pool) : o->block ? o->block : AL_VBLOCK;
 
 	if (c->no_pool || o->follow || f->limit / block < 2 || f->hdr_version >= AL_V2)
 		return NULL; /* (a v2 file: the walk checks every record, can_take) */
-	if (!c->pool) {
+	if (!c->pool && o->pool) {
+		c->pool = o->pool; /* the caller's: not freed here */
+	} else if (!c->pool) {
 		unsigned n = o->threads ? o->threads : al_vpool_cpus();
 		/* no workers to be had: the walk does it all, with the same result */
 		if (n < 2 || al_vpool_new(n, block, o->on_record != NULL, &c->pool) < 0) {
@@ -3574,7 +3576,8 @@ out:
 		memcpy(&c.names, p, sizeof(char *));
 		free(p);
 	}
-	al_vpool_free(c.pool);
+	if (c.pool != o->pool)
+		al_vpool_free(c.pool);
 	free(c.anch_seen);
 	free(c.order);
 	free(c.by_base);

@@ -104,6 +104,8 @@ struct al_vwnote {
 int al_witness_parse(const uint8_t *buf, size_t n, const char *src, struct al_vwnote **list, unsigned *count);
 void al_witness_free(struct al_vwnote *list, unsigned count);
 
+struct al_vpool;
+
 struct al_vopts {
 	unsigned min_version;
 	/* v2 (docs/format.md 19-23): verification keys (seals, one per key id),
@@ -175,6 +177,12 @@ struct al_vopts {
 	/* Their block size in bytes (0: 4 MiB); a file is checked in parallel
 	 * when it holds at least two. Tests set small ones. */
 	uint64_t block;
+	/* Or workers the caller keeps across calls (al_vpool_new; started and
+	 * stopped here, never freed), standing for threads and block: a test
+	 * verifying thousands of small inputs would otherwise make and join a
+	 * pool in each call. With on_record set it must keep the blocks'
+	 * bytes (al_vpool_new's keep). */
+	struct al_vpool *pool;
 };
 
 struct al_vchain {
@@ -249,6 +257,7 @@ unsigned al_vpool_cpus(void);
  * that the walk passes on exactly those (--emit), not a second read. */
 int al_vpool_new(unsigned threads, uint64_t block, bool keep, struct al_vpool **ret);
 void al_vpool_free(struct al_vpool *pl);
+uint64_t al_vpool_block(const struct al_vpool *pl);
 /* Check file fd up to limit, block by block, ahead of the walk. */
 void al_vpool_start(struct al_vpool *pl, int fd, uint64_t limit, unsigned min_version, bool has_expect,
 		    uint64_t expect_seq);

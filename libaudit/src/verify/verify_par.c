@@ -264,6 +264,11 @@ int al_vpool_new(unsigned threads, uint64_t block, bool keep, struct al_vpool **
 	return 0;
 }
 
+uint64_t al_vpool_block(const struct al_vpool *pl)
+{
+	return pl->block;
+}
+
 void al_vpool_free(struct al_vpool *pl)
 {
 	if (!pl)
