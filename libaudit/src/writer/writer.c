@@ -2190,13 +2190,20 @@ static int worker_setup(struct auditlog *l)
 	return 0;
 }
 
+/* Does the worker set anything on itself before its first I/O (which
+ * auditlog_open then waits for)? */
+static bool worker_setup_due(const struct auditlog_config *c)
+{
+	return c->has_worker_nice || c->has_worker_cpus;
+}
+
 static void *worker_main(void *arg)
 {
 	struct auditlog *l = arg;
 
 	/* a name tools (and the benchmark's CPU accounting) can find */
 	(void)pthread_setname_np(pthread_self(), "auditlog-worker");
-	if (l->cfg.has_worker_nice || l->cfg.has_worker_cpus) {
+	if (worker_setup_due(&l->cfg)) {
 		int r = worker_setup(l);
 		l->worker_setup_err = r;
 		atomic_store_explicit(&l->worker_ready, 1, memory_order_release);
@@ -2490,7 +2497,7 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 		r = -r;
 		goto err;
 	}
-	if (cfg->has_worker_nice || cfg->has_worker_cpus) {
+	if (worker_setup_due(cfg)) {
 		while (!atomic_load_explicit(&l->worker_ready, memory_order_acquire))
 			futex_wait(&l->worker_ready, 0, NULL);
 		if (l->worker_setup_err < 0) {
