@@ -1464,7 +1464,9 @@ static int phase_sustained(const struct opts *o, const struct env *e, const char
 	if (s->worker_found && thread_cpu_ns(wtid, &w1, &s->worker_src) < 0)
 		s->worker_found = false;
 	c1 = cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-	if (s->sched_found && (s->sched_found = s->worker_found && thread_sched_counts(wtid, &sc1))) {
+	if (s->sched_found) /* read again at the end, or not at all */
+		s->sched_found = s->worker_found && thread_sched_counts(wtid, &sc1);
+	if (s->sched_found) {
 		s->sched.voluntary = sc1.voluntary - sc0.voluntary;
 		s->sched.involuntary = sc1.involuntary - sc0.involuntary;
 		s->sched.migrations = sc1.migrations - sc0.migrations;
