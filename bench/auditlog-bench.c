@@ -1761,6 +1761,9 @@ struct sweep_pt {
 	/* of batch_ms: in pwrite (the copy into the page cache, where the guest's
 	 * first touches of memory show) and in fdatasync (the disk) */
 	double write_ms, fsync_ms;
+	/* the slowest batch: a disk stall's size, and how far past its limit
+	 * the point can run (it stops at the first batch that ends past it) */
+	double max_batch_ms;
 };
 
 struct ceiling {
@@ -1781,7 +1784,7 @@ static int phase_ceiling(const char *dir, const struct pool *pl, unsigned min_s,
 	for (unsigned k = 0; k < NSWEEP && r == 0; k++) {
 		struct sweep_pt *pt = &c->pt[k];
 		unsigned b = sweep_sizes[k];
-		uint64_t off = 0, t0, el = 0, tw, tf, w_ns = 0, f_ns = 0;
+		uint64_t off = 0, t0, el = 0, tw, tf, tend, w_ns = 0, f_ns = 0, max_ns_b = 0;
 		size_t at = 0;
 		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 
@@ -1800,8 +1803,11 @@ static int phase_ceiling(const char *dir, const struct pool *pl, unsigned min_s,
 			tf = now_ns();
 			if (r == 0)
 				r = datasync(fd);
+			tend = now_ns();
 			w_ns += tf - tw;
-			f_ns += now_ns() - tf;
+			f_ns += tend - tf;
+			if (tend - tw > max_ns_b)
+				max_ns_b = tend - tw;
 			if (r < 0) {
 				error_msg("raw ceiling: write/fdatasync: %s", strerror(-r));
 				break;
@@ -1824,6 +1830,7 @@ static int phase_ceiling(const char *dir, const struct pool *pl, unsigned min_s,
 		pt->batch_ms = pt->batches ? (double)el / 1e6 / (double)pt->batches : 0;
 		pt->write_ms = pt->batches ? (double)w_ns / 1e6 / (double)pt->batches : 0;
 		pt->fsync_ms = pt->batches ? (double)f_ns / 1e6 / (double)pt->batches : 0;
+		pt->max_batch_ms = (double)max_ns_b / 1e6;
 		if (pt->events_per_s > c->events_per_s) {
 			c->events_per_s = pt->events_per_s;
 			c->best = k;
@@ -3101,6 +3108,7 @@ static void print_json(const struct report *R)
 			jfix(&j, "ms_per_batch", pt->batch_ms, 3);
 			jfix(&j, "write_ms_per_batch", pt->write_ms, 3);
 			jfix(&j, "fsync_ms_per_batch", pt->fsync_ms, 3);
+			jfix(&j, "max_batch_ms", pt->max_batch_ms, 3);
 			jfix(&j, "seconds", pt->seconds, 3);
 			jclose(&j, '}');
 		}

@@ -148,9 +148,12 @@ assert all(p["events_per_s"] > 0 for p in sw), sw
 assert all(p["write_ms_per_batch"] > 0 and p["fsync_ms_per_batch"] > 0 for p in sw), sw
 assert all(p["write_ms_per_batch"] + p["fsync_ms_per_batch"] <= p["ms_per_batch"] + 0.002
            for p in sw), sw
-# each size ran at least --sweep-seconds (default 1), at most twice that and a batch
+# each size ran at least --sweep-seconds (default 1), at most twice that and the
+# batch that crossed it, no longer than the slowest (a disk stall can make that one
+# far longer than the mean: CI on 2026-12-06, 2.014 s at 0.43 ms a batch)
 assert rep["sweep_seconds"] == 1, rep["sweep_seconds"]
-assert all(1.0 <= p["seconds"] <= 2.0 + p["ms_per_batch"] / 1e3 + 0.01 for p in sw), sw
+assert all(p["ms_per_batch"] <= p["max_batch_ms"] + 0.002 for p in sw), sw
+assert all(1.0 <= p["seconds"] <= 2.0 + p["max_batch_ms"] / 1e3 + 0.002 for p in sw), sw
 best = max(sw, key=lambda p: p["events_per_s"])
 assert rep["raw_ceiling_events_per_s"] == best["events_per_s"], (rep["raw_ceiling_events_per_s"], best)
 assert rep["raw_ceiling_batch_lines"] == best["batch_lines"], (rep["raw_ceiling_batch_lines"], best)
