@@ -103,8 +103,9 @@ const char *const bench_prog = PROG;
 #define SUSTAINED_QUEUE (1u << 18)
 #define POOL_LINES 16384u           /* preformatted lines for the raw baselines */
 #define SWEEP_BYTES (128ull << 20)  /* per batch size at least this much and... */
-#define SWEEP_MIN_S 1u              /* ...this long (--sweep-seconds), but never longer */
-#define SWEEP_MAX_S 600u            /* than twice that */
+#define SWEEP_DEF_MS 1000u          /* ...this long (--sweep-seconds), but never longer */
+#define SWEEP_MIN_MS 100u           /* than twice that; the bounds of --sweep-seconds */
+#define SWEEP_MAX_MS 600000u
 #define SWEEP_MIN_BATCHES 4u
 #define FSYNC_FLOOR_NS 2000.0       /* a faster median fdatasync is no fdatasync */
 #define PRIME_EVENT_BYTES 512u      /* --prime-bytes auto: this much a sustained event... */
@@ -263,7 +264,7 @@ struct opts {
 	unsigned phases;       /* PH_* */
 	uint64_t coalesce_us;  /* auditlog_config_set_async_coalesce_us of every log */
 	size_t max_batch;      /* auditlog_config_set_max_batch_bytes; 0: the library's */
-	unsigned sweep_s;      /* each raw ceiling point runs at least this long */
+	unsigned sweep_ms;     /* each raw ceiling point runs at least this long */
 	size_t queue;          /* the sustained phase's queue slots (auditlog_config_set_queue_capacity) */
 	int worker_nice;       /* auditlog_config_set_worker_nice of every log, when has_worker_nice */
 	bool has_worker_nice;
@@ -415,6 +416,25 @@ static unsigned parse_phases(const char *arg)
 	return m;
 }
 
+/* --sweep-seconds: 0.1..600 s in tenths (a tenth is for tests, whose sweeps
+ * measure nothing), as milliseconds */
+static unsigned arg_sweep(const char *val)
+{
+	char *end;
+	double v, d;
+	long tenths;
+
+	errno = 0;
+	v = strtod(val, &end);
+	if (end == val || *end || errno || !(v >= 0 && v <= SWEEP_MAX_MS / 1e3 + 1))
+		bad_arg("--sweep-seconds: %s is out of range 0.1..600 (in tenths)", val);
+	tenths = (long)(v * 10 + 0.5);
+	d = v * 10 - (double)tenths;
+	if (d > 1e-6 || d < -1e-6 || tenths * 100 < SWEEP_MIN_MS || tenths * 100 > SWEEP_MAX_MS)
+		bad_arg("--sweep-seconds: %s is out of range 0.1..600 (in tenths)", val);
+	return (unsigned)tenths * 100;
+}
+
 static void usage(FILE *f)
 {
 	fputs("usage: " PROG " [options]\n"
@@ -461,8 +481,8 @@ static void usage(FILE *f)
 	      "                       0 = off; default: 512 bytes an event, 64 MiB to 1 GiB,\n"
 	      "                       at most a quarter of free memory and of free disk)\n"
 	      "  --sweep-seconds N    each raw ceiling batch size runs at least N s (and 128 MB),\n"
-	      "                       at most 2N (1..600, default 1); with --events large\n"
-	      "                       enough, both sides of the ratio run that long\n"
+	      "                       at most 2N (0.1..600, tenths, default 1); with --events\n"
+	      "                       large enough, both sides of the ratio run that long\n"
 	      "  --dir DIR            put the files in a new directory under DIR\n"
 	      "                       (default /var/tmp); it is removed at the end\n"
 	      "  --keep               keep that directory\n"
@@ -531,7 +551,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		.token_records = DEF_TOKEN_RECORDS,
 		.token_gap_us = DEF_TOKEN_GAP_US,
 		.queue = SUSTAINED_QUEUE,
-		.sweep_s = SWEEP_MIN_S,
+		.sweep_ms = SWEEP_DEF_MS,
 	};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
@@ -622,8 +642,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			o->has_prime_bytes = true;
 			break;
 		case OPT_SWEEP_S:
-			o->sweep_s = (unsigned)arg_u64("--sweep-seconds", optarg, SWEEP_MIN_S, SWEEP_MAX_S,
-						       false);
+			o->sweep_ms = arg_sweep(optarg);
 			break;
 		case OPT_NICE: {
 			char *end;
@@ -1772,9 +1791,9 @@ struct ceiling {
 	double events_per_s;
 };
 
-static int phase_ceiling(const char *dir, const struct pool *pl, unsigned min_s, struct ceiling *c)
+static int phase_ceiling(const char *dir, const struct pool *pl, unsigned min_ms, struct ceiling *c)
 {
-	const uint64_t min_ns = (uint64_t)min_s * 1000000000u, max_ns = 2 * min_ns;
+	const uint64_t min_ns = (uint64_t)min_ms * 1000000u, max_ns = 2 * min_ns;
 	char path[PATH_MAX];
 	int r = 0;
 
@@ -2833,7 +2852,7 @@ static void print_table(const struct report *R)
 		else
 			printf("\nprimed         no (--prime-bytes 0, or no free memory or disk for it)\n");
 		printf("\nraw ceiling (pwrite at a growing offset + fdatasync, same directory, real "
-		       "lines; each size >= %u s)\n", o->sweep_s);
+		       "lines; each size >= %g s)\n", o->sweep_ms / 1e3);
 		printf("  %12s %14s %10s %12s %10s %10s %10s\n", "batch lines", "events/s", "MB/s",
 		       "ms/batch", "pwrite", "fdatasync", "seconds");
 		for (unsigned k = 0; k < NSWEEP; k++) {
@@ -2995,7 +3014,7 @@ static void print_json(const struct report *R)
 	ju64(&j, "line_size_requested", o->line_size);
 	ju64(&j, "coalesce_us", o->coalesce_us);
 	ju64(&j, "max_batch_bytes", o->max_batch); /* 0: the library's default */
-	ju64(&j, "sweep_seconds", o->sweep_s);
+	jfix(&j, "sweep_seconds", o->sweep_ms / 1e3, 1);
 	ju64(&j, "queue_slots", o->queue); /* the sustained phase's */
 	if (o->has_lanes) /* absent: the library's default */
 		ju64(&j, "queue_lanes", o->lanes);
@@ -3390,7 +3409,7 @@ static int run_bench(const struct opts *o)
 	}
 	if (ph & PH_SUSTAINED) {
 		prime_before(tmpl, "the raw ceiling", prime_bytes, &prime_s[1]);
-		if (phase_ceiling(tmpl, &pl, o->sweep_s, &c) < 0)
+		if (phase_ceiling(tmpl, &pl, o->sweep_ms, &c) < 0)
 			goto out;
 	}
 	/* the raw sync line: the library's average, else the pool's */

@@ -191,14 +191,14 @@ assert arms["async-coalesce"]["coalesce_us"] == 5000
 assert rep["token_sync_fsyncs_per_record"] == s["fsyncs_per_record"]
 EOF
 
-# -- --queue, --worker-nice and --prime-bytes in one sustained run (each such run
-#    sweeps the raw ceiling, ~9 s): the queue as asked, filled no further; one
+# -- --queue, --worker-nice and --prime-bytes in one sustained run (its raw ceiling
+#    swept at the shortest --sweep-seconds, 0.1 s a size): the queue as asked, filled no further; one
 #    producer; the worker's nice reported as set (a higher nice needs no
 #    privilege); the prime as asked, its scratch file gone from the kept directory
 kdir="$vtmp/keep"
 mkdir "$kdir"
 run 0 --json --dir "$kdir" --keep --phases sustained --events 20000 --threads 1 --queue 64 \
-	--drop-behind-bytes 0 --worker-nice 19 --prime-bytes 3M
+	--drop-behind-bytes 0 --worker-nice 19 --prime-bytes 3M --sweep-seconds 0.1
 "$PY" - "$vtmp/out" <<'EOF' || fail "--queue 64 --worker-nice 19 --prime-bytes 3M"
 import json, sys
 rep = json.load(open(sys.argv[1]))
@@ -209,6 +209,9 @@ assert rep["threads"] == 1 and rep["sustained_events_per_s"] > 0, rep
 assert rep["worker_nice"] == 19, rep.get("worker_nice")
 assert rep["prime_bytes"] == 3 << 20, rep["prime_bytes"]
 assert rep["prime_sustained_s"] > 0 and rep["prime_ceiling_s"] > 0, rep
+# a tenth of a second a size, at most two tenths and the batch that crossed them
+assert rep["sweep_seconds"] == 0.1, rep["sweep_seconds"]
+assert all(0.1 <= p["seconds"] <= 0.2 + p["max_batch_ms"] / 1e3 + 0.002 for p in rep["raw_sweep"]), rep["raw_sweep"]
 EOF
 kept=$(echo "$kdir"/auditlog-bench.*)
 [ -s "$kept/sustained.log" ] || fail "--keep kept no sustained.log in $kept"
@@ -220,10 +223,10 @@ run 2 --drop-behind-bytes 5
 grep -q "the library refuses 5" "$vtmp/err" || fail "--drop-behind-bytes 5: $(cat "$vtmp/err")"
 run 2 --queue 63
 grep -q "out of range 64" "$vtmp/err" || fail "--queue 63: $(cat "$vtmp/err")"
-run 2 --sweep-seconds 0
-grep -q "out of range 1..600" "$vtmp/err" || fail "--sweep-seconds 0: $(cat "$vtmp/err")"
-run 2 --sweep-seconds 601
-grep -q "out of range 1..600" "$vtmp/err" || fail "--sweep-seconds 601: $(cat "$vtmp/err")"
+for bad in 0 0.05 0.15 601 -1 nan x ""; do
+	run 2 --sweep-seconds "$bad"
+	grep -q "out of range 0.1..600 (in tenths)" "$vtmp/err" || fail "--sweep-seconds '$bad': $(cat "$vtmp/err")"
+done
 run 2 --worker-nice 20
 grep -q "not an integer in -20..19" "$vtmp/err" || fail "--worker-nice 20: $(cat "$vtmp/err")"
 
@@ -248,7 +251,7 @@ if [ -n "$KEYGEN" ]; then
 		fail "auditlog-keygen: $(cat "$vtmp/err")"
 	run 0 --json --dir "$vtmp" --format-version 2 --seal-state "$vtmp/keys/sealing-state" \
 		--signing-key "$vtmp/keys/signing-key" --phases sustained,token,parts --events 20000 \
-		--threads 2 --token-records 30 --token-gap-us 50 --prime-bytes 0
+		--threads 2 --token-records 30 --token-gap-us 50 --prime-bytes 0 --sweep-seconds 0.1
 	"$PY" - "$vtmp/out" <<'EOF' || fail "the JSON report of a v2 run"
 import json, sys
 rep = json.load(open(sys.argv[1]))

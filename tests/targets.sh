@@ -38,7 +38,7 @@ rc=0
 # --- one tiny run -------------------------------------------------------------
 # --idle-wait 0: other tests share the CPUs; the busy share is still measured
 "$T" --runs 1 --build "$BUILD" --out "$tmp/out" --idle-wait 0 \
-	--auditlog-bench-args "--dir $tmp --events 20000 --sync-samples 20 --enqueue-samples 1000 --token-records 20 --token-gap-us 50" \
+	--auditlog-bench-args "--dir $tmp --sweep-seconds 0.1 --events 20000 --sync-samples 20 --enqueue-samples 1000 --token-records 20 --token-gap-us 50" \
 	--p11-bench-args "--dir $tmp --iterations 3 --warmup 1 --threads 1,2 --data-sizes 256 --only keygen-ec-p256,ecdsa-p256-sign" \
 	>"$tmp/a.txt" 2>"$tmp/a.err" || { cat "$tmp/a.err" >&2; fail "the run failed"; }
 for f in v1-1.json v2-1.json p11-1.json host-1.json keys/sealing-state; do
