@@ -153,7 +153,9 @@ assert all(p["write_ms_per_batch"] + p["fsync_ms_per_batch"] <= p["ms_per_batch"
 # far longer than the mean: CI on 2026-12-06, 2.014 s at 0.43 ms a batch)
 assert rep["sweep_seconds"] == 1, rep["sweep_seconds"]
 assert all(p["ms_per_batch"] <= p["max_batch_ms"] + 0.002 for p in sw), sw
-assert all(1.0 <= p["seconds"] <= 2.0 + p["max_batch_ms"] / 1e3 + 0.002 for p in sw), sw
+# (or, on a disk slow enough, its first four batches: SWEEP_MIN_BATCHES)
+assert all(1.0 <= p["seconds"] <= max(2.0 + p["max_batch_ms"] / 1e3, 4 * p["max_batch_ms"] / 1e3) + 0.002
+           for p in sw), sw
 best = max(sw, key=lambda p: p["events_per_s"])
 assert rep["raw_ceiling_events_per_s"] == best["events_per_s"], (rep["raw_ceiling_events_per_s"], best)
 assert rep["raw_ceiling_batch_lines"] == best["batch_lines"], (rep["raw_ceiling_batch_lines"], best)
@@ -211,7 +213,8 @@ assert rep["prime_bytes"] == 3 << 20, rep["prime_bytes"]
 assert rep["prime_sustained_s"] > 0 and rep["prime_ceiling_s"] > 0, rep
 # a tenth of a second a size, at most two tenths and the batch that crossed them
 assert rep["sweep_seconds"] == 0.1, rep["sweep_seconds"]
-assert all(0.1 <= p["seconds"] <= 0.2 + p["max_batch_ms"] / 1e3 + 0.002 for p in rep["raw_sweep"]), rep["raw_sweep"]
+assert all(0.1 <= p["seconds"] <= max(0.2 + p["max_batch_ms"] / 1e3, 4 * p["max_batch_ms"] / 1e3) + 0.002
+           for p in rep["raw_sweep"]), rep["raw_sweep"]
 EOF
 kept=$(echo "$kdir"/auditlog-bench.*)
 [ -s "$kept/sustained.log" ] || fail "--keep kept no sustained.log in $kept"
