@@ -2853,14 +2853,14 @@ static void print_table(const struct report *R)
 			printf("\nprimed         no (--prime-bytes 0, or no free memory or disk for it)\n");
 		printf("\nraw ceiling (pwrite at a growing offset + fdatasync, same directory, real "
 		       "lines; each size >= %g s)\n", o->sweep_ms / 1e3);
-		printf("  %12s %14s %10s %12s %10s %10s %10s\n", "batch lines", "events/s", "MB/s",
-		       "ms/batch", "pwrite", "fdatasync", "seconds");
+		printf("  %12s %14s %10s %12s %10s %10s %10s %10s\n", "batch lines", "events/s", "MB/s",
+		       "ms/batch", "pwrite", "fdatasync", "slowest", "seconds");
 		for (unsigned k = 0; k < NSWEEP; k++) {
 			const struct sweep_pt *pt = &c->pt[k];
 			fmt_count(pt->events_per_s, a, sizeof(a));
-			printf("  %12u %14s %10.1f %12.3f %10.3f %10.3f %10.2f%s\n", pt->batch, a,
-			       pt->mb_per_s, pt->batch_ms, pt->write_ms, pt->fsync_ms, pt->seconds,
-			       k == c->best ? "  <- ceiling" : "");
+			printf("  %12u %14s %10.1f %12.3f %10.3f %10.3f %10.3f %10.2f%s\n", pt->batch, a,
+			       pt->mb_per_s, pt->batch_ms, pt->write_ms, pt->fsync_ms, pt->max_batch_ms,
+			       pt->seconds, k == c->best ? "  <- ceiling" : "");
 		}
 		fmt_count(c->events_per_s, a, sizeof(a));
 		printf("  ceiling       %s events/s; sustained / ceiling = %.3f\n", a, R->ratio);
