@@ -421,18 +421,20 @@ static unsigned parse_phases(const char *arg)
 static unsigned arg_sweep(const char *val)
 {
 	char *end;
-	double v, d;
-	long tenths;
+	double v, tenths;
+	bool ok;
+	long n;
 
 	errno = 0;
 	v = strtod(val, &end);
-	if (end == val || *end || errno || !(v >= 0 && v <= SWEEP_MAX_MS / 1e3 + 1))
+	tenths = v * 10;
+	/* in range before the rounding (no NaN or huge value converted) */
+	ok = end != val && !*end && !errno && tenths > SWEEP_MIN_MS / 100 - 0.5 &&
+	     tenths < SWEEP_MAX_MS / 100 + 0.5;
+	n = ok ? (long)(tenths + 0.5) : 0;
+	if (!ok || tenths - (double)n > 1e-6 || (double)n - tenths > 1e-6)
 		bad_arg("--sweep-seconds: %s is out of range 0.1..600 (in tenths)", val);
-	tenths = (long)(v * 10 + 0.5);
-	d = v * 10 - (double)tenths;
-	if (d > 1e-6 || d < -1e-6 || tenths * 100 < SWEEP_MIN_MS || tenths * 100 > SWEEP_MAX_MS)
-		bad_arg("--sweep-seconds: %s is out of range 0.1..600 (in tenths)", val);
-	return (unsigned)tenths * 100;
+	return (unsigned)n * 100;
 }
 
 static void usage(FILE *f)
