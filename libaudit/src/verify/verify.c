@@ -2103,9 +2103,9 @@ static struct al_vpool *pool_for(struct vctx *c, const struct vfile *f)
 
 	if (c->no_pool || o->follow || f->limit / block < 2 || f->hdr_version >= AL_V2)
 		return NULL; /* (a v2 file: the walk checks every record, can_take) */
-	if (!c->pool && o->pool) {
-		c->pool = o->pool; /* the caller's: not freed here */
-	} else if (!c->pool) {
+	if (!c->pool)
+		c->pool = o->pool; /* the caller's, if any: not freed here */
+	if (!c->pool) {
 		unsigned n = o->threads ? o->threads : al_vpool_cpus();
 		/* no workers to be had: the walk does it all, with the same result */
 		if (n < 2 || al_vpool_new(n, block, o->on_record != NULL, &c->pool) < 0) {
