@@ -466,7 +466,7 @@ static void usage(FILE *f)
 	      "  --token-records N    records of each token-shaped arm (default 2000)\n"
 	      "  --token-gap-us N     gap between the async arms' records (default 100)\n"
 	      "  --max-batch-bytes N  auditlog_config_set_max_batch_bytes (K/M suffixes;\n"
-	      "                       default: the library's, 1 MiB)\n"
+	      "                       default: the library's, 3 MiB)\n"
 	      "  --rotate-bytes N     rotate the log at N bytes (K/M/G suffixes; default 0 = never)\n"
 	      "  --queue N            the sustained phase's queue slots (64..2^24, default 2^18)\n"
 	      "  --lanes N            the queue's lanes, every log (0: one a CPU, 1: one\n"
@@ -1117,7 +1117,7 @@ static int open_log(const struct opts *o, const char *path, size_t queue, uint64
 		return r;
 	if ((r = auditlog_config_set_path(cfg, path)) < 0 ||
 	    (r = auditlog_config_set_format_version(cfg, o->version)) < 0 ||
-	    (r = auditlog_config_set_queue_capacity(cfg, queue)) < 0 ||
+	    (queue && (r = auditlog_config_set_queue_capacity(cfg, queue)) < 0) ||
 	    (o->has_lanes && (r = auditlog_config_set_queue_lanes(cfg, o->lanes)) < 0) ||
 	    (r = auditlog_config_set_rotate_bytes(cfg, rotate)) < 0 ||
 	    (r = auditlog_config_set_backend(cfg, o->backend)) < 0 ||
@@ -1433,6 +1433,11 @@ struct sustained {
 	 * say when the CPUs, not the disk, set the sustained figure */
 	double cpu_bound_events_per_s, cpu_busy;
 	struct rectypes types; /* the whole log file (not counted with --rotate-bytes) */
+	/* the phase's log opened again (measure_reopen): what open's tail scan
+	 * costs at this max_batch_bytes, on a long file */
+	unsigned reopens;
+	uint64_t reopen_bytes;
+	double reopen_p50_ms, reopen_min_ms, reopen_max_ms;
 };
 
 /* Resolution of thread_cpu_ns()'s source. */
@@ -1447,6 +1452,42 @@ static double cpu_src_res_ns(pid_t tid, const char *src)
 		return 1e9 / (double)(hz > 0 ? hz : 100);
 	}
 	return 1.0; /* schedstat: ns, up to a tick behind for a running thread */
+}
+
+/* Open the sustained phase's log REOPENS times (then close it at once),
+ * with the bench's settings but the library's queue size: open reads back
+ * 2 x max_batch_bytes + 8 KiB of the tail and chains every line of it
+ * (docs/format.md 7), so this is the figure a larger batch costs. */
+#define REOPENS 9
+static int measure_reopen(const struct opts *o, const char *path, struct sustained *s)
+{
+	uint64_t t[REOPENS];
+	struct stat st;
+
+	if (stat(path, &st) < 0)
+		return -errno;
+	s->reopen_bytes = (uint64_t)st.st_size;
+	for (unsigned i = 0; i < REOPENS; i++) {
+		struct auditlog *log;
+		uint64_t t0 = now_ns();
+		int r = open_log(o, path, 0, o->rotate_bytes, 0, &log);
+		t[i] = now_ns() - t0;
+		if (r < 0) {
+			error_msg("reopen %s: %s%s", path, strerror(-r), open_hint(r));
+			return r;
+		}
+		r = auditlog_close(log);
+		if (r < 0) {
+			error_msg("reopen %s: close: %s", path, strerror(-r));
+			return r;
+		}
+	}
+	qsort(t, REOPENS, sizeof(t[0]), cmp_u64);
+	s->reopens = REOPENS;
+	s->reopen_p50_ms = (double)t[REOPENS / 2] / 1e6;
+	s->reopen_min_ms = (double)t[0] / 1e6;
+	s->reopen_max_ms = (double)t[REOPENS - 1] / 1e6;
+	return 0;
 }
 
 static int phase_sustained(const struct opts *o, const struct env *e, const char *path,
@@ -2816,6 +2857,10 @@ static void print_table(const struct report *R)
 		       su->st.queue_high_water);
 		if (su->st.rotations)
 			printf("  rotations     %" PRIu64 "\n", su->st.rotations);
+		printf("  reopened      p50 %.2f ms (%.2f-%.2f) to open the %.1f MB file again, %u times "
+		       "(the library's queue size; open reads back 2 x max_batch_bytes + 8 KiB)\n",
+		       su->reopen_p50_ms, su->reopen_min_ms, su->reopen_max_ms, (double)su->reopen_bytes / 1e6,
+		       su->reopens);
 		if (su->types.counted && o->version == 2)
 			printf("  v2 records    %" PRIu64 " seals, %" PRIu64 " trees, %" PRIu64
 			       " checkpoints in the log (%.2f seals/s)\n",
@@ -3114,6 +3159,10 @@ static void print_json(const struct report *R)
 		ju64(&j, "largest_batch", su->st.largest_batch);
 		ju64(&j, "bytes_written", su->st.bytes_written);
 		ju64(&j, "rotations", su->st.rotations);
+		jfix(&j, "reopen_p50_ms", su->reopen_p50_ms, 3);
+		jfix(&j, "reopen_min_ms", su->reopen_min_ms, 3);
+		jfix(&j, "reopen_max_ms", su->reopen_max_ms, 3);
+		ju64(&j, "reopen_file_bytes", su->reopen_bytes);
 		if (su->types.counted) {
 			ju64(&j, "log_seals", su->types.seal);
 			ju64(&j, "log_trees", su->types.tree);
@@ -3399,7 +3448,7 @@ static int run_bench(const struct opts *o)
 			goto out;
 		}
 		prime_before(tmpl, "the sustained phase", prime_bytes, &prime_s[0]);
-		if (phase_sustained(o, &e, lpath, &su) < 0)
+		if (phase_sustained(o, &e, lpath, &su) < 0 || measure_reopen(o, lpath, &su) < 0)
 			goto out;
 	}
 	if (ph & (PH_SUSTAINED | PH_SYNC)) {

@@ -139,6 +139,10 @@ bound = ncpu * 1e9 / rep["process_cpu_ns_per_event"]
 assert abs(rep["cpu_bound_events_per_s"] - bound) <= 0.01 * bound + 1, (rep["cpu_bound_events_per_s"], bound)
 busy = rep["process_cpu_ns_per_event"] * rep["sustained_events_per_s"] / (ncpu * 1e9)
 assert 0 < rep["cpu_busy_fraction"] <= 1.05 and abs(rep["cpu_busy_fraction"] - busy) < 0.02, (rep["cpu_busy_fraction"], busy)
+# the phase's log opened again: timed, ordered, and the file the phase wrote
+# (at least its bytes; a v1 reopen adds none, a v2 one its seals)
+assert 0 < rep["reopen_min_ms"] <= rep["reopen_p50_ms"] <= rep["reopen_max_ms"], rep
+assert rep["reopen_file_bytes"] >= rep["bytes_written"] > 0, rep
 # the ceiling is the best point of the sweep, every documented size measured
 # (docs/benchmarks.md: steps of two from 1024 lines, where this disk's best lies)
 sw = rep["raw_sweep"]
