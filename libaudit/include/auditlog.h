@@ -80,7 +80,9 @@ AUDITLOG_API int auditlog_config_set_enospc_deadline_ms(struct auditlog_config *
 AUDITLOG_API int auditlog_config_set_rotate_bytes(struct auditlog_config *cfg, uint64_t bytes);
 /* Rotate when the file is this old (seconds; 0 = never, default). */
 AUDITLOG_API int auditlog_config_set_rotate_age_s(struct auditlog_config *cfg, uint64_t seconds);
-/* Upper bound of one batch (bytes, 16 KiB..64 MiB; default 1 MiB). */
+/* Upper bound of one batch (bytes, 16 KiB..64 MiB; default 3 MiB). It also
+ * bounds what open reads back for crash recovery: 2 x this + 8 KiB
+ * (docs/format.md 7), and a larger value makes open slower on a large log. */
 AUDITLOG_API int auditlog_config_set_max_batch_bytes(struct auditlog_config *cfg, size_t bytes);
 AUDITLOG_API int auditlog_config_set_backend(struct auditlog_config *cfg, enum auditlog_backend b);
 /* The worker thread's nice value (-20..19; default: not set, the worker

@@ -22,6 +22,12 @@
 
 #define TOK_MAX_CHAINS 256
 
+/* The token's batches: a record or a few (one operation every ~10-100 µs
+ * against one fdatasync). libauditlog's 3 MiB default serves a writer whose
+ * queue fills; here it would only triple what every process's C_Initialize
+ * reads back at open (2 x this + 8 KiB, docs/format.md 7). docs/token.md. */
+#define TOK_AUDIT_BATCH_BYTES (1u << 20)
+
 /* Before libauditlog opens a chain file (0600, its contract): a file that is
  * there must fit the directory (tok_store_file_refusal: -EPERM, err set);
  * one we may not open answers -EACCES (the caller takes the next name); in a
@@ -244,6 +250,7 @@ CK_RV tok_audit_open(char *err, size_t errlen)
 	    auditlog_config_set_full_policy(ac, c->audit_queue_eagain ? AUDITLOG_FULL_EAGAIN
 								   : AUDITLOG_FULL_BLOCK) < 0 ||
 	    auditlog_config_set_async_coalesce_us(ac, c->audit_async_coalesce_us) < 0 ||
+	    auditlog_config_set_max_batch_bytes(ac, TOK_AUDIT_BATCH_BYTES) < 0 ||
 	    (c->audit_drop_behind_set &&
 	     auditlog_config_set_drop_behind_bytes(ac, c->audit_drop_behind_bytes) < 0) ||
 	    (c->audit_worker_cpus && auditlog_config_set_worker_cpus(ac, c->audit_worker_cpus) < 0)) {
