@@ -1304,6 +1304,20 @@ static bool anchor_within(const struct vctx *c, uint64_t a, uint64_t b)
 	return false;
 }
 
+/* May the walk take a block of v2 events (the workers stop a block at any
+ * other v2 record: seals, trees and checkpoints go through check_line)? As
+ * v2_record would for each: the chain already v2, no --emit line waiting
+ * for a proof, and no witnessed tree size met inside the block (witness_meet
+ * names the record that completes it). */
+static bool can_take_v2(const struct walk *w, const struct al_vblock *b)
+{
+	const struct v2w *v = &w->v2;
+	if (!b->hashes || b->min_version < AL_V2 || (!w->side && !v->any) || w->c->gate)
+		return false;
+	return w->side || !v->tree_ok || v->wcur >= v->nwn ||
+	       w->c->o->witness[v->wn[v->wcur]].size > v->range.size + b->lines;
+}
+
 /* Can the walk take block b in one step, as if each of its lines went
  * through check_line? Only from a settled state that ends at b's context
  * record, and when no line of b can be a finding here. */
@@ -1316,13 +1330,47 @@ static bool can_take(const struct walk *w, const struct al_vblock *b)
 				memcmp(b->first_ts, w->last_ts, AL_TS_LEN) >= 0)) &&
 	       !(o->has_from && !w->c->past_from) && !(w->f->has_end && b->last_seq > w->f->end_seq) &&
 	       !anchor_within(w->c, b->first_seq, b->last_seq) &&
-	       /* v2 records: the walk checks seals and the tree itself; with a
-		* verification key, v1 records after its t0 are findings */
-	       b->max_version < AL_V2 && !(w->c->has_t0 && memcmp(b->last_ts, w->c->t0_ts, AL_TS_LEN) >= 0);
+	       /* with a verification key, v1 records after its t0 are findings */
+	       (b->max_version < AL_V2 ? !(w->c->has_t0 && memcmp(b->last_ts, w->c->t0_ts, AL_TS_LEN) >= 0)
+				       : can_take_v2(w, b));
 }
 
-/* accept() for every line of block b. */
-static void take_block(struct walk *w, const struct al_vblock *b)
+/* v2_record() for every line of a block of v2 events (can_take_v2), the
+ * first at line `lineno`. */
+static void take_v2(struct walk *w, const struct al_vblock *b, uint64_t lineno)
+{
+	struct v2w *v = &w->v2;
+
+	v->pend_before = v->plen;
+	if (!v->since_ckpt) {
+		v->ut_file = w->f->path;
+		v->ut_line = lineno;
+		v->ut_off = b->start;
+		v->ut_seq = b->first_seq;
+		v->ut_close = v->ut_mac = false;
+	}
+	v->since_ckpt += b->lines;
+	if (!v->since_seal) {
+		v->us_file = w->f->path;
+		v->us_line = lineno;
+		v->us_off = b->start;
+		v->us_seq = b->first_seq;
+		memcpy(v->us_ts, b->first_ts, AL_TS_LEN);
+	}
+	v->since_seal += b->lines;
+	if (!v->tree_ok)
+		return;
+	for (uint64_t i = 0; i < b->lines; i++)
+		if (al_merkle_range_append(&v->range, b->hashes + i * AL_HASH_LEN) < 0) {
+			v->tree_ok = false;
+			break;
+		}
+	if (v->range.size > w->ch->tree_size)
+		w->ch->tree_size = v->range.size;
+}
+
+/* accept() for every line of block b, the first at line `lineno`. */
+static void take_block(struct walk *w, const struct al_vblock *b, uint64_t lineno)
 {
 	struct vctx *c = w->c;
 	struct al_vchain *ch = w->ch;
@@ -1355,6 +1403,8 @@ static void take_block(struct walk *w, const struct al_vblock *b)
 	vrange(w->f, b->last_seq);
 	if (w->side)
 		return;
+	if (b->min_version >= AL_V2)
+		take_v2(w, b, lineno);
 	c->res->records += b->lines;
 	c->res->taken += b->lines;
 	if (b->has_expect)
@@ -2101,8 +2151,8 @@ static struct al_vpool *pool_for(struct vctx *c, const struct vfile *f)
 	const struct al_vopts *o = c->o;
 	uint64_t block = o->pool ? al_vpool_block(o->pool) : o->block ? o->block : AL_VBLOCK;
 
-	if (c->no_pool || o->follow || f->limit / block < 2 || f->hdr_version >= AL_V2)
-		return NULL; /* (a v2 file: the walk checks every record, can_take) */
+	if (c->no_pool || o->follow || f->limit / block < 2)
+		return NULL;
 	if (!c->pool)
 		c->pool = o->pool; /* the caller's, if any: not freed here */
 	if (!c->pool) {
@@ -2166,7 +2216,7 @@ static int walk_file(struct vctx *c, struct vfile *f, struct walk *w)
 			if (base + pos == blk->start && can_take(w, blk)) {
 				if (c->o->on_record && !w->side && (r = emit_block(c, blk)) < 0)
 					goto out;
-				take_block(w, blk);
+				take_block(w, blk, lineno + 1);
 				lineno += blk->lines;
 				progress(c, f, blk->end);
 				if (blk->end < base + have) {

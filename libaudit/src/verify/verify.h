@@ -245,6 +245,10 @@ struct al_vblock {
 	/* the last min(lines, AL_VRING) records: line i at [i % AL_VRING] */
 	uint64_t ring_seq[AL_VRING], ring_off[AL_VRING];
 	uint32_t ring_len[AL_VRING];
+	/* a block of v2 records (events only: min_version >= AL_V2): line i's
+	 * hash at hashes + i * AL_HASH_LEN, the leaves the walk appends to the
+	 * chain's tree (valid until al_vpool_next); NULL otherwise */
+	const uint8_t *hashes;
 };
 
 /* Read [off, off + n) fully: short only at the end of the file; -1 (errno)

@@ -10,7 +10,11 @@
  * chain state ends exactly at the context record; anything else (damage, a
  * held record, a finding) it walks line by line as before, so the findings
  * are the same with any number of threads. tests/test_tamper.c holds it to
- * that on its whole corpus.
+ * that on its whole corpus, tests/v2_tamper.py on v2's.
+ *
+ * A v2 block is one of events only (a seal, tree, checkpoint or clock record
+ * ends the clean prefix: the walk checks those itself) and carries each
+ * record's hash, which the walk appends to the chain's Merkle tree.
  *
  * Memory: each worker reads one block (plus a line either side) into its own
  * buffer; at most `window` results wait for the walk.
@@ -22,12 +26,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "format_v2.h"
 #include "verify.h"
 
 struct slot {
 	bool ready;
 	struct al_vblock b;
 	uint8_t *buf; /* keep: the block's bytes, read here by its worker */
+	uint8_t *hbuf; /* a v2 block's hashes (made by the first v2 block here) */
 };
 
 struct al_vpool {
@@ -74,10 +80,18 @@ ssize_t al_pread_full(int fd, uint8_t *buf, size_t n, uint64_t off)
 	return (ssize_t)got;
 }
 
+/* The most lines that can start in a block: a record's line holds at least
+ * its 64-digit hash. */
+static size_t max_lines(uint64_t block)
+{
+	return (size_t)(block / (2 * AL_HASH_LEN)) + 1;
+}
+
 /* Check block k: the lines that start in [k*block, (k+1)*block) (never the
- * file's first line: the walk reads headers itself). */
+ * file's first line: the walk reads headers itself). *hbuf: where a v2
+ * block's hashes go (allocated here the first time, max_lines of them). */
 static void check_block(const struct job *j, uint64_t k, uint8_t *buf, uint8_t *dec, uint8_t *work,
-			struct al_vblock *b)
+			uint8_t **hbuf, struct al_vblock *b)
 {
 	uint64_t a = k * j->block, e = a + j->block < j->limit ? a + j->block : j->limit;
 	uint64_t r0 = a > AL_LINE_MAX ? a - AL_LINE_MAX : 0;
@@ -87,6 +101,7 @@ static void check_block(const struct job *j, uint64_t k, uint8_t *buf, uint8_t *
 	uint8_t h[AL_HASH_LEN];
 
 	memset(b, 0, offsetof(struct al_vblock, ring_seq));
+	b->hashes = NULL;
 	b->k = k;
 	b->start = b->end = e; /* no line starts here: nothing to take */
 	ssize_t got = al_pread_full(j->fd, buf, (size_t)(r1 - r0), r0);
@@ -135,8 +150,21 @@ static void check_block(const struct job *j, uint64_t k, uint8_t *buf, uint8_t *
 			break;
 		if (b->lines && (r->version < b->last_version || memcmp(ts, b->last_ts, AL_TS_LEN) < 0))
 			break;
+		/* v2: events only, and never after v0/v1 lines in one block */
+		bool v2 = r->version >= AL_V2;
+		if (v2 && (r->type != AL_T_EVENT || (b->lines && b->min_version < AL_V2)))
+			break;
+		if (v2 && !b->lines) {
+			if (!*hbuf && !(*hbuf = malloc(max_lines(j->block) * AL_HASH_LEN)))
+				break;
+			b->hashes = *hbuf;
+		}
+		if (v2 && b->lines >= max_lines(j->block))
+			break; /* (cannot be: a line holds its hash) */
 		if (!al_check_hash(&p, line, prev, work, h))
 			break;
+		if (v2)
+			memcpy(*hbuf + b->lines * AL_HASH_LEN, p.hash, AL_HASH_LEN);
 		if (!b->lines) {
 			b->first_seq = seq;
 			memcpy(b->first_ts, ts, AL_TS_LEN);
@@ -191,10 +219,11 @@ static void *worker(void *arg)
 				.expect_seq = pl->expect_seq};
 		pl->busy++;
 		/* slot k % window is free: the walk is done with block k - window */
-		uint8_t *into = pl->keep ? pl->slot[k % pl->window].buf : buf;
+		struct slot *own = &pl->slot[k % pl->window];
+		uint8_t *into = pl->keep ? own->buf : buf;
 		pthread_mutex_unlock(&pl->mu);
 		if (into && dec && work && b) {
-			check_block(&j, k, into, dec, work, b);
+			check_block(&j, k, into, dec, work, &own->hbuf, b);
 			if (!pl->keep)
 				b->data = NULL; /* (its own buffer: read again next block) */
 		} else if (b) { /* out of memory: an empty result; the walk reads the block itself */
@@ -283,8 +312,10 @@ void al_vpool_free(struct al_vpool *pl)
 	pthread_cond_destroy(&pl->done);
 	pthread_mutex_destroy(&pl->mu);
 	free(pl->th);
-	for (unsigned i = 0; pl->slot && i < pl->window; i++)
+	for (unsigned i = 0; pl->slot && i < pl->window; i++) {
 		free(pl->slot[i].buf);
+		free(pl->slot[i].hbuf);
+	}
 	free(pl->slot);
 	free(pl);
 }
