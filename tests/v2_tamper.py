@@ -46,6 +46,8 @@ def run(case, logs, opts, stdin=None):
         log.write(os.path.join(d, name))
         paths.append(os.path.join(d, name))
     args = [VERIFY, "--json"] + [o.format(d=d) for o in opts]
+    if os.environ.get("AUDITLOG_VERIFY_BLOCK") and "-j" not in opts:
+        args += ["-j", "3"]  # workers on every host (v2_tamper_blocks)
     if stdin is not None:
         with open(os.path.join(d, stdin), "rb") as f:
             p = subprocess.run(args + ["-"], stdin=f, capture_output=True)
