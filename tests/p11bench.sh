@@ -237,8 +237,14 @@ for r in d["results"]:
     own_total += n_own
     if n_own:
         own, beyond = r.get("own_fdatasync_p50_us", 0), r.get("beyond_own_fdatasync_p50_us", 0)
-        if not (own > 0 and 0 < beyond < float(r["p50_us"])):
-            sys.exit(f"json: {r['operation']}: own fdatasync p50 {own}, beyond it {beyond}")
+        # each call beyond its fdatasync is less than the call: over the same
+        # calls, the p50s keep that order; over a subset (the worker committed
+        # the others) only the slowest call bounds it (a loaded machine's
+        # preempted call can be the one of its own: not a timing assertion)
+        bound = float(r["p50_us"]) if n_own == r["iterations"] else float(r["max_us"])
+        if not (own > 0 and 0 < beyond <= bound + 0.05):  # (beyond: one decimal in the JSON)
+            sys.exit(f"json: {r['operation']}: own fdatasync p50 {own}, beyond it {beyond}, "
+                     f"above {bound} ({n_own} of {r['iterations']} calls its own)")
         # a search's row: beyond it too (a 2048-bit search is milliseconds,
         # the module's work after it microseconds)
         if "in_keygen_p50_us" in r and not beyond < r["in_keygen_p50_us"]:
