@@ -1490,7 +1490,7 @@ static void test_decoy_files(void **state)
  * run in one step, appending its hashes to the chain's tree; seals, trees
  * and checkpoints it checks line by line (verify_par.c). A sealed log from the
  * library, verified with and without workers (verify_paths compares the two,
- * finding for finding), the workers taking most of it; then bit flips in an
+ * finding for finding), the workers taking over a third of it; then bit flips in an
  * event, a seal, a tree and a checkpoint record, each compared the same way. */
 static void test_v2_blocks(void **state)
 {
@@ -1529,7 +1529,8 @@ static void test_v2_blocks(void **state)
 		struct al_vresult res = verify_paths(fx.files, fx.n, &g, &o);
 		expect_none("a clean v2 log", &g);
 		assert_true(res.records > 600);
-		print_message("block %llu: %llu of %llu records taken\n", (unsigned long long)blocks[b], (unsigned long long)(taken_total - before), (unsigned long long)res.records);
+		print_message("block %llu: %llu of %llu records taken\n", (unsigned long long)blocks[b],
+			      (unsigned long long)(taken_total - before), (unsigned long long)res.records);
 		assert_true(taken_total - before > res.records / 3);
 		al_vresult_free(&res);
 	}

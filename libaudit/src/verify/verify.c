@@ -1341,7 +1341,6 @@ static void take_v2(struct walk *w, const struct al_vblock *b, uint64_t lineno)
 {
 	struct v2w *v = &w->v2;
 
-	v->pend_before = v->plen;
 	if (!v->since_ckpt) {
 		v->ut_file = w->f->path;
 		v->ut_line = lineno;
