@@ -137,7 +137,8 @@ assert rep["process_cpu_ns_per_event"] >= rep["total_cpu_ns_per_event"] - 1
 ncpu = os.sysconf("SC_NPROCESSORS_ONLN")
 bound = ncpu * 1e9 / rep["process_cpu_ns_per_event"]
 assert abs(rep["cpu_bound_events_per_s"] - bound) <= 0.01 * bound + 1, (rep["cpu_bound_events_per_s"], bound)
-busy = rep["process_cpu_ns_per_event"] * rep["sustained_events_per_s"] / (ncpu * 1e9)
+# (of the first round, whose phase every CPU figure is)
+busy = rep["process_cpu_ns_per_event"] * rep["sustained_rounds_events_per_s"][0] / (ncpu * 1e9)
 assert 0 < rep["cpu_busy_fraction"] <= 1.05 and abs(rep["cpu_busy_fraction"] - busy) < 0.02, (rep["cpu_busy_fraction"], busy)
 # the phase's log opened again: timed, ordered, and the file the phase wrote
 # (at least its bytes; a v1 reopen adds none, a v2 one its seals)
@@ -160,9 +161,23 @@ assert all(p["ms_per_batch"] <= p["max_batch_ms"] + 0.002 for p in sw), sw
 # (or, on a disk slow enough, its first four batches: SWEEP_MIN_BATCHES)
 assert all(1.0 <= p["seconds"] <= max(2.0 + p["max_batch_ms"] / 1e3, 4 * p["max_batch_ms"] / 1e3) + 0.002
            for p in sw), sw
+# rounds (default 5): the first sweeps every size and picks the best; the
+# others measure that size and the sustained phase again; both sides of the
+# ratio are the medians of their rounds (docs/benchmarks.md, "Rounds")
+import statistics
+assert rep["rounds"] == 5, rep["rounds"]
 best = max(sw, key=lambda p: p["events_per_s"])
-assert rep["raw_ceiling_events_per_s"] == best["events_per_s"], (rep["raw_ceiling_events_per_s"], best)
 assert rep["raw_ceiling_batch_lines"] == best["batch_lines"], (rep["raw_ceiling_batch_lines"], best)
+for p in sw:
+    r = p["rounds_events_per_s"]
+    assert len(r) == (5 if p is best else 1) and r[0] == p["events_per_s"], p
+    assert abs(p["median_events_per_s"] - statistics.median(r)) <= 1, p
+assert rep["raw_ceiling_events_per_s"] == best["median_events_per_s"], (rep["raw_ceiling_events_per_s"], best)
+su = rep["sustained_rounds_events_per_s"]
+assert len(su) == 5 and all(x > 0 for x in su), su
+assert abs(rep["sustained_events_per_s"] - statistics.median(su)) <= 1, (rep["sustained_events_per_s"], su)
+assert abs(rep["ratio_to_ceiling"] - rep["sustained_events_per_s"] / rep["raw_ceiling_events_per_s"]) < 0.002, rep["ratio_to_ceiling"]
+assert abs(rep["ratio_round1"] - su[0] / best["events_per_s"]) < 0.002, rep["ratio_round1"]
 # batches formed ahead (the stats' batches_ahead) are some of the phase's batches
 assert isinstance(rep["batches_ahead"], int) and 0 <= rep["batches_ahead"] <= rep["batches"], (rep["batches_ahead"], rep["batches"])
 # both sides primed with the same bytes (auto: 512 an event, at least 64 MiB), written
@@ -204,7 +219,7 @@ EOF
 kdir="$vtmp/keep"
 mkdir "$kdir"
 run 0 --json --dir "$kdir" --keep --phases sustained --events 20000 --threads 1 --queue 64 \
-	--drop-behind-bytes 0 --worker-nice 19 --prime-bytes 3M --sweep-seconds 0.1
+	--drop-behind-bytes 0 --worker-nice 19 --prime-bytes 3M --sweep-seconds 0.1 --rounds 2
 "$PY" - "$vtmp/out" <<'EOF' || fail "--queue 64 --worker-nice 19 --prime-bytes 3M"
 import json, sys
 rep = json.load(open(sys.argv[1]))
@@ -215,6 +230,7 @@ assert rep["threads"] == 1 and rep["sustained_events_per_s"] > 0, rep
 assert rep["worker_nice"] == 19, rep.get("worker_nice")
 assert rep["prime_bytes"] == 3 << 20, rep["prime_bytes"]
 assert rep["prime_sustained_s"] > 0 and rep["prime_ceiling_s"] > 0, rep
+assert rep["rounds"] == 2 and len(rep["sustained_rounds_events_per_s"]) == 2, rep
 # a tenth of a second a size, at most two tenths and the batch that crossed them
 assert rep["sweep_seconds"] == 0.1, rep["sweep_seconds"]
 assert all(0.1 <= p["seconds"] <= max(0.2 + p["max_batch_ms"] / 1e3, 4 * p["max_batch_ms"] / 1e3) + 0.002
@@ -223,9 +239,16 @@ EOF
 kept=$(echo "$kdir"/auditlog-bench.*)
 [ -s "$kept/sustained.log" ] || fail "--keep kept no sustained.log in $kept"
 [ -e "$kept/prime.dat" ] && fail "the prime's scratch file was left in $kept"
+for f in sustained-round.log raw-ceiling.dat; do
+	[ -e "$kept/$f" ] && fail "round 2's scratch file $f was left in $kept"
+done
 rm -rf "$kdir"
 run 2 --prime-bytes 1Q
 grep -q "prime-bytes" "$vtmp/err" || fail "--prime-bytes 1Q: $(cat "$vtmp/err")"
+for bad in 0 10 x; do
+	run 2 --rounds "$bad"
+	grep -q -- "--rounds" "$vtmp/err" || fail "--rounds $bad: $(cat "$vtmp/err")"
+done
 run 2 --drop-behind-bytes 5
 grep -q "the library refuses 5" "$vtmp/err" || fail "--drop-behind-bytes 5: $(cat "$vtmp/err")"
 run 2 --queue 63
@@ -258,12 +281,16 @@ if [ -n "$KEYGEN" ]; then
 		fail "auditlog-keygen: $(cat "$vtmp/err")"
 	run 0 --json --dir "$vtmp" --format-version 2 --seal-state "$vtmp/keys/sealing-state" \
 		--signing-key "$vtmp/keys/signing-key" --phases sustained,token,parts --events 20000 \
-		--threads 2 --token-records 30 --token-gap-us 50 --prime-bytes 0 --sweep-seconds 0.1
+		--threads 2 --token-records 30 --token-gap-us 50 --prime-bytes 0 --sweep-seconds 0.1 \
+		--rounds 1
 	"$PY" - "$vtmp/out" <<'EOF' || fail "the JSON report of a v2 run"
 import json, sys
 rep = json.load(open(sys.argv[1]))
 assert rep["format_version"] == 2 and rep["phases"] == ["sustained", "token", "parts"], rep
 assert rep["prime_bytes"] == 0 and rep["prime_sustained_s"] == rep["prime_ceiling_s"] == 0, rep
+# one round: the ratio is the first round's, as before rounds
+assert rep["rounds"] == 1 and rep["ratio_to_ceiling"] == rep["ratio_round1"], rep
+assert all(len(p["rounds_events_per_s"]) == 1 for p in rep["raw_sweep"]), rep["raw_sweep"]
 assert rep["targets"]["worker_cpu_ns_per_event"]["target"] == "<= 350"
 # every batch ends with its seal (and the open and close seals frame the log)
 assert rep["log_seals"] >= rep["batches"] >= 1, (rep["log_seals"], rep["batches"])
