@@ -22,11 +22,12 @@
 
 #define SMALL_BATCH (16u << 10) /* bound = 2 x 16 KiB + 8 KiB = 40 KiB */
 
-static int write_events(const char *path, unsigned n, struct auditlog_stats *st)
+static int write_events_batch(const char *path, unsigned n, size_t batch,
+			      struct auditlog_stats *st)
 {
 	struct auditlog_config *cfg = tu_config(path);
 	struct auditlog *log;
-	assert_int_equal(auditlog_config_set_max_batch_bytes(cfg, SMALL_BATCH), 0);
+	assert_int_equal(auditlog_config_set_max_batch_bytes(cfg, batch), 0);
 	int r = auditlog_open(cfg, &log);
 	auditlog_config_free(cfg);
 	if (r < 0)
@@ -40,6 +41,11 @@ static int write_events(const char *path, unsigned n, struct auditlog_stats *st)
 		auditlog_get_stats(log, st, sizeof(*st));
 	assert_int_equal(auditlog_close(log), 0);
 	return 0;
+}
+
+static int write_events(const char *path, unsigned n, struct auditlog_stats *st)
+{
+	return write_events_batch(path, n, SMALL_BATCH, st);
 }
 
 static void append_bytes(const char *path, const void *p, size_t n)
@@ -403,6 +409,61 @@ static void test_open_reads_bounded_tail(void **state)
 	free(dir);
 }
 
+/* Batches of 1 MiB: a window of 2 MiB + 8 KiB, read into the mapping of 2
+ * MiB pages (file.c, window_map(); the heap under AddressSanitizer): the
+ * chain continues from its last line, damage that reaches back to the
+ * window's first kibibyte is repaired, damage one byte longer than the
+ * window is refused and leaves the file as it was. */
+static void test_large_window(void **state)
+{
+	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
+	const size_t batch = 1u << 20;
+	struct auditlog_stats st;
+	struct tu_walk w;
+	struct stat sb;
+	size_t len1, len2;
+
+	assert_int_equal(write_events_batch(path, 12000, batch, NULL), 0);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_true((size_t)sb.st_size > 3 * batch); /* longer than the window */
+	assert_int_equal(write_events_batch(path, 10, batch, &st), 0);
+	assert_int_equal(st.recoveries, 0);
+	assert_int_equal(st.head_seq, 12010);
+	walk_ok(path, &w);
+	assert_int_equal(w.events, 12010);
+	assert_int_equal(w.headers, 1);
+
+	/* damage to the window's end from 1 KiB past its start: the window
+	 * still holds a whole line before it (~300 bytes), to anchor on */
+	struct auditlog_config *cfg = tu_config(path);
+	assert_int_equal(auditlog_config_set_max_batch_bytes(cfg, batch), 0);
+	uint64_t bound = auditlog__tail_bound(cfg);
+	auditlog_config_free(cfg);
+	uint8_t *zeros = calloc(1, bound + 1);
+	assert_non_null(zeros);
+	append_bytes(path, zeros, bound - 1024);
+	assert_int_equal(write_events_batch(path, 5, batch, &st), 0);
+	assert_int_equal(st.recoveries, 1);
+	walk_ok(path, &w);
+	assert_int_equal(w.events, 12015);
+	assert_int_equal(w.recoveries, 1);
+	assert_int_equal(tu_verify_dir(dir), 1);
+
+	/* damage longer than the window: refused, not a byte written */
+	append_bytes(path, zeros, bound + 1);
+	uint8_t *before = tu_read_file(path, &len1);
+	assert_int_equal(write_events_batch(path, 1, batch, NULL), -EBADMSG);
+	uint8_t *after = tu_read_file(path, &len2);
+	assert_int_equal(len1, len2);
+	assert_memory_equal(before, after, len1);
+	free(before);
+	free(after);
+	free(zeros);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -416,6 +477,7 @@ int main(void)
 		cmocka_unit_test(test_untrusted_seq),
 		cmocka_unit_test(test_open_reads_bounded_tail),
 		cmocka_unit_test(test_torn_first_header),
+		cmocka_unit_test(test_large_window),
 	};
 	tu_filter();
 	return cmocka_run_group_tests(tests, NULL, NULL);
