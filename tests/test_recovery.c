@@ -56,6 +56,19 @@ static void append_bytes(const char *path, const void *p, size_t n)
 	close(fd);
 }
 
+/* Open refuses the log (-EBADMSG) and writes not a byte to it. */
+static void assert_refused_untouched(const char *path, size_t batch)
+{
+	size_t len1, len2;
+	uint8_t *before = tu_read_file(path, &len1);
+	assert_int_equal(write_events_batch(path, 1, batch, NULL), -EBADMSG);
+	uint8_t *after = tu_read_file(path, &len2);
+	assert_int_equal(len1, len2);
+	assert_memory_equal(before, after, len1);
+	free(before);
+	free(after);
+}
+
 static void walk_ok(const char *path, struct tu_walk *w)
 {
 	int r = tu_walk_file(path, w, NULL, NULL);
@@ -184,18 +197,11 @@ static void test_nul_hole(void **state)
 static void test_damage_beyond_bound(void **state)
 {
 	char *dir = tu_mkdtemp(), *path = tu_path(dir, "audit.log");
-	size_t len1, len2;
 
 	assert_int_equal(write_events(path, 300, NULL), 0);
 	uint8_t *zeros = calloc(1, 50u << 10);
 	append_bytes(path, zeros, 50u << 10);
-	uint8_t *before = tu_read_file(path, &len1);
-	assert_int_equal(write_events(path, 1, NULL), -EBADMSG);
-	uint8_t *after = tu_read_file(path, &len2);
-	assert_int_equal(len1, len2);
-	assert_memory_equal(before, after, len1); /* not a byte written */
-	free(before);
-	free(after);
+	assert_refused_untouched(path, SMALL_BATCH);
 	free(zeros);
 	free(path);
 	tu_rmtree(dir);
@@ -421,7 +427,6 @@ static void test_large_window(void **state)
 	struct auditlog_stats st;
 	struct tu_walk w;
 	struct stat sb;
-	size_t len1, len2;
 
 	assert_int_equal(write_events_batch(path, 12000, batch, NULL), 0);
 	assert_int_equal(stat(path, &sb), 0);
@@ -451,13 +456,7 @@ static void test_large_window(void **state)
 
 	/* damage longer than the window: refused, not a byte written */
 	append_bytes(path, zeros, bound + 1);
-	uint8_t *before = tu_read_file(path, &len1);
-	assert_int_equal(write_events_batch(path, 1, batch, NULL), -EBADMSG);
-	uint8_t *after = tu_read_file(path, &len2);
-	assert_int_equal(len1, len2);
-	assert_memory_equal(before, after, len1);
-	free(before);
-	free(after);
+	assert_refused_untouched(path, batch);
 	free(zeros);
 	free(path);
 	tu_rmtree(dir);
