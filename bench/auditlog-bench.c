@@ -3371,14 +3371,16 @@ static void print_json(const struct report *R)
 /* ---- the temporary directory ---------------------------------------------------------- */
 
 /* Remove what this run made: regular files in its own mkdtemp directory. */
-static void remove_dir(const char *dir)
+/* The files of dir whose names start with prefix ("": all of them). */
+static void remove_files(const char *dir, const char *prefix)
 {
 	DIR *d = opendir(dir);
 	struct dirent *de;
 
 	if (d) {
 		while ((de = readdir(d))) {
-			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+			    strncmp(de->d_name, prefix, strlen(prefix)) != 0)
 				continue;
 			if (unlinkat(dirfd(d), de->d_name, 0) < 0)
 				error_msg("cannot remove %s/%s: %s", dir, de->d_name,
@@ -3386,6 +3388,11 @@ static void remove_dir(const char *dir)
 		}
 		closedir(d);
 	}
+}
+
+static void remove_dir(const char *dir)
+{
+	remove_files(dir, "");
 	if (rmdir(dir) < 0)
 		error_msg("cannot remove %s: %s", dir, strerror(errno));
 }
@@ -3534,7 +3541,8 @@ static int more_rounds(const struct opts *o, const struct env *e, const char *di
 				progress("round %u of %u: sustained", round, o->rounds);
 				prime_before(dir, "the sustained phase", prime_bytes, &ignored);
 				r = phase_sustained(o, e, path, false, &one);
-				unlink(path);
+				/* with its rotated files (--rotate-bytes) */
+				remove_files(dir, "sustained-round.log");
 				if (r == 0)
 					su->round_eps[su->nrounds++] = one.events_per_s;
 			}

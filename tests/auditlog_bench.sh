@@ -219,7 +219,8 @@ EOF
 kdir="$vtmp/keep"
 mkdir "$kdir"
 run 0 --json --dir "$kdir" --keep --phases sustained --events 20000 --threads 1 --queue 64 \
-	--drop-behind-bytes 0 --worker-nice 19 --prime-bytes 3M --sweep-seconds 0.1 --rounds 2
+	--drop-behind-bytes 0 --worker-nice 19 --prime-bytes 3M --sweep-seconds 0.1 --rounds 2 \
+	--rotate-bytes 512K
 "$PY" - "$vtmp/out" <<'EOF' || fail "--queue 64 --worker-nice 19 --prime-bytes 3M"
 import json, sys
 rep = json.load(open(sys.argv[1]))
@@ -239,8 +240,9 @@ EOF
 kept=$(echo "$kdir"/auditlog-bench.*)
 [ -s "$kept/sustained.log" ] || fail "--keep kept no sustained.log in $kept"
 [ -e "$kept/prime.dat" ] && fail "the prime's scratch file was left in $kept"
-for f in sustained-round.log raw-ceiling.dat; do
-	[ -e "$kept/$f" ] && fail "round 2's scratch file $f was left in $kept"
+ls "$kept"/sustained.log.* >/dev/null 2>&1 || fail "--rotate-bytes 512K: no rotated file in $kept"
+for f in "$kept"/sustained-round.log* "$kept"/raw-ceiling.dat; do
+	[ -e "$f" ] && fail "round 2's file $f was left in $kept (rotated ones too)"
 done
 rm -rf "$kdir"
 run 2 --prime-bytes 1Q
