@@ -3370,7 +3370,6 @@ static void print_json(const struct report *R)
 
 /* ---- the temporary directory ---------------------------------------------------------- */
 
-/* Remove what this run made: regular files in its own mkdtemp directory. */
 /* The files of dir whose names start with prefix ("": all of them). */
 static void remove_files(const char *dir, const char *prefix)
 {
@@ -3390,6 +3389,7 @@ static void remove_files(const char *dir, const char *prefix)
 	}
 }
 
+/* Remove what this run made: regular files in its own mkdtemp directory. */
 static void remove_dir(const char *dir)
 {
 	remove_files(dir, "");
