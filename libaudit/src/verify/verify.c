@@ -127,6 +127,7 @@ struct vfile {
 struct vctx {
 	const struct al_vopts *o;
 	struct al_vresult *res;
+	bool sha_ni; /* al_sha256_ni_ok(), asked once: a v2 block's leaves two at a time */
 	struct vfile *files;
 	unsigned n, cap_files; /* cap_files: room for files taken in (take_in_renamed) */
 	uint8_t *dec, *work, *line2;
@@ -1009,6 +1010,42 @@ take:
 	v->since_seal = 0;
 }
 
+/* n records, from line `lineno` (at off, seq), join the run since the last
+ * checkpoint (close: the first is a close seal), and the run since the last
+ * seal (ts: the first's timestamp): the first of a run is what its finding
+ * names (v2_end). v2_record() adds records one at a time, take_v2() a block
+ * at once. */
+static void v2_unckpt(struct walk *w, uint64_t n, bool close, uint64_t lineno, uint64_t off,
+		      uint64_t seq)
+{
+	struct v2w *v = &w->v2;
+
+	if (!v->since_ckpt) {
+		v->ut_file = w->f->path;
+		v->ut_line = lineno;
+		v->ut_off = off;
+		v->ut_seq = seq;
+		v->ut_close = close;
+		v->ut_mac = false;
+	}
+	v->since_ckpt += n;
+}
+
+static void v2_unsealed(struct walk *w, uint64_t n, uint64_t lineno, uint64_t off, uint64_t seq,
+			const void *ts)
+{
+	struct v2w *v = &w->v2;
+
+	if (!v->since_seal) {
+		v->us_file = w->f->path;
+		v->us_line = lineno;
+		v->us_off = off;
+		v->us_seq = seq;
+		memcpy(v->us_ts, ts, AL_TS_LEN);
+	}
+	v->since_seal += n;
+}
+
 /* Every v2 record the walk accepts into the chain (before the chain state
  * moves on to it: w->prev is the record before). h: the hash it carries. */
 static void v2_record(struct walk *w, const struct al_parsed *p, const uint8_t h[AL_HASH_LEN], uint64_t seq,
@@ -1044,24 +1081,15 @@ static void v2_record(struct walk *w, const struct al_parsed *p, const uint8_t h
 		w->c->res->checkpoints++;
 		w->ch->checkpoints++;
 		v->since_ckpt = 0;
-	} else if (!v->since_ckpt++) {
+	} else {
 		const struct al_v2_member *kind = type == AL_T_SEAL ? member(m, n, AL_TAG_KIND) : NULL;
-		v->ut_file = w->f->path;
-		v->ut_line = lineno;
-		v->ut_off = off;
-		v->ut_seq = seq;
-		v->ut_close = clean && kind && kind->n == 5 && memcmp(kind->p, "close", 5) == 0;
-		v->ut_mac = false;
+		v2_unckpt(w, 1, clean && kind && kind->n == 5 && memcmp(kind->p, "close", 5) == 0,
+			  lineno, off, seq);
 	}
-	if (type == AL_T_SEAL) {
+	if (type == AL_T_SEAL)
 		v2_seal(w, p, m, n, seq, lineno, off, clean);
-	} else if (!v->since_seal++) {
-		v->us_file = w->f->path;
-		v->us_line = lineno;
-		v->us_off = off;
-		v->us_seq = seq;
-		memcpy(v->us_ts, p->rec.f[AL_F_TIMESTAMP].p, AL_TS_LEN);
-	}
+	else
+		v2_unsealed(w, 1, lineno, off, seq, p->rec.f[AL_F_TIMESTAMP].p);
 	if (v->tree_ok) {
 		if (al_merkle_range_append(&v->range, h) < 0)
 			v->tree_ok = false;
@@ -1341,30 +1369,14 @@ static void take_v2(struct walk *w, const struct al_vblock *b, uint64_t lineno)
 {
 	struct v2w *v = &w->v2;
 
-	if (!v->since_ckpt) {
-		v->ut_file = w->f->path;
-		v->ut_line = lineno;
-		v->ut_off = b->start;
-		v->ut_seq = b->first_seq;
-		v->ut_close = v->ut_mac = false;
-	}
-	v->since_ckpt += b->lines;
-	if (!v->since_seal) {
-		v->us_file = w->f->path;
-		v->us_line = lineno;
-		v->us_off = b->start;
-		v->us_seq = b->first_seq;
-		memcpy(v->us_ts, b->first_ts, AL_TS_LEN);
-	}
-	v->since_seal += b->lines;
+	v2_unckpt(w, b->lines, false, lineno, b->start, b->first_seq);
+	v2_unsealed(w, b->lines, lineno, b->start, b->first_seq, b->first_ts);
 	if (!v->tree_ok)
 		return;
-	for (uint64_t i = 0; i < b->lines; i++)
-		if (al_merkle_range_append(&v->range, b->hashes + i * AL_HASH_LEN) < 0) {
-			v->tree_ok = false;
-			break;
-		}
-	if (v->range.size > w->ch->tree_size)
+	if (al_merkle_range_append_n(&v->range, (const uint8_t (*)[AL_HASH_LEN])b->hashes, b->lines,
+				     w->c->sha_ni) < 0)
+		v->tree_ok = false;
+	else if (v->range.size > w->ch->tree_size)
 		w->ch->tree_size = v->range.size;
 }
 
@@ -3413,7 +3425,7 @@ static int follow_pick(struct vctx *c)
 
 int al_verify_files(char *const *paths, unsigned n, const struct al_vopts *o, struct al_vresult *res)
 {
-	struct vctx c = {.o = o, .res = res, .n = n};
+	struct vctx c = {.o = o, .res = res, .n = n, .sha_ni = al_sha256_ni_ok()};
 	const char *last = n ? paths[n - 1] : ""; /* where a finding of no file is told */
 	unsigned kept = 0;
 	int r = 0;
