@@ -29,7 +29,24 @@
 
 struct counts {
 	_Atomic unsigned writes, fsyncs, fsyncs_done;
+	/* after_empty_look: armed by the test, the worker's next empty look
+	 * (entered) waits until the test has queued its records (queued) */
+	_Atomic bool look_armed, look_entered, look_queued;
 };
+
+static void sleep_ms(unsigned ms);
+
+static void c_empty_look(void *ctx)
+{
+	struct counts *c = ctx;
+	bool armed = true;
+
+	if (!atomic_compare_exchange_strong(&c->look_armed, &armed, false))
+		return;
+	atomic_store(&c->look_entered, true);
+	for (unsigned i = 0; i < 2000 && !atomic_load(&c->look_queued); i++)
+		sleep_ms(1); /* bounded: a test that never queues fails, never hangs */
+}
 
 static int c_write(void *ctx, int fd, uint64_t off, size_t *len)
 {
@@ -92,7 +109,8 @@ static bool fx_open(struct fixture *f, const struct backend *b, uint64_t window_
 		    size_t max_batch)
 {
 	struct al_io_hooks h = {.ctx = &f->c, .before_write = c_write, .before_fsync = c_fsync,
-				.after_fsync = c_fsync_done, .force_ring = b->force_ring};
+				.after_fsync = c_fsync_done, .force_ring = b->force_ring,
+				.after_empty_look = c_empty_look};
 	struct auditlog_config *cfg;
 	int r;
 
@@ -259,6 +277,39 @@ static void test_flush_not_delayed(void **state)
 {
 	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
 		RETRY_STALLED(waiter_prompt(&backends[i], true));
+}
+
+/* Records queued just after the worker's coalescing decision found the queue
+ * empty (the worker held there by the hook, after a flush's batch) are still
+ * held by the window, not taken into a batch formed in the same turn (CI saw
+ * test_sync_not_delayed's 5 async records written at once under TSan,
+ * 2026-12-07). */
+static bool queued_after_empty_look(const struct backend *b)
+{
+	struct fixture f;
+
+	if (!fx_open(&f, b, BIG_WINDOW_US, 0))
+		return true;
+	unsigned w0 = atomic_load(&f.c.writes), s0 = atomic_load(&f.c.fsyncs);
+	atomic_store(&f.c.look_armed, true);
+	assert_int_equal(auditlog_flush(f.log), 0); /* wakes the worker: an empty look follows */
+	for (unsigned i = 0; i < 2000 && !atomic_load(&f.c.look_entered); i++)
+		sleep_ms(1);
+	assert_true(atomic_load(&f.c.look_entered));
+	uint64_t t_enq = now_ns();
+	fx_async(&f, 5);
+	atomic_store(&f.c.look_queued, true);
+	sleep_ms(20);
+	if (!held_seen(&f, t_enq, w0, s0))
+		return false;
+	fx_close_check(&f); /* close commits them: every id once */
+	return true;
+}
+
+static void test_queued_after_empty_look(void **state)
+{
+	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
+		RETRY_STALLED(queued_after_empty_look(&backends[i]));
 }
 
 /* ---- (b) async records within the window share one commit ------------------ */
@@ -455,6 +506,7 @@ int main(void)
 		cmocka_unit_test(test_setter_bounds),
 		cmocka_unit_test(test_sync_not_delayed),
 		cmocka_unit_test(test_flush_not_delayed),
+		cmocka_unit_test(test_queued_after_empty_look),
 		cmocka_unit_test(test_window_shared),
 		cmocka_unit_test(test_full_batch_not_held),
 		cmocka_unit_test(test_full_lane_wakes),

@@ -45,6 +45,11 @@ struct al_io_hooks {
 	/* The worker offered its role (SLEEP_ANY), before it looks at the queue
 	 * one last time and sleeps: the other side of the same window. */
 	void (*after_offer)(void *ctx);
+	/* With async_coalesce_us: the worker's coalescing decision found the
+	 * queue empty, before it forms a batch (of a header, re-queued records
+	 * or a v2 seal): a test recording meanwhile checks that those records
+	 * still go through the decision. */
+	void (*after_empty_look)(void *ctx);
 	/* With lanes: a producer reserved its slot and is about to read its
 	 * stamp (writer.c, stamp()): a test pausing one thread here makes the
 	 * slot stay unpublished while others record, and its stamp come after

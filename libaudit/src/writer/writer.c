@@ -1700,16 +1700,22 @@ static uint64_t hold_max(struct auditlog *l)
 	return n < q ? n : q;
 }
 
-static bool coalesce_hold(struct auditlog *l)
+static bool coalesce_hold(struct auditlog *l, bool *ret_empty)
 {
 	uint64_t window = l->cfg.async_coalesce_us * 1000u, now;
 
+	*ret_empty = false;
 	if (!window)
 		return false;
 	struct lane *q;
 	const struct slot *s = q_front(l, &q);
 	if (!s) {
+		/* nothing to hold; records that arrive from now on are left for
+		 * the next turn's decision (fill_and_submit()'s take_queue) */
 		assert(!l->hold_since_ns);
+		*ret_empty = true;
+		if (l->cfg.has_hooks && l->cfg.hooks.after_empty_look)
+			l->cfg.hooks.after_empty_look(l->cfg.hooks.ctx);
 		return false;
 	}
 	now = mono_ns();
@@ -1758,11 +1764,15 @@ commit:
 	return false;
 }
 
-/* Form the next batch from the header to write, the re-queued records and the
- * queue, and submit it. Returns true when it did anything. */
+/* Form the next batch from the header to write, the re-queued records and,
+ * with take_queue, the queue, and submit it. Returns true when it did
+ * anything. take_queue is false when the coalescing decision found the queue
+ * empty: a record queued since has not been through it, and taken here it
+ * would be committed at once, its window skipped (the worker's next turn
+ * decides for it). */
 static void submit(struct auditlog *l, struct batch *b);
 
-static bool fill_and_submit(struct auditlog *l)
+static bool fill_and_submit(struct auditlog *l, bool take_queue)
 {
 	struct batch *b = free_batch(l);
 	struct slot *s;
@@ -1812,7 +1822,7 @@ static bool fill_and_submit(struct auditlog *l)
 		drop_requeued(l);
 	if (l->requeue_len)
 		take_requeued(l, b);
-	while (b->len + AL_LINE_MAX + reserve <= limit && (s = q_front(l, &q))) {
+	while (take_queue && b->len + AL_LINE_MAX + reserve <= limit && (s = q_front(l, &q))) {
 		if (v2 && ++l->since_check >= AL_EPOCH_CHECK_EVERY && !atomic_load(&l->error)) {
 			/* split at an epoch boundary (docs/format.md 19.2): the
 			 * records formatted in e get e's seal, the rest e+1's */
@@ -2127,8 +2137,9 @@ static void lead(struct auditlog *l, struct waiter *w)
 	bool busy = worker_busy(l);
 	if (!busy && !atomic_load(&l->sealer_away) && !atomic_load(&l->stopping) &&
 	    !atomic_load(&l->error) && !(h && h->force_ring) && !rotation_due(l)) {
+		bool empty;
 		l->lead_waiter = w;
-		if (!coalesce_hold(l) && fill_and_submit(l)) {
+		if (!coalesce_hold(l, &empty) && fill_and_submit(l, !empty)) {
 			drain_fake(l);
 			retire(l);
 		}
@@ -2250,8 +2261,9 @@ static void *worker_main(void *arg)
 			if (resume_held(l)) /* AUDITLOG_SEALER_QUEUE */
 				progress = true;
 		} else if (!l->failover_err && !l->rotate_pending && !ahead_wait(l) && free_batch(l)) {
-			held = coalesce_hold(l);
-			if (!held && fill_and_submit(l))
+			bool empty;
+			held = coalesce_hold(l, &empty);
+			if (!held && fill_and_submit(l, !empty))
 				progress = true;
 		}
 		if (progress)
