@@ -1921,6 +1921,18 @@ static bool fill_and_submit(struct auditlog *l, bool take_queue)
 	return true;
 }
 
+/* A worker's turn at the queue (the worker's, or a record_sync caller's in
+ * lead()): the coalescing decision, then, unless it holds (*held), the next
+ * batch, taking queued slots only when the decision saw them. True when a
+ * batch was formed. */
+static bool hold_or_fill(struct auditlog *l, bool *held)
+{
+	bool empty;
+
+	*held = coalesce_hold(l, &empty);
+	return !*held && fill_and_submit(l, !empty);
+}
+
 /* A sealer came back (or did not): finish the held batch, or give up. */
 static bool resume_held(struct auditlog *l)
 {
@@ -2137,9 +2149,9 @@ static void lead(struct auditlog *l, struct waiter *w)
 	bool busy = worker_busy(l);
 	if (!busy && !atomic_load(&l->sealer_away) && !atomic_load(&l->stopping) &&
 	    !atomic_load(&l->error) && !(h && h->force_ring) && !rotation_due(l)) {
-		bool empty;
+		bool held;
 		l->lead_waiter = w;
-		if (!coalesce_hold(l, &empty) && fill_and_submit(l, !empty)) {
+		if (hold_or_fill(l, &held)) {
 			drain_fake(l);
 			retire(l);
 		}
@@ -2261,9 +2273,7 @@ static void *worker_main(void *arg)
 			if (resume_held(l)) /* AUDITLOG_SEALER_QUEUE */
 				progress = true;
 		} else if (!l->failover_err && !l->rotate_pending && !ahead_wait(l) && free_batch(l)) {
-			bool empty;
-			held = coalesce_hold(l, &empty);
-			if (!held && fill_and_submit(l, !empty))
+			if (hold_or_fill(l, &held))
 				progress = true;
 		}
 		if (progress)
