@@ -1455,9 +1455,26 @@ struct sustained {
 	/* events/s of each round (the first is events_per_s, whose phase every
 	 * other figure here is of) and their median: the sustained figure */
 	double round_eps[MAX_ROUNDS];
+	/* and each round's CPU per event: the worker, the producers, the rest
+	 * of the process (io_uring's io-wq, which copies the batches into the
+	 * page cache); NAN where the worker was not found */
+	double round_worker_ns[MAX_ROUNDS], round_producers_ns[MAX_ROUNDS],
+		round_other_ns[MAX_ROUNDS];
 	unsigned nrounds;
 	double median_eps;
 };
+
+/* One round's figures into s's rounds (round 1's included). */
+static void keep_round(struct sustained *s, const struct sustained *one)
+{
+	if (s->nrounds >= MAX_ROUNDS)
+		return;
+	s->round_eps[s->nrounds] = one->events_per_s;
+	s->round_worker_ns[s->nrounds] = one->worker_ns_per_event;
+	s->round_producers_ns[s->nrounds] = one->producers_ns_per_event;
+	s->round_other_ns[s->nrounds] = one->other_ns_per_event;
+	s->nrounds++;
+}
 
 /* Resolution of thread_cpu_ns()'s source. */
 static double cpu_src_res_ns(pid_t tid, const char *src)
@@ -1533,7 +1550,9 @@ static int phase_sustained(const struct opts *o, const struct env *e, const char
 	s->sched_found = s->worker_found && thread_sched_counts(wtid, &sc0);
 	c0 = cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 
+	progress("sustained: the producers start");
 	r = run_producers(p, o->threads, log, o->events, NULL, 0, &t0);
+	progress("sustained: the producers are done");
 	if (r < 0)
 		error_msg("auditlog_record: %s", strerror(-r));
 	rc = auditlog_flush(log);
@@ -1558,6 +1577,7 @@ static int phase_sustained(const struct opts *o, const struct env *e, const char
 	auditlog_get_stats(log, &s->st, sizeof(s->st));
 	rc = auditlog_close(log);
 	t1 = now_ns();
+	progress("sustained: closed, %.3f s", (double)(t1 - t0) / 1e9);
 	for (unsigned i = 0; i < o->threads; i++)
 		s->producers_ns += p[i].cpu_ns;
 	free(p);
@@ -1975,7 +1995,9 @@ static int ceiling_round(const char *dir, const struct pool *pl, unsigned min_ms
 
 	if (join_path(path, sizeof(path), dir, "raw-ceiling.dat") < 0)
 		return -ENAMETOOLONG;
+	progress("raw ceiling: a round at %u lines", pt->batch);
 	r = sweep_point(path, pl, pt->batch, min_ms, &one);
+	progress("raw ceiling: the round done");
 	if (r == 0 && pt->nrounds < MAX_ROUNDS)
 		pt->round_eps[pt->nrounds++] = one.events_per_s;
 	ceiling_settle(c);
@@ -2939,6 +2961,11 @@ static void print_table(const struct report *R)
 			}
 			fmt_count(su->median_eps, a, sizeof(a));
 			printf(" events/s: median %s\n", a);
+			printf("  rounds' CPU   ns/event, worker / producers / rest of the process:");
+			for (unsigned i = 0; i < su->nrounds; i++)
+				printf("%s %.0f / %.0f / %.0f", i ? "," : "", su->round_worker_ns[i],
+				       su->round_producers_ns[i], su->round_other_ns[i]);
+			printf("\n");
 		}
 		printf("  batches       %" PRIu64 " (%.0f records on average, largest %" PRIu64
 		       "; %" PRIu64 " formed ahead), %" PRIu64 " fdatasyncs, queue high water %" PRIu64
@@ -3182,6 +3209,16 @@ static void print_json(const struct report *R)
 		for (unsigned i = 0; i < su->nrounds; i++)
 			jfix(&j, NULL, su->round_eps[i], 0);
 		jclose(&j, ']');
+		static const char *const rcpu[] = {"sustained_rounds_worker_cpu_ns_per_event",
+						   "sustained_rounds_producers_cpu_ns_per_event",
+						   "sustained_rounds_other_cpu_ns_per_event"};
+		const double *rv[] = {su->round_worker_ns, su->round_producers_ns, su->round_other_ns};
+		for (unsigned k = 0; k < 3; k++) {
+			jopen(&j, rcpu[k], '[');
+			for (unsigned i = 0; i < su->nrounds; i++)
+				jfix(&j, NULL, rv[k][i], 1);
+			jclose(&j, ']');
+		}
 		jfix(&j, "raw_ceiling_events_per_s", c->events_per_s, 0);
 		ju64(&j, "raw_ceiling_batch_lines", c->pt[c->best].batch);
 		jfix(&j, "ratio_round1", R->ratio_first, 3);
@@ -3544,7 +3581,7 @@ static int more_rounds(const struct opts *o, const struct env *e, const char *di
 				/* with its rotated files (--rotate-bytes) */
 				remove_files(dir, "sustained-round.log");
 				if (r == 0)
-					su->round_eps[su->nrounds++] = one.events_per_s;
+					keep_round(su, &one);
 			}
 			if (r < 0)
 				return r;
@@ -3618,8 +3655,9 @@ static int run_bench(const struct opts *o)
 		prime_before(tmpl, "the sustained phase", prime_bytes, &prime_s[0]);
 		if (phase_sustained(o, &e, lpath, true, &su) < 0 || measure_reopen(o, lpath, &su) < 0)
 			goto out;
-		su.round_eps[0] = su.median_eps = su.events_per_s;
-		su.nrounds = 1;
+		su.nrounds = 0;
+		keep_round(&su, &su);
+		su.median_eps = su.events_per_s;
 	}
 	if (ph & (PH_SUSTAINED | PH_SYNC)) {
 		r = make_pool(&pl, o->threads, o->version, o->events / 2);

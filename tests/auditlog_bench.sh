@@ -232,6 +232,13 @@ assert rep["worker_nice"] == 19, rep.get("worker_nice")
 assert rep["prime_bytes"] == 3 << 20, rep["prime_bytes"]
 assert rep["prime_sustained_s"] > 0 and rep["prime_ceiling_s"] > 0, rep
 assert rep["rounds"] == 2 and len(rep["sustained_rounds_events_per_s"]) == 2, rep
+# each round's CPU per event, round 1's the phase's own figures
+for k, whole in (("worker", "worker_cpu_ns_per_event"), ("producers", "producers_cpu_ns_per_event"),
+                 ("other", "other_threads_cpu_ns_per_event")):
+    r = rep["sustained_rounds_%s_cpu_ns_per_event" % k]
+    assert len(r) == 2, (k, r)
+    assert k == "other" or all(x > 0 for x in r), (k, r)
+    assert abs(r[0] - rep[whole]) <= 0.1, (k, r, rep[whole])
 # a tenth of a second a size, at most two tenths and the batch that crossed them
 assert rep["sweep_seconds"] == 0.1, rep["sweep_seconds"]
 assert all(0.1 <= p["seconds"] <= max(0.2 + p["max_batch_ms"] / 1e3, 4 * p["max_batch_ms"] / 1e3) + 0.002
