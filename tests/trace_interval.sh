@@ -70,9 +70,22 @@ if [ "$(id -u)" -ne 0 ]; then
 	echo "SKIP: the capture needs root for tracefs (the analysis passed)"
 	exit 77
 fi
+T=/sys/kernel/tracing
+tfs_state() { cat "$T/set_event" "$T/options/record-tgid" "$T/tracing_on"; }
+# the buffer's size per CPU in KiB: "7 (expanded: 1408)" before its first use reads as the
+# expanded size; written back, the kernel rounds it to pages
+tfs_kb() { grep -o '[0-9]*' "$T/buffer_size_kb" | tail -1; }
+before=$(tfs_state)
+kb_before=$(tfs_kb)
 "$TI" --out "$tmp/real.txt" -- "$BENCH" --dir "$tmp" --phases sustained --events 200000 \
 	--threads 2 --sweep-seconds 0.1 --rounds 1 --prime-bytes 0 >"$tmp/real.out" 2>"$tmp/real.err" ||
 	{ cat "$tmp/real.err" >&2; fail "the capture failed"; }
+# tracefs as it was found: the events enabled, the tgid column, on/off, the buffer's size
+[ "$(tfs_state)" = "$before" ] || fail "tracefs changed: $(tfs_state | tr '\n' ' ') (was $(echo "$before" | tr '\n' ' '))"
+kb=$(tfs_kb)
+[ $((kb - kb_before)) -le 8 ] && [ $((kb_before - kb)) -le 8 ] ||
+	fail "the trace buffer left at $kb KiB a CPU (was $kb_before)"
+grep -q 'figures against their targets' "$tmp/real.out" || fail "the bench's own output did not pass through"
 grep -q 'TRACE-INTERVAL START' "$tmp/real.txt" || fail "the kept trace has no start mark"
 /usr/bin/python3 - "$tmp/real.out" <<'EOF'
 import re, sys
