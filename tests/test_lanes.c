@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "log.h"
 #include "tu.h"
 
 #define NT 4 /* threads */
@@ -426,10 +427,46 @@ static void test_setter(void **state)
 	free(dir);
 }
 
+/* The handle and its lanes sit where their types ask (AL_PAIR, log.h): what
+ * producers write and the worker reads 128 bytes from anything else. calloc
+ * gave 16 bytes, so the lines the layout keeps apart could share a line, or
+ * a line's prefetched buddy, by chance of the heap. Opened after allocations
+ * of several sizes, so that a 16-byte allocator would land off it. */
+static void test_layout(void **state)
+{
+	char *dir = tu_mkdtemp();
+	char *path = tu_path(dir, "audit.log");
+	struct auditlog_config *cfg = tu_config(path);
+	void *churn[8] = {0};
+
+	(void)state;
+	assert_true(_Alignof(struct auditlog) >= AL_PAIR && _Alignof(struct lane) >= AL_PAIR);
+	assert_true(offsetof(struct lane, deq_pos) - offsetof(struct lane, enq_pos) >= AL_PAIR);
+	assert_true(offsetof(struct auditlog, error) - offsetof(struct auditlog, worker_sleeping) >= AL_PAIR);
+	assert_true(offsetof(struct auditlog, cut_off) - offsetof(struct auditlog, barriers) >= AL_PAIR);
+	assert_int_equal(auditlog_config_set_queue_lanes(cfg, 2), 0);
+	for (unsigned i = 0; i < 8; i++) {
+		struct auditlog *log;
+		churn[i] = malloc(16 * (i + 1) + 36 * 1024 * (i & 1));
+		assert_non_null(churn[i]);
+		assert_int_equal(auditlog_open(cfg, &log), 0);
+		assert_int_equal((uintptr_t)log % AL_PAIR, 0);
+		assert_int_equal((uintptr_t)log->lanes % AL_PAIR, 0);
+		assert_int_equal(auditlog_close(log), 0);
+	}
+	for (unsigned i = 0; i < 8; i++)
+		free(churn[i]);
+	auditlog_config_free(cfg);
+	free(path);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_setter),
+		cmocka_unit_test(test_layout),
 		cmocka_unit_test(test_order_across_lanes),
 		cmocka_unit_test(test_shared_lane_held_stamp),
 		cmocka_unit_test(test_cut_between_reads),

@@ -113,16 +113,23 @@ struct slot {
 	uint8_t inl[SLOT_INLINE];
 };
 
+/* What one side writes and the other reads sits AL_PAIR bytes from anything
+ * else: x86 CPUs fetch a cache line's 128-byte buddy with it (Intel's
+ * spatial prefetcher, AMD's L2 up/down one), so 64 bytes apart two lines
+ * can still move between CPUs as one. Objects holding such groups are
+ * allocated aligned to it (al_aligned_zalloc). */
+#define AL_PAIR 128
+
 /* A lane: one Vyukov ring (docs/durability.md "Lanes"). Producers on CPU c use
  * lane c % nlanes; the worker merges the lanes by their stamps. */
 struct lane {
 	/* the producers' line: the position, and the coalescing wake position
 	 * (an async record at it wakes a holding worker: the batch is full) */
-	_Alignas(64) _Atomic uint64_t enq_pos;
+	_Alignas(AL_PAIR) _Atomic uint64_t enq_pos;
 	_Atomic uint64_t hold_wake_pos;
 	_Atomic uint64_t opens; /* open slots reserved (stamp(), writer.c) */
 	/* the worker's line */
-	_Alignas(64) uint64_t deq_pos; /* every slot before it is taken */
+	_Alignas(AL_PAIR) uint64_t deq_pos; /* every slot before it is taken */
 	uint64_t cut_end;  /* [deq_pos, cut_end): the current cut's part of this lane */
 	uint64_t pub_end;  /* the published prefix at the last cut (its end) */
 	uint64_t opens_seen; /* opens at the last cut */
@@ -264,17 +271,17 @@ struct auditlog {
 	uint64_t gen; /* this log's number in the process */
 	uint64_t mask;
 	struct slot *slot_mem;
-	_Alignas(64) _Atomic uint32_t worker_sleeping;
+	_Alignas(AL_PAIR) _Atomic uint32_t worker_sleeping;
 	_Atomic uint32_t space_gen;   /* futex: bumped when slots are freed and someone waits */
 	_Atomic uint32_t full_waiters;
 	/* what every producer reads on every call, on a line of its own that
 	 * changes only when the log fails or a sealer goes away or comes back */
-	_Alignas(64) _Atomic int32_t error; /* sticky: the error that closed the log */
+	_Alignas(AL_PAIR) _Atomic int32_t error; /* sticky: the error that closed the log */
 	_Atomic uint32_t sealer_away; /* AUDITLOG_SEALER_QUEUE: sync calls get -EAGAIN */
 	/* 1: publish() needs no fence, the worker's membarrier() stands for it
 	 * (offer_barrier(), writer.c); set at open, cleared only if that call fails */
 	_Atomic uint32_t light_publish;
-	_Alignas(64) _Atomic uint64_t barriers;
+	_Alignas(AL_PAIR) _Atomic uint64_t barriers;
 	/* slots carrying a waiter (record_sync, flush) reserved by producers, and
 	 * taken by the worker: a coalescing batch never waits while they differ */
 	_Atomic uint64_t sync_enq;
@@ -283,7 +290,7 @@ struct auditlog {
 
 	/* worker state; first the lanes' merge (cut(), writer.c), off the
 	 * lines above that every producer reads */
-	_Alignas(64) uint64_t cut_off; /* CLOCK_REALTIME - CLOCK_MONOTONIC at the current cut */
+	_Alignas(AL_PAIR) uint64_t cut_off; /* CLOCK_REALTIME - CLOCK_MONOTONIC at the current cut */
 	bool cut_stalled;   /* a lane held a slot reserved, not yet published */
 	/* the last looks_max looks at the lanes (enough to span the queue): look
 	 * k (at k % looks_max) read the clock look_t, then each lane i's position
