@@ -117,7 +117,7 @@ struct slot {
  * else: x86 CPUs fetch a cache line's 128-byte buddy with it (Intel's
  * spatial prefetcher, AMD's L2 up/down one), so 64 bytes apart two lines
  * can still move between CPUs as one. Objects holding such groups are
- * allocated aligned to it (al_aligned_zalloc). */
+ * allocated aligned to it (posix_memalign in auditlog_open). */
 #define AL_PAIR 128
 
 /* A lane: one Vyukov ring (docs/durability.md "Lanes"). Producers on CPU c use
