@@ -86,6 +86,8 @@ kb=$(tfs_kb)
 [ $((kb - kb_before)) -le 8 ] && [ $((kb_before - kb)) -le 8 ] ||
 	fail "the trace buffer left at $kb KiB a CPU (was $kb_before)"
 grep -q 'figures against their targets' "$tmp/real.out" || fail "the bench's own output did not pass through"
+grep -q 'sustained: the producers start' "$tmp/real.err" ||
+	fail "the bench's standard error (its progress and error lines) did not pass through"
 grep -q 'TRACE-INTERVAL START' "$tmp/real.txt" || fail "the kept trace has no start mark"
 /usr/bin/python3 - "$tmp/real.out" <<'EOF'
 import re, sys
