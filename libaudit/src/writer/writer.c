@@ -2371,6 +2371,17 @@ static void *worker_main(void *arg)
 
 /* ---- the API ---------------------------------------------------------------- */
 
+/* n bytes, zeroed, aligned as their type asks (AL_PAIR, log.h: calloc gives
+ * 16 bytes); NULL when out of memory. Freed with free(). */
+static void *zalloc_aligned(size_t align, size_t n)
+{
+	void *p;
+
+	if (posix_memalign(&p, align, n))
+		return NULL;
+	return memset(p, 0, n);
+}
+
 static void log_free(struct auditlog *l)
 {
 	if (!l)
@@ -2420,10 +2431,9 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 	/* v2 takes exactly one seal provider (v1 ignores both) */
 	if (cfg->version == 2 && !cfg->seal_state_path == !cfg->sealer_socket)
 		return -EINVAL;
-	/* aligned as its members ask (AL_PAIR): calloc gives 16 bytes */
-	if (posix_memalign((void **)&l, _Alignof(struct auditlog), sizeof(*l)))
+	l = zalloc_aligned(_Alignof(struct auditlog), sizeof(*l));
+	if (!l)
 		return -ENOMEM;
-	memset(l, 0, sizeof(*l));
 	l->fd = l->dirfd = l->efd = -1;
 	l->sha_ni = cfg->version == 2 && al_sha256_ni_ok(); /* only v2 builds a tree */
 	pthread_mutex_init(&l->head_lock, NULL);
@@ -2448,8 +2458,7 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 	void *slots = mmap(NULL, q_capacity(l) * sizeof(struct slot), PROT_READ | PROT_WRITE,
 			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	l->slot_mem = slots == MAP_FAILED ? NULL : slots;
-	if (posix_memalign((void **)&l->lanes, _Alignof(struct lane), l->nlanes * sizeof(*l->lanes)))
-		l->lanes = NULL;
+	l->lanes = zalloc_aligned(_Alignof(struct lane), l->nlanes * sizeof(*l->lanes));
 	/* looks enough to span the queue taken AL_LOOK_EVERY slots apart */
 	l->looks_max = 64;
 	while (l->looks_max * AL_LOOK_EVERY < q_capacity(l))
@@ -2465,7 +2474,6 @@ AUDITLOG_API int auditlog_open(const struct auditlog_config *cfg, struct auditlo
 		r = -ENOMEM;
 		goto err;
 	}
-	memset(l->lanes, 0, l->nlanes * sizeof(*l->lanes));
 	l->gen = atomic_fetch_add(&log_gens, 1) + 1;
 	for (unsigned i = 0; i < l->nlanes; i++) {
 		struct lane *q = &l->lanes[i];
