@@ -79,6 +79,13 @@ def wait_for(pred, secs=30):
     return False
 
 
+def wait_out(path, lines, what):
+    """Wait until every one of lines is in the output file at path."""
+    if not wait_for(lambda: all(e in open(path, "rb").read().splitlines(keepends=True)
+                                for e in lines)):
+        fail(f"{what} within 30 s")
+
+
 def tails_left(marker):
     """Processes whose command line holds marker (the state directory)."""
     n = 0
@@ -160,10 +167,8 @@ try:
         write(os.path.join(logdir, "a.log"), 1500)
         names = ["a.log", "b.log", "c.log"]
         total = sum(len(chain_lines(logdir, n)) for n in names)
-        ends = [chain_lines(logdir, n)[-1] for n in names]
-        if not wait_for(lambda: all(e in open(out1, "rb").read().splitlines(keepends=True)
-                                    for e in ends)):
-            fail("the tail did not pass on every chain's lines within 30 s")
+        wait_out(out1, [chain_lines(logdir, n)[-1] for n in names],
+                 "the tail did not pass on every chain's lines")
         rc, err = stop(p, "the first run")
     if rc != 0:
         fail(f"the first run exited {rc}, not 0: {err}")
@@ -191,9 +196,7 @@ try:
                 if json.loads(chain_lines(logdir, n)[-1])["seq"] > last[n]]
         if len(ends) != 2:
             fail(f"the writers between the runs wrote to {len(ends)} chains, not 2")
-        if not wait_for(lambda: all(e in open(out2, "rb").read().splitlines(keepends=True)
-                                    for e in ends)):
-            fail("the restarted tail did not pass on the new lines within 30 s")
+        wait_out(out2, ends, "the restarted tail did not pass on the new lines")
         rc, err = stop(p, "the restart")
     if rc != 0:
         fail(f"the restart exited {rc}, not 0: {err}")
@@ -206,9 +209,8 @@ try:
     with open(out3, "wb") as o:
         p = start(args, o)
         write(os.path.join(logdir, "a.log"), 600)
-        a_tail = chain_lines(logdir, "a.log")[-1]
-        if not wait_for(lambda: a_tail in open(out3, "rb").read().splitlines(keepends=True)):
-            fail("chain a's tail did not go on beside b's failed one")
+        wait_out(out3, [chain_lines(logdir, "a.log")[-1]],
+                 "chain a's tail did not go on beside b's failed one")
         rc, err = stop(p, "the run with a bad state")
     if rc != 2:
         fail(f"a run whose tail exited 2 exited {rc}, not 2")
