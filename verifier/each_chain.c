@@ -59,16 +59,6 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* A name as it is, but for bytes a terminal would act on. */
-static void put_name(const char *s)
-{
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p < 0x20 || *p == 0x7f || *p == '\\')
-			fprintf(stderr, "\\x%02x", *p);
-		else
-			fputc(*p, stderr);
-	}
-}
 
 /* Why path is no directory to use (NULL: it is one; *st filled). */
 static const char *not_dir(const char *path, struct stat *st)
@@ -117,14 +107,14 @@ int each_chain_check(struct each_chain *ec, bool given, const char *state_dir, b
 	}
 	if ((why = not_dir(args[0], &ld))) {
 		fprintf(stderr, "auditlog-verify: --each-chain ");
-		put_name(args[0]);
+		ec->put(stderr, args[0]);
 		fprintf(stderr, ": %s\n", why);
 		return 2;
 	}
 	if (state_dir) {
 		if ((why = not_dir(state_dir, &sd))) {
 			fprintf(stderr, "auditlog-verify: --state-dir ");
-			put_name(state_dir);
+			ec->put(stderr, state_dir);
 			fprintf(stderr, ": %s\n", why);
 			return 2;
 		}
@@ -139,7 +129,9 @@ int each_chain_check(struct each_chain *ec, bool given, const char *state_dir, b
 	return 0;
 }
 
-int each_chain_active_name(const char *name)
+/* Under a writer's active name: not hidden, not of the rotated form
+ * NAME.<time>-<seq>. */
+static bool active_name(const char *name)
 {
 	uint64_t seq;
 
@@ -252,11 +244,10 @@ static int spawn(struct run *r, const char *name)
 	}
 	if (ec->state_dir) {
 		const char *ss = ec->state_dir[strlen(ec->state_dir) - 1] == '/' ? "" : "/";
-		char *base = join(ss, name, ".state");
-		state = base ? join(ec->state_dir, base, "") : NULL;
-		free(base);
-		if (!state)
+		if (asprintf(&state, "%s%s%s.state", ec->state_dir, ss, name) < 0) {
+			state = NULL;
 			goto out;
+		}
 	}
 	/* self, --follow, the options, --state FILE, --, the files, NULL */
 	argv = calloc(2 + ec->npass + 2 + 1 + nfiles + 1, sizeof(*argv));
@@ -346,14 +337,14 @@ static void rescan(struct run *r)
 		if (dfd >= 0)
 			close(dfd);
 		fprintf(stderr, "auditlog-verify: --each-chain: cannot list ");
-		put_name(r->ec->logdir);
+		r->ec->put(stderr, r->ec->logdir);
 		fprintf(stderr, ": %s\n", strerror(errno));
 		return;
 	}
 	rewinddir(d);
 	/* the names first, the files opened after: spawn() lists the directory too */
 	for (struct dirent *e; (e = readdir(d));) {
-		if (!each_chain_active_name(e->d_name) || known(r, e->d_name))
+		if (!active_name(e->d_name) || known(r, e->d_name))
 			continue;
 		if (n == cap) {
 			size_t nc = cap ? 2 * cap : 16;
@@ -375,7 +366,7 @@ static void rescan(struct run *r)
 			int e = spawn(r, names[i]);
 			if (e < 0) {
 				fprintf(stderr, "auditlog-verify: --each-chain: cannot start the tail of ");
-				put_name(names[i]);
+				r->ec->put(stderr, names[i]);
 				fprintf(stderr, ": %s\n", strerror(-e));
 				if (r->worst < 2)
 					r->worst = 2;
@@ -388,9 +379,9 @@ static void rescan(struct run *r)
 				names[i] = NULL;
 			}
 			fprintf(stderr, "auditlog-verify: --each-chain: ");
-			put_name(r->ec->logdir);
+			r->ec->put(stderr, r->ec->logdir);
 			fprintf(stderr, "/");
-			put_name(p ? r->skipped[r->nskipped - 1] : names[i]);
+			r->ec->put(stderr, p ? r->skipped[r->nskipped - 1] : names[i]);
 			if (err)
 				fprintf(stderr, " cannot be read (%s): not followed\n", strerror(err));
 			else
@@ -493,14 +484,14 @@ static void drain(struct run *r, struct tail *t)
 			forward(r, t);
 			if (t->len) {
 				fprintf(stderr, "auditlog-verify: --each-chain: the tail of ");
-				put_name(t->name);
+				r->ec->put(stderr, t->name);
 				fprintf(stderr, " ended in the middle of a line (%zu bytes not passed on)\n",
 					t->len);
 			}
 			/* while stopping, a tail that ends 0 is what was asked */
 			if (!r->stopping || t->status) {
 				fprintf(stderr, "auditlog-verify: --each-chain: the tail of ");
-				put_name(t->name);
+				r->ec->put(stderr, t->name);
 				fprintf(stderr, " ended (exit %d)%s\n", t->status,
 					r->stopping ? "" : "; the other chains' tails go on, and this name is not "
 							   "followed again until a restart");
@@ -523,7 +514,7 @@ int each_chain_run(const struct each_chain *ec)
 	r.dirfd = open(ec->logdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (r.dirfd < 0) {
 		fprintf(stderr, "auditlog-verify: --each-chain: ");
-		put_name(ec->logdir);
+		ec->put(stderr, ec->logdir);
 		fprintf(stderr, ": %s\n", strerror(errno));
 		return 2;
 	}
@@ -545,7 +536,7 @@ int each_chain_run(const struct each_chain *ec)
 			for (size_t i = 0; i < r.n; i++)
 				if (r.t[i].fd >= 0) {
 					fprintf(stderr, "auditlog-verify: --each-chain: the tail of ");
-					put_name(r.t[i].name);
+					ec->put(stderr, r.t[i].name);
 					fprintf(stderr, " did not end %d s after SIGTERM: killed\n",
 						KILL_AFTER_MS / 1000);
 					kill(r.t[i].pid, SIGKILL);

@@ -14,10 +14,12 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 struct each_chain {
 	const char *self;      /* argv[0], for the tails' argv[0] */
 	bool nomem;            /* pass_add could not grow pass */
+	void (*put)(FILE *out, const char *s); /* prints a name with its control bytes escaped */
 	const char *logdir;    /* the directory given */
 	const char *state_dir; /* NULL: no --state for the tails */
 	char **pass;           /* options passed on to every tail, as argv words */
@@ -39,9 +41,5 @@ int each_chain_check(struct each_chain *ec, bool given, const char *state_dir, b
  * return the worst of their exit statuses (0, 1 or 2); 2 at once when the
  * directory cannot be read. */
 int each_chain_run(const struct each_chain *ec);
-
-/* Whether name, a directory entry, is under a writer's active name: not
- * hidden and not of the rotated form NAME.<time>-<seq> (for the tests). */
-int each_chain_active_name(const char *name);
 
 #endif

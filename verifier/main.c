@@ -718,7 +718,7 @@ int main(int argc, char **argv)
 	/* --each-chain (each_chain.c): the options each chain's tail gets */
 	bool each_chain = false;
 	const char *state_dir = NULL;
-	struct each_chain ec = {.self = argv[0]};
+	struct each_chain ec = {.self = argv[0], .put = put_safe};
 	rep.em = &em;
 
 	while ((c = getopt_long(argc, argv, "qhj:", opts, NULL)) != -1) {
