@@ -27,6 +27,7 @@
 #include "attest.h"
 #include "emit.h"
 #include "tail_state.h"
+#include "each_chain.h"
 
 static const char usage[] =
 	"usage: auditlog-verify [options] PATH...\n"
@@ -54,6 +55,11 @@ static const char usage[] =
 	"  --state FILE           with --follow --emit: keep the tail's position in FILE\n"
 	"                         (written atomically after each batch) and resume after\n"
 	"                         it on restart; a FILE the log does not match: exit 2\n"
+	"  --each-chain           with --follow and one directory: a tail for each writer's\n"
+	"                         chain in it (each active name), and one for each chain that\n"
+	"                         appears later; their lines go to stdout whole\n"
+	"  --state-dir DIR        with --each-chain --emit: each chain's tail keeps its\n"
+	"                         position in DIR/NAME.state (NAME: its active name)\n"
 	"  --verify-key FILE      a v2 verification key (the auditor's secret): check every\n"
 	"                         seal's MAC, and that records after its t0 are v2\n"
 	"                         (repeatable: one per host key)\n"
@@ -682,6 +688,9 @@ int main(int argc, char **argv)
 		/* --emit --format, --follow --state (emit.c, tail_state.c) */
 		{"format", required_argument, NULL, 0x1b0},
 		{"state", required_argument, NULL, 'S'},
+		/* --follow --each-chain (each_chain.c) */
+		{"each-chain", no_argument, NULL, 0x1c0},
+		{"state-dir", required_argument, NULL, 0x1c1},
 		{NULL, 0, NULL, 0},
 	};
 	opterr = 0; /* a bad option gets one line: cli_bad_option */
@@ -706,22 +715,27 @@ int main(int argc, char **argv)
 	static struct emitter em = {.fmt = EMIT_RAW};
 	int gap_tries = 0;
 	const char *state_path = NULL, *format_arg = NULL;
+	/* --each-chain (each_chain.c): the options each chain's tail gets */
+	bool each_chain = false;
+	const char *state_dir = NULL;
+	struct each_chain ec = {.self = argv[0], .put = put_safe};
 	rep.em = &em;
 
 	while ((c = getopt_long(argc, argv, "qhj:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'J': rep.json = true; break;
-		case 'q': rep.quiet = true; break;
-		case 'E': rep.emit = true; break;
-		case 's': rep.strict = true; break;
+		case 'q': rep.quiet = true; pass_add(&ec, "-q", NULL); break;
+		case 'E': rep.emit = true; pass_add(&ec, "--emit", NULL); break;
+		case 's': rep.strict = true; pass_add(&ec, "--strict", NULL); break;
 		case 'O': o.one_chain = true; break;
-		case 'D': o.dedup = true; break;
+		case 'D': o.dedup = true; pass_add(&ec, "--dedup", NULL); break;
 		case 'F': o.follow = true; break;
 		case 'K':
 		case 'P':
 		case 'W':
 			if ((ret = add_key(c, optarg)))
 				goto out;
+			pass_add(&ec, c == 'K' ? "--verify-key" : c == 'P' ? "--pubkey" : "--witness", optarg);
 			break;
 		case 'e':
 			if ((ret = add_anchor(optarg, &anchors, &n_anchors)))
@@ -744,6 +758,7 @@ int main(int argc, char **argv)
 			if ((ret = parse_num("--jobs", optarg, 1024, "a number of threads", &v)))
 				goto out;
 			o.threads = (unsigned)v;
+			pass_add(&ec, "--jobs", optarg);
 			break;
 		}
 		case 'm': {
@@ -751,6 +766,7 @@ int main(int argc, char **argv)
 			if ((ret = parse_num("--min-version", optarg, 255, "a format version", &v)))
 				goto out;
 			o.min_version = (unsigned)v;
+			pass_add(&ec, "--min-version", optarg);
 			break;
 		}
 		case 'X':
@@ -780,6 +796,7 @@ int main(int argc, char **argv)
 		case OPT_WITNESS_KEY:
 			if ((ret = add_witness_key(optarg)))
 				goto out;
+			pass_add(&ec, "--witness-key", optarg);
 			break;
 		case 'o': prove_out = optarg; break;
 		case 'G':
@@ -795,8 +812,11 @@ int main(int argc, char **argv)
 				ret = refuse("--format", optarg, "wants raw, ecs or ocsf");
 				goto out;
 			}
+			pass_add(&ec, "--format", optarg);
 			break;
 		case 'S': state_path = optarg; break;
+		case 0x1c0: each_chain = true; break;
+		case 0x1c1: state_dir = optarg; break;
 		case 'h': fputs(usage, stdout); return 0;
 		case 0x1a0: attest_file = optarg; break;
 		case 0x1a1:
@@ -817,6 +837,17 @@ int main(int argc, char **argv)
 		case 'V': return cli_version("auditlog-verify");
 		default: return cli_bad_option("auditlog-verify", "qhj:", opts, argv);
 		}
+	}
+	if (each_chain || state_dir) {
+		ret = each_chain_check(&ec, each_chain, state_dir, o.follow, rep.emit,
+				       state_path || o.has_from || n_anchors || registry_dir || rep.json ||
+					       o.one_chain || prove_mode || prove_out || attest_file ||
+					       ao.has_nonce || ao.max_age,
+				       argv + optind, argc - optind);
+		if (!ret)
+			ret = each_chain_run(&ec);
+		rep.emit = false; /* the tails emitted: nothing of this process's to save */
+		goto out;
 	}
 	if ((ao.has_nonce || ao.max_age) && !attest_file) {
 		fprintf(stderr, "auditlog-verify: --attest-nonce and --attest-max-age go with --attest\n");
@@ -1243,6 +1274,7 @@ verify:
 	if (empty && !rep.quiet)
 		fprintf(stderr, "auditlog-verify: the inputs hold no log record: nothing was verified\n");
 out:
+	free(ec.pass);
 	if (rep.emit) { /* the last lines, and (--state) their position */
 		emit_save(&rep);
 		if (emit_failed)
