@@ -54,6 +54,13 @@ mkdir "$work/tmp"
 if ! (cd "$work/build/auditlog" && TMPDIR=$work/tmp DEB_BUILD_OPTIONS=$opts \
 	dpkg-buildpackage -us -uc -b "${profiles[@]}") >"$work/build.log" 2>&1; then
 	grep -E '^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|\*\*\*' "$work/build.log" >&2 || true
+	# ctest runs --verbose here: a failed test's own lines are "N: ..."
+	# among the others'; the last 80 of each, or CI keeps no word of why
+	for n in $(sed -n 's/^[[:space:]]*\([0-9][0-9]*\) - [^ ]* (.*)$/\1/p' \
+		"$work/build.log" | sort -u); do
+		echo "---- the output of test $n" >&2
+		grep "^$n: " "$work/build.log" | tail -80 >&2
+	done
 	tail -40 "$work/build.log" >&2
 	echo "package-test: dpkg-buildpackage failed (log above)" >&2
 	exit 1

@@ -56,21 +56,33 @@ def write(path, events, rotate=32768):
 
 
 def start(args, out):
-    return subprocess.Popen([VERIFY] + args, stdout=out, stderr=subprocess.PIPE)
+    """The run's stderr goes to a file beside its output, never to a pipe
+    nobody reads while it runs: tails that report much under load would
+    block on a full pipe and the output would stop growing."""
+    err = open(out.name + ".err", "wb")
+    p = subprocess.Popen([VERIFY] + args, stdout=out, stderr=err)
+    p.err_path = err.name
+    err.close()
+    return p
+
+
+def stderr_of(p):
+    with open(p.err_path, "rb") as f:
+        return f.read().decode(errors="replace")
 
 
 def stop(p, what):
     p.send_signal(signal.SIGTERM)
     try:
-        _, err = p.communicate(timeout=30)
+        p.wait(timeout=30)
     except subprocess.TimeoutExpired:
         p.kill()
-        _, err = p.communicate()
+        p.wait()
         fail(f"{what}: did not end within 30 s of SIGTERM")
-    return p.returncode, err.decode(errors="replace")
+    return p.returncode, stderr_of(p)
 
 
-def wait_for(pred, secs=30):
+def wait_for(pred, secs=60):
     t = time.monotonic() + secs
     while time.monotonic() < t:
         if pred():
@@ -79,11 +91,18 @@ def wait_for(pred, secs=30):
     return False
 
 
-def wait_out(path, lines, what):
+def timed_out(p, path, what):
+    """A wait ran out: say which, with what the run had written so far."""
+    with open(path, "rb") as f:
+        n = f.read().count(b"\n")
+    fail(f"{what} within 60 s: {n} lines out; its stderr:\n" + stderr_of(p)[-4000:])
+
+
+def wait_out(p, path, lines, what):
     """Wait until every one of lines is in the output file at path."""
     if not wait_for(lambda: all(e in open(path, "rb").read().splitlines(keepends=True)
                                 for e in lines)):
-        fail(f"{what} within 30 s")
+        timed_out(p, path, what)
 
 
 def tails_left(marker):
@@ -167,7 +186,7 @@ try:
         write(os.path.join(logdir, "a.log"), 1500)
         names = ["a.log", "b.log", "c.log"]
         total = sum(len(chain_lines(logdir, n)) for n in names)
-        wait_out(out1, [chain_lines(logdir, n)[-1] for n in names],
+        wait_out(p, out1, [chain_lines(logdir, n)[-1] for n in names],
                  "the tail did not pass on every chain's lines")
         rc, err = stop(p, "the first run")
     if rc != 0:
@@ -196,7 +215,7 @@ try:
                 if json.loads(chain_lines(logdir, n)[-1])["seq"] > last[n]]
         if len(ends) != 2:
             fail(f"the writers between the runs wrote to {len(ends)} chains, not 2")
-        wait_out(out2, ends, "the restarted tail did not pass on the new lines")
+        wait_out(p, out2, ends, "the restarted tail did not pass on the new lines")
         rc, err = stop(p, "the restart")
     if rc != 0:
         fail(f"the restart exited {rc}, not 0: {err}")
@@ -209,7 +228,7 @@ try:
     with open(out3, "wb") as o:
         p = start(args, o)
         write(os.path.join(logdir, "a.log"), 600)
-        wait_out(out3, [chain_lines(logdir, "a.log")[-1]],
+        wait_out(p, out3, [chain_lines(logdir, "a.log")[-1]],
                  "chain a's tail did not go on beside b's failed one")
         rc, err = stop(p, "the run with a bad state")
     if rc != 2:
@@ -236,7 +255,7 @@ try:
         p = start(["--follow", "--emit", "--format", "ecs", "--each-chain", ldir], o)
         total = sum(len(v) for v in want.values())
         if not wait_for(lambda: open(out4, "rb").read().count(b"\n") >= total):
-            fail("the long lines did not all arrive within 30 s")
+            timed_out(p, out4, "the long lines did not all arrive")
         rc, err = stop(p, "the long-line run")
     if rc != 0:
         fail(f"the long-line run exited {rc}: {err}")
