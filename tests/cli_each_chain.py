@@ -13,7 +13,8 @@ ends every tail and the run exits 0. Restarted with the same state
 directory while a writer goes on, it passes on the new lines (repeating at
 most one batch a chain). A chain whose tail cannot start (a state file that
 is not one) ends with exit 2 and the others go on; the run's status is the
-worst of its tails'. ECS objects over 4 KiB from three chains at once come
+worst of its tails'; once its state file is removed, the name is followed
+again from its chain's start. ECS objects over 4 KiB from three chains at once come
 out whole, each chain's in order. Usage errors exit 2 at once.
 
 Args: follow_writer auditlog-verify
@@ -100,8 +101,11 @@ def timed_out(p, path, what):
 
 def wait_out(p, path, lines, what):
     """Wait until every one of lines is in the output file at path."""
-    if not wait_for(lambda: all(e in open(path, "rb").read().splitlines(keepends=True)
-                                for e in lines)):
+    def there():
+        with open(path, "rb") as f:
+            have = set(f.read().splitlines(keepends=True))
+        return all(e in have for e in lines)
+    if not wait_for(there):
         timed_out(p, path, what)
 
 
@@ -221,8 +225,10 @@ try:
         fail(f"the restart exited {rc}, not 0: {err}")
     check_run(out2, names, logdir, allow_repeats=last)
 
-    # --- one chain's tail cannot start: the others go on, the run says 2 ----
-    with open(os.path.join(sdir, "b.log.state"), "w") as f:
+    # --- one chain's tail cannot start: the others go on, the run says 2;
+    # its state file removed, the name is followed again from its start ----
+    bad_state = os.path.join(sdir, "b.log.state")
+    with open(bad_state, "w") as f:
         f.write("not a state\n")
     out3 = os.path.join(tmp, "out3")
     with open(out3, "wb") as o:
@@ -230,11 +236,32 @@ try:
         write(os.path.join(logdir, "a.log"), 600)
         wait_out(p, out3, [chain_lines(logdir, "a.log")[-1]],
                  "chain a's tail did not go on beside b's failed one")
+        b_lines = set(chain_lines(logdir, "b.log"))
+        if "the tail of b.log ended (exit 2)" not in stderr_of(p):
+            fail(f"the failed tail was not told: {stderr_of(p)}")
+        if "once its state file is removed" not in stderr_of(p):
+            fail(f"the failed tail's message does not say how to follow it again: {stderr_of(p)}")
+        if any(ln in b_lines for ln in open(out3, "rb").read().splitlines(keepends=True)):
+            fail("chain b's lines were passed on from a tail that refused its state")
+        if open(bad_state).read() != "not a state\n":
+            fail("the refused state file was changed")
+        os.unlink(bad_state)
+        write(os.path.join(logdir, "b.log"), 300)
+        wait_out(p, out3, chain_lines(logdir, "b.log"),
+                 "chain b was not followed again, from its start, once its state file was removed")
+        if not os.path.exists(bad_state):
+            fail("the new tail of b.log keeps no state file")
         rc, err = stop(p, "the run with a bad state")
     if rc != 2:
         fail(f"a run whose tail exited 2 exited {rc}, not 2")
-    if "the tail of b.log ended (exit 2)" not in err:
-        fail(f"the failed tail was not told: {err}")
+    if "the state file of b.log was removed" not in err:
+        fail(f"following b.log again was not told: {err}")
+    b_lines = chain_lines(logdir, "b.log")
+    b_set = set(b_lines)
+    got = open(out3, "rb").read().splitlines(keepends=True)
+    bseq = [json.loads(ln)["seq"] for ln in got if ln in b_set]
+    if bseq != [json.loads(ln)["seq"] for ln in b_lines]:
+        fail(f"chain b followed again: {len(bseq)} lines passed on, not its {len(b_lines)} in order")
 
     # --- long lines: ECS objects of 7-8 KiB from three chains at once -------
     # (a tail writes a line over 4 KiB alone, in one write that a reader of

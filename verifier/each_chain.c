@@ -30,6 +30,8 @@ struct tail {
 	char *buf;
 	size_t len, cap;
 	int status; /* its exit status, mapped to 0, 1 or 2 */
+	bool state_left; /* it ended on its own with its state file there: removing
+			  * that file is the operator's word to follow the name again */
 };
 
 struct run {
@@ -204,6 +206,15 @@ static char *join(const char *a, const char *b, const char *c)
 	return p;
 }
 
+/* STATE_DIR/NAME.state (malloc'd), or NULL: out of memory. */
+static char *state_path(const struct each_chain *ec, const char *name)
+{
+	const char *ss = ec->state_dir[strlen(ec->state_dir) - 1] == '/' ? "" : "/";
+	char *p;
+
+	return asprintf(&p, "%s%s%s.state", ec->state_dir, ss, name) < 0 ? NULL : p;
+}
+
 /* Start a tail for the chain under the active name: the file and its rotated
  * ones, named one by one (the tail finds the files of later rotations in
  * their directory itself). */
@@ -242,13 +253,8 @@ static int spawn(struct run *r, const char *name)
 		if (!(files[nfiles++] = join(ec->logdir, sep, e->d_name)))
 			goto out;
 	}
-	if (ec->state_dir) {
-		const char *ss = ec->state_dir[strlen(ec->state_dir) - 1] == '/' ? "" : "/";
-		if (asprintf(&state, "%s%s%s.state", ec->state_dir, ss, name) < 0) {
-			state = NULL;
-			goto out;
-		}
-	}
+	if (ec->state_dir && !(state = state_path(ec, name)))
+		goto out;
 	/* self, --follow, the options, --state FILE, --, the files, NULL */
 	argv = calloc(2 + ec->npass + 2 + 1 + nfiles + 1, sizeof(*argv));
 	if (!argv)
@@ -324,6 +330,44 @@ out:
 	return ret;
 }
 
+/* Does the state file of the tail's name exist (not followed through a
+ * symbolic link)? -1: cannot say. */
+static int state_there(const struct each_chain *ec, const char *name)
+{
+	struct stat st;
+	char *p = state_path(ec, name);
+	int r;
+
+	if (!p)
+		return -1;
+	r = fstatat(AT_FDCWD, p, &st, AT_SYMLINK_NOFOLLOW) == 0 ? 1 : errno == ENOENT ? 0 : -1;
+	free(p);
+	return r;
+}
+
+/* A tail that ended on its own, its state file then there: once that file is
+ * gone (the operator verified the old chain and removed it, docs/siem.md
+ * 9.1), the name is forgotten, and the listing that follows starts a tail for
+ * the chain under it from that chain's start, as the one-chain tail does
+ * started again without its state. */
+static void forget_released(struct run *r)
+{
+	for (size_t i = 0; i < r->n;) {
+		struct tail *t = &r->t[i];
+		if (t->fd >= 0 || !t->state_left || state_there(r->ec, t->name) != 0) {
+			i++;
+			continue;
+		}
+		fprintf(stderr, "auditlog-verify: --each-chain: the state file of ");
+		r->ec->put(stderr, t->name);
+		fprintf(stderr, " was removed: its chain is followed again from its start\n");
+		free(t->name);
+		free(t->buf);
+		memmove(t, t + 1, (r->n - i - 1) * sizeof(*t));
+		r->n--;
+	}
+}
+
 /* Start a tail for every active name not seen before whose first line is a
  * complete header; say once of each one whose first line is not. */
 static void rescan(struct run *r)
@@ -333,6 +377,8 @@ static void rescan(struct run *r)
 	char **names = NULL;
 	size_t n = 0, cap = 0;
 
+	if (r->ec->state_dir)
+		forget_released(r);
 	if (!d) {
 		if (dfd >= 0)
 			close(dfd);
@@ -490,11 +536,21 @@ static void drain(struct run *r, struct tail *t)
 			}
 			/* while stopping, a tail that ends 0 is what was asked */
 			if (!r->stopping || t->status) {
+				t->state_left = !r->stopping && r->ec->state_dir &&
+						state_there(r->ec, t->name) == 1;
 				fprintf(stderr, "auditlog-verify: --each-chain: the tail of ");
 				r->ec->put(stderr, t->name);
-				fprintf(stderr, " ended (exit %d)%s\n", t->status,
-					r->stopping ? "" : "; the other chains' tails go on, and this name is not "
-							   "followed again until a restart");
+				fprintf(stderr, " ended (exit %d)", t->status);
+				char *sp = t->state_left ? state_path(r->ec, t->name) : NULL;
+				if (sp) {
+					fprintf(stderr, "; the other chains' tails go on, and this name is "
+							"followed again once its state file is removed: ");
+					r->ec->put(stderr, sp);
+					fprintf(stderr, " (docs/siem.md 9.1)\n");
+					free(sp);
+				} else
+					fprintf(stderr, "%s\n", r->stopping ? "" : "; the other chains' tails go "
+							"on, and this name is not followed again until a restart");
 			}
 			return;
 		}
