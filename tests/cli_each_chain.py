@@ -236,12 +236,13 @@ try:
         write(os.path.join(logdir, "a.log"), 600)
         wait_out(p, out3, [chain_lines(logdir, "a.log")[-1]],
                  "chain a's tail did not go on beside b's failed one")
-        b_lines = set(chain_lines(logdir, "b.log"))
-        if "the tail of b.log ended (exit 2)" not in stderr_of(p):
-            fail(f"the failed tail was not told: {stderr_of(p)}")
-        if "once its state file is removed" not in stderr_of(p):
-            fail(f"the failed tail's message does not say how to follow it again: {stderr_of(p)}")
-        if any(ln in b_lines for ln in open(out3, "rb").read().splitlines(keepends=True)):
+        b_before = set(chain_lines(logdir, "b.log"))
+        err = stderr_of(p)
+        if "the tail of b.log ended (exit 2)" not in err:
+            fail(f"the failed tail was not told: {err}")
+        if "once its state file is removed" not in err:
+            fail(f"the failed tail's message does not say how to follow it again: {err}")
+        if any(ln in b_before for ln in open(out3, "rb").read().splitlines(keepends=True)):
             fail("chain b's lines were passed on from a tail that refused its state")
         if open(bad_state).read() != "not a state\n":
             fail("the refused state file was changed")

@@ -61,7 +61,6 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-
 /* Why path is no directory to use (NULL: it is one; *st filled). */
 static const char *not_dir(const char *path, struct stat *st)
 {
@@ -330,19 +329,13 @@ out:
 	return ret;
 }
 
-/* Does the state file of the tail's name exist (not followed through a
- * symbolic link)? -1: cannot say. */
-static int state_there(const struct each_chain *ec, const char *name)
+/* Is there a file at path (a symbolic link counts, not followed)? 1, 0, or
+ * -1: cannot say. */
+static int there(const char *path)
 {
 	struct stat st;
-	char *p = state_path(ec, name);
-	int r;
 
-	if (!p)
-		return -1;
-	r = fstatat(AT_FDCWD, p, &st, AT_SYMLINK_NOFOLLOW) == 0 ? 1 : errno == ENOENT ? 0 : -1;
-	free(p);
-	return r;
+	return lstat(path, &st) == 0 ? 1 : errno == ENOENT ? 0 : -1;
 }
 
 /* A tail that ended on its own, its state file then there: once that file is
@@ -354,7 +347,10 @@ static void forget_released(struct run *r)
 {
 	for (size_t i = 0; i < r->n;) {
 		struct tail *t = &r->t[i];
-		if (t->fd >= 0 || !t->state_left || state_there(r->ec, t->name) != 0) {
+		char *sp = t->fd < 0 && t->state_left ? state_path(r->ec, t->name) : NULL;
+		int gone = sp && there(sp) == 0;
+		free(sp);
+		if (!gone) {
 			i++;
 			continue;
 		}
@@ -536,21 +532,20 @@ static void drain(struct run *r, struct tail *t)
 			}
 			/* while stopping, a tail that ends 0 is what was asked */
 			if (!r->stopping || t->status) {
-				t->state_left = !r->stopping && r->ec->state_dir &&
-						state_there(r->ec, t->name) == 1;
+				char *sp = !r->stopping && r->ec->state_dir ? state_path(r->ec, t->name) : NULL;
+				t->state_left = sp && there(sp) == 1;
 				fprintf(stderr, "auditlog-verify: --each-chain: the tail of ");
 				r->ec->put(stderr, t->name);
 				fprintf(stderr, " ended (exit %d)", t->status);
-				char *sp = t->state_left ? state_path(r->ec, t->name) : NULL;
-				if (sp) {
+				if (t->state_left) {
 					fprintf(stderr, "; the other chains' tails go on, and this name is "
 							"followed again once its state file is removed: ");
 					r->ec->put(stderr, sp);
 					fprintf(stderr, " (docs/siem.md 9.1)\n");
-					free(sp);
 				} else
 					fprintf(stderr, "%s\n", r->stopping ? "" : "; the other chains' tails go "
 							"on, and this name is not followed again until a restart");
+				free(sp);
 			}
 			return;
 		}
