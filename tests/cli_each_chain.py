@@ -14,7 +14,9 @@ directory while a writer goes on, it passes on the new lines (repeating at
 most one batch a chain). A chain whose tail cannot start (a state file that
 is not one) ends with exit 2 and the others go on; the run's status is the
 worst of its tails'; once its state file is removed, the name is followed
-again from its chain's start. ECS objects over 4 KiB from three chains at once come
+again from its chain's start. Without --state-dir, a tail that ended is
+started again when its writer begins a new chain under its name, and only
+then: the old chain's lines, then the new one's, each once. ECS objects over 4 KiB from three chains at once come
 out whole, each chain's in order. Usage errors exit 2 at once.
 
 Args: follow_writer auditlog-verify
@@ -83,7 +85,10 @@ def stop(p, what):
     return p.returncode, stderr_of(p)
 
 
-def wait_for(pred, secs=60):
+WAIT_S = 60
+
+
+def wait_for(pred, secs=WAIT_S):
     t = time.monotonic() + secs
     while time.monotonic() < t:
         if pred():
@@ -96,7 +101,7 @@ def timed_out(p, path, what):
     """A wait ran out: say which, with what the run had written so far."""
     with open(path, "rb") as f:
         n = f.read().count(b"\n")
-    fail(f"{what} within 60 s: {n} lines out; its stderr:\n" + stderr_of(p)[-4000:])
+    fail(f"{what} within {WAIT_S} s: {n} lines out; its stderr:\n" + stderr_of(p)[-4000:])
 
 
 def wait_out(p, path, lines, what):
@@ -109,19 +114,18 @@ def wait_out(p, path, lines, what):
         timed_out(p, path, what)
 
 
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
 def tails_left(marker):
     """Processes whose command line holds marker (the state directory)."""
-    n = 0
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if marker.encode() in f.read():
-                    n += 1
-        except OSError:
-            pass
-    return n
+    return sum(1 for pid in os.listdir("/proc") if pid.isdigit() and int(pid) != os.getpid() and
+               marker.encode() in _cmdline(int(pid)))
 
 
 def check_run(out_path, names, logdir, allow_repeats=None):
@@ -263,6 +267,47 @@ try:
     bseq = [json.loads(ln)["seq"] for ln in got if ln in b_set]
     if bseq != [json.loads(ln)["seq"] for ln in b_lines]:
         fail(f"chain b followed again: {len(bseq)} lines passed on, not its {len(b_lines)} in order")
+
+    # --- without --state-dir: a tail that ended is followed again only when a
+    # new chain begins under its name (docs/siem.md 9.2), not while the writer
+    # goes on with the chain it had ------------------------------------------
+    ndir = os.path.join(tmp, "newchain")
+    os.mkdir(ndir)
+    nlog = os.path.join(ndir, "n.log")
+    write(nlog, 1000, 65536)
+    old = chain_lines(ndir, "n.log")
+    out5 = os.path.join(tmp, "out5")
+    with open(out5, "wb") as o:
+        p = start(["--follow", "--emit", "--each-chain", ndir], o)
+        wait_out(p, out5, [old[-1]], "the old chain's lines did not all arrive")
+        kids = [int(d) for d in os.listdir("/proc") if d.isdigit() and int(d) != p.pid and
+                _cmdline(int(d)).startswith(VERIFY.encode() + b"\0--follow\0") and
+                nlog.encode() in _cmdline(int(d))]
+        if len(kids) != 1:
+            fail(f"the tail of n.log: {len(kids)} processes found, not 1")
+        for k in kids:
+            os.kill(k, signal.SIGKILL)
+        if not wait_for(lambda: "the tail of n.log ended" in stderr_of(p)):
+            timed_out(p, out5, "the killed tail was not told")
+        write(nlog, 200, 65536)  # the same chain goes on: not followed again
+        time.sleep(2.5)
+        if "a new chain began" in stderr_of(p):
+            fail("a tail that ended was started again while its chain went on: " + stderr_of(p))
+        os.unlink(nlog)
+        write(nlog, 40, 0)
+        new = open(nlog, "rb").read().splitlines(keepends=True)
+        if json.loads(new[0])["chain_id"] == json.loads(old[0])["chain_id"]:
+            fail("the writer did not begin a new chain")
+        wait_out(p, out5, new, "the new chain under n.log was not followed")
+        rc, err = stop(p, "the run without a state directory")
+    if "a new chain began under n.log: it is followed from its start" not in err:
+        fail(f"following the new chain was not told: {err}")
+    if rc != 2:
+        fail(f"a run whose tail was killed exited {rc}, not 2")
+    got = open(out5, "rb").read().splitlines(keepends=True)
+    if got != old + new:
+        fail(f"without --state-dir: {len(got)} lines passed on, not the old chain's {len(old)} "
+             f"then the new one's {len(new)}, each once and in order")
 
     # --- long lines: ECS objects of 7-8 KiB from three chains at once -------
     # (a tail writes a line over 4 KiB alone, in one write that a reader of

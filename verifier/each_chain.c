@@ -32,6 +32,8 @@ struct tail {
 	int status; /* its exit status, mapped to 0, 1 or 2 */
 	bool state_left; /* it ended on its own with its state file there: removing
 			  * that file is the operator's word to follow the name again */
+	char *head;	  /* the first line of its active file when it started */
+	size_t head_len;
 };
 
 struct run {
@@ -154,8 +156,9 @@ static bool known(const struct run *r, const char *name)
  * never opening a FIFO): 1 when its first line is complete and a header, 0
  * when it is not complete yet (or the file is gone), -1 when it is complete
  * and not a header, or not a regular file, or cannot be opened (*err: the
- * errno; 0 otherwise). */
-static int header_first(int dirfd, const char *name, int *err)
+ * errno; 0 otherwise). At 1, *ret_line (malloc'd, or NULL when out of
+ * memory) and *ret_len are that line, without its '\n'. */
+static int header_first(int dirfd, const char *name, int *err, char **ret_line, size_t *ret_len)
 {
 	static const char head[] = "{\"@timestamp\":\"", type[] = ",\"type\":\"";
 	char buf[HEAD_MAX];
@@ -186,10 +189,14 @@ static int header_first(int dirfd, const char *name, int *err)
 	/* the fixed members' order (docs/format.md 2.1): the type is the first
 	 * "type" member, after @timestamp, seq and v */
 	const char *ty = memmem(buf, n, type, sizeof(type) - 1);
-	return ty && (size_t)(buf + n - ty) > sizeof(type) - 1 + 7 &&
-			       memcmp(ty + sizeof(type) - 1, "header\"", 7) == 0
-		       ? 1
-		       : -1;
+	if (!ty || (size_t)(buf + n - ty) <= sizeof(type) - 1 + 7 ||
+	    memcmp(ty + sizeof(type) - 1, "header\"", 7) != 0)
+		return -1;
+	*ret_line = malloc(n);
+	if (*ret_line)
+		memcpy(*ret_line, buf, n);
+	*ret_len = n;
+	return 1;
 }
 
 static char *join(const char *a, const char *b, const char *c)
@@ -216,8 +223,9 @@ static char *state_path(const struct each_chain *ec, const char *name)
 
 /* Start a tail for the chain under the active name: the file and its rotated
  * ones, named one by one (the tail finds the files of later rotations in
- * their directory itself). */
-static int spawn(struct run *r, const char *name)
+ * their directory itself). head: the active file's first line, which the tail
+ * keeps when it starts (0), else the caller's. */
+static int spawn(struct run *r, const char *name, char *head, size_t head_len)
 {
 	const struct each_chain *ec = r->ec;
 	size_t nlen = strlen(name), nfiles = 0, capf = 8;
@@ -311,7 +319,8 @@ static int spawn(struct run *r, const char *name)
 	close(pfd[1]);
 	pfd[1] = -1;
 	(void)fcntl(pfd[0], F_SETFL, fcntl(pfd[0], F_GETFL) | O_NONBLOCK);
-	r->t[r->n++] = (struct tail){.name = tname, .pid = pid, .fd = pfd[0]};
+	r->t[r->n++] = (struct tail){.name = tname, .pid = pid, .fd = pfd[0], .head = head,
+				     .head_len = head_len};
 	pfd[0] = -1;
 	ret = 0;
 out:
@@ -338,27 +347,55 @@ static int there(const char *path)
 	return lstat(path, &st) == 0 ? 1 : errno == ENOENT ? 0 : -1;
 }
 
-/* A tail that ended on its own, its state file then there: once that file is
- * gone (the operator verified the old chain and removed it, docs/siem.md
- * 9.1), the name is forgotten, and the listing that follows starts a tail for
- * the chain under it from that chain's start, as the one-chain tail does
- * started again without its state. */
-static void forget_released(struct run *r)
+/* Is a tail that ended on its own to be followed again (said on stderr)?
+ * With its state file left (it refused that file, or its writer began a new
+ * chain, docs/siem.md 9.1): once that file is gone, the operator's word that
+ * the old chain was verified. Without one: once the first line of the active
+ * file is another header than when it started, the writer's new chain
+ * (docs/siem.md 9.2), as a supervisor restarting a one-chain tail without
+ * --state would follow it. A tail that failed while its writer went on with
+ * the same chain is not started again every second. */
+static bool follow_again(struct run *r, struct tail *t)
+{
+	if (t->state_left) {
+		char *sp = state_path(r->ec, t->name);
+		int gone = sp && there(sp) == 0;
+		free(sp);
+		if (gone) {
+			fprintf(stderr, "auditlog-verify: --each-chain: the state file of ");
+			r->ec->put(stderr, t->name);
+			fprintf(stderr, " was removed: its chain is followed again from its start\n");
+		}
+		return gone;
+	}
+	char *line = NULL;
+	size_t len = 0;
+	int err;
+	bool other = header_first(r->dirfd, t->name, &err, &line, &len) > 0 && line &&
+		     (len != t->head_len || !t->head || memcmp(line, t->head, len) != 0);
+	free(line);
+	if (other) {
+		fprintf(stderr, "auditlog-verify: --each-chain: a new chain began under ");
+		r->ec->put(stderr, t->name);
+		fprintf(stderr, ": it is followed from its start\n");
+	}
+	return other;
+}
+
+/* Forget the tails that ended and are to be followed again: the listing that
+ * follows starts a tail for the chain under each name from that chain's
+ * start. */
+static void forget_ended(struct run *r)
 {
 	for (size_t i = 0; i < r->n;) {
 		struct tail *t = &r->t[i];
-		char *sp = t->fd < 0 && t->state_left ? state_path(r->ec, t->name) : NULL;
-		int gone = sp && there(sp) == 0;
-		free(sp);
-		if (!gone) {
+		if (t->fd >= 0 || !follow_again(r, t)) {
 			i++;
 			continue;
 		}
-		fprintf(stderr, "auditlog-verify: --each-chain: the state file of ");
-		r->ec->put(stderr, t->name);
-		fprintf(stderr, " was removed: its chain is followed again from its start\n");
 		free(t->name);
 		free(t->buf);
+		free(t->head);
 		memmove(t, t + 1, (r->n - i - 1) * sizeof(*t));
 		r->n--;
 	}
@@ -373,8 +410,7 @@ static void rescan(struct run *r)
 	char **names = NULL;
 	size_t n = 0, cap = 0;
 
-	if (r->ec->state_dir)
-		forget_released(r);
+	forget_ended(r);
 	if (!d) {
 		if (dfd >= 0)
 			close(dfd);
@@ -403,10 +439,13 @@ static void rescan(struct run *r)
 	closedir(d);
 	for (size_t i = 0; i < n; i++) {
 		int err;
-		int h = header_first(r->dirfd, names[i], &err);
+		char *head = NULL;
+		size_t head_len = 0;
+		int h = header_first(r->dirfd, names[i], &err, &head, &head_len);
 		if (h > 0) {
-			int e = spawn(r, names[i]);
+			int e = spawn(r, names[i], head, head_len);
 			if (e < 0) {
+				free(head);
 				fprintf(stderr, "auditlog-verify: --each-chain: cannot start the tail of ");
 				r->ec->put(stderr, names[i]);
 				fprintf(stderr, ": %s\n", strerror(-e));
@@ -544,7 +583,7 @@ static void drain(struct run *r, struct tail *t)
 					fprintf(stderr, " (docs/siem.md 9.1)\n");
 				} else
 					fprintf(stderr, "%s\n", r->stopping ? "" : "; the other chains' tails go "
-							"on, and this name is not followed again until a restart");
+							"on, and this name is followed again when a new chain begins under it");
 				free(sp);
 			}
 			return;
@@ -633,6 +672,7 @@ int each_chain_run(const struct each_chain *ec)
 	for (size_t i = 0; i < r.n; i++) {
 		free(r.t[i].name);
 		free(r.t[i].buf);
+		free(r.t[i].head);
 	}
 	free(r.t);
 	for (size_t i = 0; i < r.nskipped; i++)
