@@ -16,7 +16,8 @@ is not one) ends with exit 2 and the others go on; the run's status is the
 worst of its tails'; once its state file is removed, the name is followed
 again from its chain's start. Without --state-dir, a tail that ended is
 started again when its writer begins a new chain under its name, and only
-then: the old chain's lines, then the new one's, each once. ECS objects over 4 KiB from three chains at once come
+then (not at a rotation of its chain): the old chain's lines, then the new
+one's, each once. ECS objects over 4 KiB from three chains at once come
 out whole, each chain's in order. Usage errors exit 2 at once.
 
 Args: follow_writer auditlog-verify
@@ -270,7 +271,7 @@ try:
 
     # --- without --state-dir: a tail that ended is followed again only when a
     # new chain begins under its name (docs/siem.md 9.2), not while the writer
-    # goes on with the chain it had ------------------------------------------
+    # goes on with the chain it had, rotations included ----------------------
     ndir = os.path.join(tmp, "newchain")
     os.mkdir(ndir)
     nlog = os.path.join(ndir, "n.log")
@@ -289,7 +290,12 @@ try:
             os.kill(k, signal.SIGKILL)
         if not wait_for(lambda: "the tail of n.log ended" in stderr_of(p)):
             timed_out(p, out5, "the killed tail was not told")
-        write(nlog, 200, 65536)  # the same chain goes on: not followed again
+        # the same chain goes on, rotating (a new header, the same chain_id):
+        # not followed again
+        before = set(os.listdir(ndir))
+        write(nlog, 600, 65536)
+        if len(set(os.listdir(ndir)) - before) < 2:
+            fail("the writer did not rotate while the tail was down: not the case it tests")
         time.sleep(2.5)
         if "a new chain began" in stderr_of(p):
             fail("a tail that ended was started again while its chain went on: " + stderr_of(p))

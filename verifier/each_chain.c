@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "each_chain.h"
+#include "format.h"
 #include "verify.h"
 
 #define RESCAN_MS 1000
@@ -32,8 +33,8 @@ struct tail {
 	int status; /* its exit status, mapped to 0, 1 or 2 */
 	bool state_left; /* it ended on its own with its state file there: removing
 			  * that file is the operator's word to follow the name again */
-	char *head;	  /* the first line of its active file when it started */
-	size_t head_len;
+	char chain[32];	  /* the chain_id of its active file's header when it started */
+	bool has_chain;	  /* that header parsed */
 };
 
 struct run {
@@ -156,9 +157,9 @@ static bool known(const struct run *r, const char *name)
  * never opening a FIFO): 1 when its first line is complete and a header, 0
  * when it is not complete yet (or the file is gone), -1 when it is complete
  * and not a header, or not a regular file, or cannot be opened (*err: the
- * errno; 0 otherwise). At 1, *ret_line (malloc'd, or NULL when out of
- * memory) and *ret_len are that line, without its '\n'. */
-static int header_first(int dirfd, const char *name, int *err, char **ret_line, size_t *ret_len)
+ * errno; 0 otherwise). At 1, when that line is a canonical header, its
+ * chain_id goes to chain (32 hex digits) and *has_chain is true. */
+static int header_first(int dirfd, const char *name, int *err, char chain[32], bool *has_chain)
 {
 	static const char head[] = "{\"@timestamp\":\"", type[] = ",\"type\":\"";
 	char buf[HEAD_MAX];
@@ -192,10 +193,14 @@ static int header_first(int dirfd, const char *name, int *err, char **ret_line, 
 	if (!ty || (size_t)(buf + n - ty) <= sizeof(type) - 1 + 7 ||
 	    memcmp(ty + sizeof(type) - 1, "header\"", 7) != 0)
 		return -1;
-	*ret_line = malloc(n);
-	if (*ret_line)
-		memcpy(*ret_line, buf, n);
-	*ret_len = n;
+	struct al_parsed p;
+	size_t err_off;
+	uint8_t *dec = malloc(n ? n : 1);
+	*has_chain = dec && al_parse((const uint8_t *)buf, n, dec, &p, &err_off) == AL_PERR_OK &&
+		     p.rec.type == AL_T_HEADER && p.rec.f[AL_F_CHAIN_ID].n == 32;
+	if (*has_chain)
+		memcpy(chain, p.rec.f[AL_F_CHAIN_ID].p, 32);
+	free(dec);
 	return 1;
 }
 
@@ -223,9 +228,9 @@ static char *state_path(const struct each_chain *ec, const char *name)
 
 /* Start a tail for the chain under the active name: the file and its rotated
  * ones, named one by one (the tail finds the files of later rotations in
- * their directory itself). head: the active file's first line, which the tail
- * keeps when it starts (0), else the caller's. */
-static int spawn(struct run *r, const char *name, char *head, size_t head_len)
+ * their directory itself). chain: the chain_id of the active file's header
+ * (when has_chain), kept with the tail. */
+static int spawn(struct run *r, const char *name, const char chain[32], bool has_chain)
 {
 	const struct each_chain *ec = r->ec;
 	size_t nlen = strlen(name), nfiles = 0, capf = 8;
@@ -319,8 +324,8 @@ static int spawn(struct run *r, const char *name, char *head, size_t head_len)
 	close(pfd[1]);
 	pfd[1] = -1;
 	(void)fcntl(pfd[0], F_SETFL, fcntl(pfd[0], F_GETFL) | O_NONBLOCK);
-	r->t[r->n++] = (struct tail){.name = tname, .pid = pid, .fd = pfd[0], .head = head,
-				     .head_len = head_len};
+	r->t[r->n] = (struct tail){.name = tname, .pid = pid, .fd = pfd[0], .has_chain = has_chain};
+	memcpy(r->t[r->n++].chain, chain, sizeof(r->t->chain));
 	pfd[0] = -1;
 	ret = 0;
 out:
@@ -350,11 +355,12 @@ static int there(const char *path)
 /* Is a tail that ended on its own to be followed again (said on stderr)?
  * With its state file left (it refused that file, or its writer began a new
  * chain, docs/siem.md 9.1): once that file is gone, the operator's word that
- * the old chain was verified. Without one: once the first line of the active
- * file is another header than when it started, the writer's new chain
+ * the old chain was verified. Without one: once the active file's header
+ * names another chain than when the tail started, the writer's new chain
  * (docs/siem.md 9.2), as a supervisor restarting a one-chain tail without
- * --state would follow it. A tail that failed while its writer went on with
- * the same chain is not started again every second. */
+ * --state would follow it. A rotation keeps the chain_id: a tail that failed
+ * while its writer went on with the same chain is not started again, every
+ * second or at each rotation (which would pass the chain on again whole). */
 static bool follow_again(struct run *r, struct tail *t)
 {
 	if (t->state_left) {
@@ -368,12 +374,11 @@ static bool follow_again(struct run *r, struct tail *t)
 		}
 		return gone;
 	}
-	char *line = NULL;
-	size_t len = 0;
+	char chain[32] = {0};
+	bool has_chain = false;
 	int err;
-	bool other = header_first(r->dirfd, t->name, &err, &line, &len) > 0 && line &&
-		     (len != t->head_len || !t->head || memcmp(line, t->head, len) != 0);
-	free(line);
+	bool other = header_first(r->dirfd, t->name, &err, chain, &has_chain) > 0 && has_chain &&
+		     (!t->has_chain || memcmp(chain, t->chain, sizeof(chain)) != 0);
 	if (other) {
 		fprintf(stderr, "auditlog-verify: --each-chain: a new chain began under ");
 		r->ec->put(stderr, t->name);
@@ -395,7 +400,6 @@ static void forget_ended(struct run *r)
 		}
 		free(t->name);
 		free(t->buf);
-		free(t->head);
 		memmove(t, t + 1, (r->n - i - 1) * sizeof(*t));
 		r->n--;
 	}
@@ -439,13 +443,12 @@ static void rescan(struct run *r)
 	closedir(d);
 	for (size_t i = 0; i < n; i++) {
 		int err;
-		char *head = NULL;
-		size_t head_len = 0;
-		int h = header_first(r->dirfd, names[i], &err, &head, &head_len);
+		char chain[32] = {0};
+		bool has_chain = false;
+		int h = header_first(r->dirfd, names[i], &err, chain, &has_chain);
 		if (h > 0) {
-			int e = spawn(r, names[i], head, head_len);
+			int e = spawn(r, names[i], chain, has_chain);
 			if (e < 0) {
-				free(head);
 				fprintf(stderr, "auditlog-verify: --each-chain: cannot start the tail of ");
 				r->ec->put(stderr, names[i]);
 				fprintf(stderr, ": %s\n", strerror(-e));
@@ -672,7 +675,6 @@ int each_chain_run(const struct each_chain *ec)
 	for (size_t i = 0; i < r.n; i++) {
 		free(r.t[i].name);
 		free(r.t[i].buf);
-		free(r.t[i].head);
 	}
 	free(r.t);
 	for (size_t i = 0; i < r.nskipped; i++)
