@@ -16,8 +16,8 @@ is not one) ends with exit 2 and the others go on; the run's status is the
 worst of its tails'; once its state file is removed, the name is followed
 again from its chain's start. Without --state-dir, a tail that ended is
 started again when its writer begins a new chain under its name, and only
-then (not at a rotation of its chain): the old chain's lines, then the new
-one's, each once. ECS objects over 4 KiB from three chains at once come
+then (not at a rotation of its chain), whether it was killed or ended on its
+own at the new chain: each chain's lines once, in order. ECS objects over 4 KiB from three chains at once come
 out whole, each chain's in order. Usage errors exit 2 at once.
 
 Args: follow_writer auditlog-verify
@@ -305,15 +305,23 @@ try:
         if json.loads(new[0])["chain_id"] == json.loads(old[0])["chain_id"]:
             fail("the writer did not begin a new chain")
         wait_out(p, out5, new, "the new chain under n.log was not followed")
+        # a third chain while that tail runs: the tail ends on its own (the
+        # writer began a new chain, exit 1) and the third one is followed
+        os.unlink(nlog)
+        write(nlog, 30, 0)
+        third = open(nlog, "rb").read().splitlines(keepends=True)
+        wait_out(p, out5, third, "the third chain under n.log was not followed")
         rc, err = stop(p, "the run without a state directory")
-    if "a new chain began under n.log: it is followed from its start" not in err:
-        fail(f"following the new chain was not told: {err}")
+    if err.count("a new chain began under n.log: it is followed from its start") != 2:
+        fail(f"following the two new chains was not told twice: {err}")
+    if "the tail of n.log ended (exit 1)" not in err:
+        fail(f"the tail that saw the writer begin a new chain did not end on its own: {err}")
     if rc != 2:
         fail(f"a run whose tail was killed exited {rc}, not 2")
     got = open(out5, "rb").read().splitlines(keepends=True)
-    if got != old + new:
+    if got != old + new + third:
         fail(f"without --state-dir: {len(got)} lines passed on, not the old chain's {len(old)} "
-             f"then the new one's {len(new)}, each once and in order")
+             f"then the next two's {len(new)} and {len(third)}, each once and in order")
 
     # --- long lines: ECS objects of 7-8 KiB from three chains at once -------
     # (a tail writes a line over 4 KiB alone, in one write that a reader of

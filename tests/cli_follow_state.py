@@ -18,7 +18,9 @@ Retention behind a stopped tail (the rotated files wholly before the state's
 record deleted) resumes with no finding; a deleted file after it is still a
 missing-file. The writer beginning a new chain at the active name: a state
 on the old chain is refused, a new tail follows the new chain. A restart on
-a glob expanded before the writer rotated the state's file away resumes. Then a v2 log
+a glob expanded before the writer rotated the state's file away resumes, and
+so does one started while the state's file is out of the directory's listing
+for 0.3 s (a rename seen by no listing). Then a v2 log
 (keys from auditlog-keygen, seals, checkpoints, rotation) tailed with --pubkey
 --format ocsf, SIGKILLed in its catch-up and restarted: the
 objects' metadata.sequence values cover the chain without a gap, repeats only
@@ -313,6 +315,35 @@ def stale_glob(d):
              (rc, len(t.lines()), len(new), st["seq"], err[-600:]))
 
 
+def renamed_while_listed(d):
+    """The state's file out of every listing when the tail starts, back 0.3 s
+    later: a directory listing that runs while the writer renames that file
+    (a rotation) can miss it under both names on ext4 (hash order), which
+    once refused a good state (exit 2) in cli_each_chain. The tail lists
+    the inputs again for up to a second before it refuses; here it resumes
+    and passes on exactly what the writer wrote since, no finding."""
+    rdir, rlog, rstate, _ = scene(d, "relist", 700, 500, "renamed while listed")
+    st = read_state(rstate)
+    if ino_of(rlog) != int(st["ino"]):
+        fail("renamed while listed: the state does not name the active file")
+        return
+    hidden = os.path.join(rdir, ".moving")  # listings skip it
+    os.rename(rlog, hidden)
+    t = Tail(d, 701, rstate, rdir)
+    time.sleep(0.3)
+    os.rename(hidden, rlog)
+    subprocess.run([WRITER, rlog, "300", "65536"], check=True)
+    new = [x for x in chain_lines(rdir) if seq_of(x) > int(st["seq"])]
+    wait_for(lambda: t.lines() and seq_of(t.lines()[-1]) == seq_of(new[-1]), 30)
+    time.sleep(0.3)
+    rc = t.kill(signal.SIGTERM) if t.p.poll() is None else t.p.returncode
+    with open(t.err) as f:
+        err = f.read()
+    if rc != 0 or [x for x in t.lines() if seq_of(x) > int(st["seq"])] != new:
+        fail("renamed while listed: exit %d, %d lines (want %d after seq %s), stderr %r" %
+             (rc, len(t.lines()), len(new), st["seq"], err[-600:]))
+
+
 def main():
     d = tempfile.mkdtemp(prefix="auditlog-tailstate.", dir=os.environ.get("TMPDIR"))
     procs = []
@@ -488,6 +519,7 @@ def main():
         retention(d)
         new_chain(d)
         stale_glob(d)
+        renamed_while_listed(d)
     finally:
         for p in procs + [t.p for t in ALL]:
             if p.poll() is None:

@@ -32,6 +32,8 @@
 #include "verify.h"
 
 #define STATE_MAGIC "auditlog-verify-state"
+#define FIND_AGAIN_MS 1000     /* the state's file not found: listed again this long */
+#define FIND_AGAIN_STEP_MS 100
 
 struct tail_state {
 	char *path, *base, *tmp; /* tmp: ".<base>.tmp" beside it */
@@ -259,7 +261,16 @@ static int load(struct tail_state *t, char *err, size_t errlen)
 
 	char hex[2 * AL_HASH_LEN + 1] = {0};
 	al_hex(hh, AL_HASH_LEN, hex);
-	if ((r = find_file(t, hh, true, dev, ino)) == -ENOENT)
+	/* A directory listing that runs while the writer renames the state's
+	 * file (a rotation) can miss it under both names: ext4 lists a
+	 * directory in hash order, and the new name may land behind the
+	 * listing's position while the old one is gone before it gets there.
+	 * A file renamed once is in the next listing, so the inputs are listed
+	 * again, for up to FIND_AGAIN_MS, before the state is refused. */
+	for (unsigned waited = 0; (r = find_file(t, hh, true, dev, ino)) == -ENOENT && waited < FIND_AGAIN_MS;
+	     waited += FIND_AGAIN_STEP_MS)
+		nanosleep(&(struct timespec){.tv_nsec = FIND_AGAIN_STEP_MS * 1000000L}, NULL);
+	if (r == -ENOENT)
 		return fail(err, errlen, -ENOENT,
 			    "no input file begins with the header it names (hash %s): the state is for another "
 			    "log, or that file was deleted or is not among the inputs",
