@@ -2,6 +2,7 @@
 /* --version, usage errors and numbers for every command (cli.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +153,14 @@ int cli_write_all(int fd, const void *p, size_t n, const volatile sig_atomic_t *
 		ssize_t w = write(fd, b, n);
 		if (w < 0 && errno == EINTR)
 			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			/* an O_NONBLOCK descriptor it was given (a pipe of the
+			 * program reading it): wait until it takes more, looking
+			 * at stop at least once a second */
+			struct pollfd pf = {.fd = fd, .events = POLLOUT};
+			(void)poll(&pf, 1, 1000);
+			continue;
+		}
 		if (w < 0)
 			return -errno;
 		b += w;

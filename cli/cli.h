@@ -43,9 +43,10 @@ int cli_parse_udec(const char *s, size_t n, uint64_t max, uint64_t *ret);
  * -EFBIG over max, -EIO a short read, -ENOMEM, or open's error. */
 int cli_read_small(const char *path, size_t max, bool nofollow, uint8_t **ret, size_t *ret_len);
 
-/* All n bytes to fd, one write after another, again after EINTR; with stop
- * (a flag a signal handler sets), -EINTR as soon as *stop is set, before
- * each write. 0, or -errno. */
+/* All n bytes to fd, one write after another, again after EINTR, and after
+ * EAGAIN once fd takes more (an O_NONBLOCK descriptor: a pipe whose reader
+ * set it so); with stop (a flag a signal handler sets), -EINTR as soon as
+ * *stop is set, before each write. 0, or -errno. */
 int cli_write_all(int fd, const void *p, size_t n, const volatile sig_atomic_t *stop);
 
 /* Each complete line of the n files in turn, without its '\n', to fn: a last

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "each_chain.h"
 #include "format.h"
 #include "verify.h"
@@ -477,26 +478,6 @@ static void rescan(struct run *r)
 	free(names);
 }
 
-/* Write [p, p + n) to standard output whole. */
-static int out_all(const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(STDOUT_FILENO, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && errno == EAGAIN) {
-			struct pollfd pf = {.fd = STDOUT_FILENO, .events = POLLOUT};
-			(void)poll(&pf, 1, 1000);
-			continue;
-		}
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Pass on the tail's complete lines: at most WRITE_MAX bytes a write, a
  * longer line alone, so that a reader of a pipe never gets part of a line
  * from one write, as from the one-chain tail. */
@@ -517,9 +498,10 @@ static void forward(struct run *r, struct tail *t)
 				break;
 			n = (size_t)(more - start) + 1;
 		}
-		if (out_all(start, n) < 0) {
+		int w = cli_write_all(STDOUT_FILENO, start, n, NULL);
+		if (w < 0) {
 			fprintf(stderr, "auditlog-verify: --each-chain: writing standard output: %s\n",
-				strerror(errno));
+				strerror(-w));
 			r->out_failed = true;
 			break;
 		}
