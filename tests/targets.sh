@@ -4,7 +4,8 @@
 # bench/targets on one tiny run (auditlog-bench v1 and v2, p11-bench): it
 # keeps the JSON files it judged, prints a row for every figure, and judges
 # again from them (--input); a figure made to fail there is NOT MET and named,
-# and bad arguments exit 2. Timings are never asserted.
+# and counted so across two sets (--input DIR DIR); bad arguments exit 2.
+# Timings are never asserted.
 #
 #   targets.sh BUILD_DIR
 #
@@ -86,6 +87,7 @@ grep "^  run 1:" "$tmp/a.txt" | grep -qi "primed" && fail "a primed run is said 
 "$T" --input "$tmp/out" >"$tmp/b.txt"
 diff <(grep -v "^  run" "$tmp/a.txt") <(grep -v "^  run" "$tmp/b.txt") >/dev/null ||
 	fail "--input judged the same files differently"
+cp -r "$tmp/out" "$tmp/set2" # a second set for the summary over sets, below
 "$PY" - "$tmp/out/v1-1.json" <<'PYEOF'
 import json, sys
 p = sys.argv[1]
@@ -97,6 +99,23 @@ PYEOF
 grep -E "^worker CPU ns/event <= 500 \(v1\) .*999.0 FAIL +NOT MET$" "$tmp/c.txt" >/dev/null ||
 	{ cat "$tmp/c.txt"; fail "a failing figure is not NOT MET"; }
 grep -q "not met: .*worker CPU ns/event <= 500 (v1)" "$tmp/c.txt" || fail "the summary does not name it"
+# --- several sets: each set's verdict, then each row's runs and sets met ----------
+"$PY" - "$tmp/set2/v1-1.json" <<'PYEOF'
+import json, sys
+p = sys.argv[1]
+d = json.load(open(p))
+d["targets"]["worker_cpu_ns_per_event"].update(value=100.0, **{"pass": True})
+json.dump(d, open(p, "w"))
+PYEOF
+"$T" --input "$tmp/out" "$tmp/set2" >"$tmp/s.txt"
+grep -E "^worker CPU ns/event <= 500 \(v1\) +1 of 2 +1 of 2$" "$tmp/s.txt" >/dev/null ||
+	{ cat "$tmp/s.txt"; fail "the summary over two sets does not count a row met in one"; }
+grep -qE "^$tmp/out: [0-9]+ of [0-9]+ targets met in all 1 runs; not met: .*worker CPU ns/event <= 500 \(v1\)" "$tmp/s.txt" ||
+	{ cat "$tmp/s.txt"; fail "the summary does not give the failing set's verdict"; }
+grep -qE "^$tmp/set2: .*" "$tmp/s.txt" && ! grep -qE "^$tmp/set2: .*worker CPU ns/event <= 500 \(v1\)" "$tmp/s.txt" ||
+	{ cat "$tmp/s.txt"; fail "the set that met the row is said not to"; }
+grep -q "^2 sets; " "$tmp/s.txt" || fail "the summary does not say how many sets"
+rm -r "$tmp/set2"
 # --- a run that started on busy CPUs is flagged ---------------------------------
 "$PY" - "$tmp/out/host-1.json" <<'PYEOF'
 import json, sys
