@@ -88,25 +88,22 @@ grep "^  run 1:" "$tmp/a.txt" | grep -qi "primed" && fail "a primed run is said 
 diff <(grep -v "^  run" "$tmp/a.txt") <(grep -v "^  run" "$tmp/b.txt") >/dev/null ||
 	fail "--input judged the same files differently"
 cp -r "$tmp/out" "$tmp/set2" # a second set for the summary over sets, below
-"$PY" - "$tmp/out/v1-1.json" <<'PYEOF'
+set_worker() { # set_worker FILE VALUE PASS(True|False): v1's worker CPU figure
+	"$PY" - "$@" <<'PYEOF'
 import json, sys
-p = sys.argv[1]
+p, v, ok = sys.argv[1], float(sys.argv[2]), sys.argv[3] == "True"
 d = json.load(open(p))
-d["targets"]["worker_cpu_ns_per_event"].update(value=999.0, **{"pass": False})
+d["targets"]["worker_cpu_ns_per_event"].update(value=v, **{"pass": ok})
 json.dump(d, open(p, "w"))
 PYEOF
+}
+set_worker "$tmp/out/v1-1.json" 999 False
 "$T" --input "$tmp/out" >"$tmp/c.txt"
 grep -E "^worker CPU ns/event <= 500 \(v1\) .*999.0 FAIL +NOT MET$" "$tmp/c.txt" >/dev/null ||
 	{ cat "$tmp/c.txt"; fail "a failing figure is not NOT MET"; }
 grep -q "not met: .*worker CPU ns/event <= 500 (v1)" "$tmp/c.txt" || fail "the summary does not name it"
 # --- several sets: each set's verdict, then each row's runs and sets met ----------
-"$PY" - "$tmp/set2/v1-1.json" <<'PYEOF'
-import json, sys
-p = sys.argv[1]
-d = json.load(open(p))
-d["targets"]["worker_cpu_ns_per_event"].update(value=100.0, **{"pass": True})
-json.dump(d, open(p, "w"))
-PYEOF
+set_worker "$tmp/set2/v1-1.json" 100 True
 "$T" --input "$tmp/out" "$tmp/set2" >"$tmp/s.txt"
 grep -E "^worker CPU ns/event <= 500 \(v1\) +1 of 2 +1 of 2$" "$tmp/s.txt" >/dev/null ||
 	{ cat "$tmp/s.txt"; fail "the summary over two sets does not count a row met in one"; }
