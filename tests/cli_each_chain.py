@@ -123,10 +123,15 @@ def _cmdline(pid):
         return b""
 
 
+def pids_where(pred):
+    """The other processes whose command line (NUL-separated bytes) pred accepts."""
+    return [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and int(pid) != os.getpid() and
+            pred(_cmdline(int(pid)))]
+
+
 def tails_left(marker):
     """Processes whose command line holds marker (the state directory)."""
-    return sum(1 for pid in os.listdir("/proc") if pid.isdigit() and int(pid) != os.getpid() and
-               marker.encode() in _cmdline(int(pid)))
+    return len(pids_where(lambda c: marker.encode() in c))
 
 
 def check_run(out_path, names, logdir, allow_repeats=None):
@@ -281,9 +286,8 @@ try:
     with open(out5, "wb") as o:
         p = start(["--follow", "--emit", "--each-chain", ndir], o)
         wait_out(p, out5, [old[-1]], "the old chain's lines did not all arrive")
-        kids = [int(d) for d in os.listdir("/proc") if d.isdigit() and int(d) != p.pid and
-                _cmdline(int(d)).startswith(VERIFY.encode() + b"\0--follow\0") and
-                nlog.encode() in _cmdline(int(d))]
+        kids = [k for k in pids_where(lambda c: c.startswith(VERIFY.encode() + b"\0--follow\0") and
+                                      nlog.encode() in c) if k != p.pid]
         if len(kids) != 1:
             fail(f"the tail of n.log: {len(kids)} processes found, not 1")
         for k in kids:
